@@ -1,0 +1,57 @@
+/**
+ * ckpt: streaming checkpoints for TensorFlow.js training, on Deno.
+ *
+ * A checkpoint (metadata plus named tensors) flows through a codec (binary, JSON Lines, or your
+ * own), optionally gzip, and an incremental SHA-256 into any sink: a file (written atomically), a
+ * pipe, stdout, an HTTP body. Reading runs the same chain backwards and refuses corrupt bytes.
+ *
+ * @example
+ * ```ts
+ * import { loadCheckpoint, saveCheckpoint } from "./mod.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const path = await Deno.makeTempFile({ suffix: ".ckpt" });
+ * const { sha256 } = await saveCheckpoint(path, {
+ *   metadata: { step: 100, metrics: { loss: 0.125 } },
+ *   tensors: [
+ *     { name: "dense/kernel", dtype: "float32", shape: [2, 2], data: new Float32Array([1, 2, 3, 4]) },
+ *     { name: "optimizer/iter", dtype: "int64", shape: [], data: new BigInt64Array([100n]), group: "optimizer" },
+ *   ],
+ * }, { compression: "gzip" });
+ *
+ * const back = await loadCheckpoint(path, { sha256 });
+ * assert.equal(back.metadata.step, 100);
+ * assert.deepEqual(back.tensors[0]!.data, new Float32Array([1, 2, 3, 4]));
+ * await Deno.remove(path);
+ * ```
+ *
+ * @module
+ */
+export type {
+  Checkpoint,
+  CheckpointInput,
+  CheckpointRecord,
+  DType,
+  JsonValue,
+  Metadata,
+  Tensor,
+  TensorData,
+  TensorInput,
+} from "./src/types.ts";
+export { ChecksumMismatchError } from "./src/errors.ts";
+export { type DecodeLimits, DEFAULT_LIMITS } from "./src/limits.ts";
+export { type CheckpointEncoder, type Codec, DETECT_BYTES } from "./src/codec.ts";
+export { binaryCodec } from "./src/codecs/binary.ts";
+export { jsonCodec } from "./src/codecs/json.ts";
+export { type CheckpointIndex, readCheckpointIndex } from "./src/codecs/binary_file.ts";
+export { type CodecName, type Compression, encodeCheckpoint, type EncodeOptions } from "./src/encode.ts";
+export {
+  type CheckpointSource,
+  decodeCheckpoint,
+  type DecodeOptions,
+  sniffCheckpoint,
+  type SniffResult,
+} from "./src/decode.ts";
+export { type CheckpointTarget, saveCheckpoint, type SaveOptions, type SaveResult } from "./src/save.ts";
+export { loadCheckpoint, type LoadOptions } from "./src/load.ts";
+export { DTYPES, validateTensor } from "./src/dtype.ts";

@@ -1,0 +1,28 @@
+// Builds a stream pair whose readable side is an async generator over what is written to the
+// writable side: output is produced only when the reader pulls, so backpressure comes free.
+
+export function generatorPair<I, O>(
+  body: (input: AsyncIterable<I>) => AsyncGenerator<O>,
+): { writable: WritableStream<I>; readable: ReadableStream<O> } {
+  const pass = new TransformStream<I, I>();
+  return { writable: pass.writable, readable: ReadableStream.from(body(pass.readable)) };
+}
+
+/** The two ends of a promise. */
+export interface Settle<T> {
+  resolve(value: T): void;
+  reject(reason: unknown): void;
+}
+
+/**
+ * An encoder pair from a generator that also settles the SHA-256 (hex) of all it produced.
+ * The digest promise never causes an unhandled rejection: errors surface through the stream.
+ */
+export function digestingEncoder<I>(
+  body: (input: AsyncIterable<I>, settle: Settle<string>) => AsyncGenerator<Uint8Array>,
+): { writable: WritableStream<I>; readable: ReadableStream<Uint8Array>; sha256: Promise<string> } {
+  let settle!: Settle<string>;
+  const sha256 = new Promise<string>((resolve, reject) => (settle = { resolve, reject }));
+  sha256.catch(() => {});
+  return { ...generatorPair((input: AsyncIterable<I>) => body(input, settle)), sha256 };
+}

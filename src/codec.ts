@@ -1,0 +1,75 @@
+/**
+ * The codec interface: how checkpoint records become bytes and back. A codec is a pair of
+ * streams plus a test that recognises its bytes; the core needs no change to take a new one.
+ *
+ * @module
+ */
+import type { DecodeLimits } from "./limits.ts";
+import type { CheckpointRecord } from "./types.ts";
+
+/** How many leading bytes {@linkcode Codec.detect} is shown (fewer when the stream is shorter). */
+export const DETECT_BYTES = 64;
+
+/** An encoder: records in, bytes out. */
+export interface CheckpointEncoder extends ReadableWritablePair<Uint8Array, CheckpointRecord> {
+  /**
+   * SHA-256 (hex) of every byte the readable side produced, settled when it closes. A codec that
+   * hashes its own output anyway offers it so callers need not hash the same bytes again.
+   */
+  readonly sha256?: Promise<string>;
+}
+
+/**
+ * A checkpoint codec. The encoder must reject records out of order (metadata first, once) and
+ * invalid tensors; the decoder must verify what it hands out and fail on truncated input, so a
+ * short stream never decodes as a smaller valid checkpoint.
+ *
+ * @example
+ * ```ts
+ * import { type Codec, saveCheckpoint, loadCheckpoint, binaryCodec } from "../mod.ts";
+ * import assert from "node:assert/strict";
+ * // A codec of our own: the binary codec behind a 4-byte prefix.
+ * const MAGIC = new TextEncoder().encode("MINE");
+ * const mine: Codec = {
+ *   name: "mine",
+ *   detect: (head) => MAGIC.every((b, i) => head[i] === b),
+ *   encoder() {
+ *     const inner = binaryCodec.encoder();
+ *     const prefix = new TransformStream<Uint8Array, Uint8Array>({
+ *       start: (c) => c.enqueue(MAGIC),
+ *     });
+ *     return { writable: inner.writable, readable: inner.readable.pipeThrough(prefix) };
+ *   },
+ *   decoder(limits) {
+ *     let skip = MAGIC.length;
+ *     const strip = new TransformStream<Uint8Array, Uint8Array>({
+ *       transform(chunk, c) {
+ *         const n = Math.min(skip, chunk.byteLength);
+ *         skip -= n;
+ *         if (n < chunk.byteLength) c.enqueue(chunk.subarray(n));
+ *       },
+ *     });
+ *     const inner = binaryCodec.decoder(limits);
+ *     strip.readable.pipeTo(inner.writable).catch(() => {});
+ *     return { writable: strip.writable, readable: inner.readable };
+ *   },
+ * };
+ * const chunks: Uint8Array[] = [];
+ * await saveCheckpoint(new WritableStream({ write: (c) => { chunks.push(c.slice()); } }), {
+ *   metadata: { step: 1 },
+ *   tensors: [{ name: "w", dtype: "float32", shape: [1], data: new Float32Array([2]) }],
+ * }, { codec: mine });
+ * const back = await loadCheckpoint(ReadableStream.from(chunks), { codecs: [mine] });
+ * assert.equal(back.tensors[0]!.data[0], 2);
+ * ```
+ */
+export interface Codec {
+  /** Short name, such as `"binary"`; shown by tools. */
+  readonly name: string;
+  /** Whether the leading bytes of a stream (up to {@linkcode DETECT_BYTES}) are this codec's. */
+  detect(head: Uint8Array): boolean;
+  /** A new encoder for one checkpoint. */
+  encoder(): CheckpointEncoder;
+  /** A new decoder for one checkpoint, enforcing `limits`. */
+  decoder(limits?: DecodeLimits): ReadableWritablePair<CheckpointRecord, Uint8Array>;
+}

@@ -1,0 +1,226 @@
+/**
+ * Bytes to checkpoint records: recognise gzip and the codec from the bytes themselves, then
+ * decode record by record.
+ *
+ * @module
+ */
+import { type Codec, DETECT_BYTES } from "./codec.ts";
+import { BUILTIN_CODECS, type Compression } from "./encode.ts";
+import type { DecodeLimits } from "./limits.ts";
+import type { CheckpointRecord } from "./types.ts";
+
+/** Where checkpoint bytes come from. */
+export type CheckpointSource =
+  | string
+  | URL
+  | Uint8Array
+  | ReadableStream<Uint8Array>
+  | AsyncIterable<Uint8Array>;
+
+/** Options for {@linkcode decodeCheckpoint} and `loadCheckpoint`. */
+export interface DecodeOptions extends DecodeLimits {
+  /**
+   * Codecs of your own to recognise, tried before the built-in ones.
+   *
+   * @default {[]}
+   */
+  codecs?: readonly Codec[];
+}
+
+/** What {@linkcode sniffCheckpoint} found. */
+export interface SniffResult {
+  /** The codec whose bytes these are. */
+  codec: Codec;
+  /** Whether the bytes were gzip-compressed. */
+  compression: Compression;
+  /** The codec's bytes (decompressed), from the first byte. */
+  bytes: ReadableStream<Uint8Array>;
+}
+
+const GZIP_MAGIC = [0x1f, 0x8b];
+
+/**
+ * A path or `file:` URL as a byte stream; other sources unchanged.
+ *
+ * @example
+ * ```ts
+ * import { openSource } from "./decode.ts";
+ * import assert from "node:assert/strict";
+ * const s = openSource(new Uint8Array([1, 2]));
+ * assert.deepEqual(new Uint8Array(await new Response(s).arrayBuffer()), new Uint8Array([1, 2]));
+ * ```
+ */
+export function openSource(source: CheckpointSource): ReadableStream<Uint8Array> {
+  if (typeof source === "string" || source instanceof URL) {
+    if (source instanceof URL && source.protocol !== "file:") {
+      throw new TypeError(`Cannot read checkpoint from ${source.href}: only file: URLs are supported`);
+    }
+    return fileStream(source);
+  }
+  if (source instanceof Uint8Array) return ReadableStream.from([source]);
+  if (source instanceof ReadableStream) return source;
+  if (source !== null && typeof source === "object" && Symbol.asyncIterator in source) {
+    return ReadableStream.from(source);
+  }
+  throw new TypeError(
+    "Cannot read checkpoint: source must be a path, a file: URL, a Uint8Array, a ReadableStream or an AsyncIterable",
+  );
+}
+
+/** File reads of this size; each chunk is a fresh buffer, since decoded tensors may view it. */
+const FILE_CHUNK = 4 * 2 ** 20;
+
+function fileStream(path: string | URL): ReadableStream<Uint8Array> {
+  let file: Deno.FsFile | undefined;
+  return new ReadableStream<Uint8Array>({
+    async start() {
+      file = await Deno.open(path, { read: true });
+    },
+    async pull(c) {
+      const buf = new Uint8Array(FILE_CHUNK);
+      let filled = 0;
+      while (filled < buf.byteLength) {
+        const n = await file!.read(buf.subarray(filled));
+        if (n === null) break;
+        filled += n;
+      }
+      if (filled > 0) c.enqueue(buf.subarray(0, filled));
+      if (filled < buf.byteLength) {
+        file!.close();
+        file = undefined;
+        c.close();
+      }
+    },
+    cancel() {
+      file?.close();
+      file = undefined;
+    },
+  }, { highWaterMark: 0 });
+}
+
+async function peek(stream: ReadableStream<Uint8Array>): Promise<[Uint8Array, ReadableStream<Uint8Array>]> {
+  const reader = stream.getReader();
+  const chunks: Uint8Array[] = [];
+  let have = 0;
+  while (have < DETECT_BYTES) {
+    const r = await reader.read();
+    if (r.done) break;
+    if (!(r.value instanceof Uint8Array)) {
+      throw new TypeError("Cannot decode checkpoint: stream chunk is not a Uint8Array");
+    }
+    chunks.push(r.value);
+    have += r.value.byteLength;
+  }
+  const head = new Uint8Array(Math.min(have, DETECT_BYTES));
+  let at = 0;
+  for (const c of chunks) {
+    if (at >= head.byteLength) break;
+    head.set(c.subarray(0, head.byteLength - at), at);
+    at += Math.min(c.byteLength, head.byteLength - at);
+  }
+  async function* rest(): AsyncGenerator<Uint8Array> {
+    try {
+      yield* chunks;
+      chunks.length = 0;
+      for (;;) {
+        const r = await reader.read();
+        if (r.done) return;
+        yield r.value;
+      }
+    } finally {
+      reader.releaseLock();
+    }
+  }
+  const replay = ReadableStream.from(rest());
+  return [head, replay];
+}
+
+function hex(head: Uint8Array): string {
+  return [...head.subarray(0, 8)].map((b) => b.toString(16).padStart(2, "0")).join(" ");
+}
+
+async function* gunzip(bytes: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
+  let out = 0;
+  try {
+    for await (
+      const c of bytes.pipeThrough(new DecompressionStream("gzip") as ReadableWritablePair<Uint8Array, Uint8Array>)
+    ) {
+      out += c.byteLength;
+      yield c;
+    }
+  } catch (e) {
+    if (e instanceof Error && /^Cannot decode/.test(e.message)) throw e;
+    throw new SyntaxError(
+      `Cannot decode checkpoint: gzip stream is corrupt or truncated after ${out} decompressed bytes (${
+        (e as Error)?.message ?? e
+      })`,
+    );
+  }
+}
+
+/**
+ * Recognises a checkpoint's compression and codec from its leading bytes, without consuming
+ * them: the returned stream starts at the codec's first byte.
+ *
+ * @example
+ * ```ts
+ * import { encodeCheckpoint, sniffCheckpoint } from "../mod.ts";
+ * import assert from "node:assert/strict";
+ * const bytes = encodeCheckpoint({ metadata: { step: 0 }, tensors: [] }, { compression: "gzip" });
+ * const found = await sniffCheckpoint(bytes);
+ * assert.equal(found.codec.name, "binary");
+ * assert.equal(found.compression, "gzip");
+ * await found.bytes.cancel();
+ * ```
+ */
+export async function sniffCheckpoint(source: CheckpointSource, options: DecodeOptions = {}): Promise<SniffResult> {
+  let [head, bytes] = await peek(openSource(source));
+  if (head.byteLength === 0) throw new SyntaxError("Cannot decode checkpoint: the stream is empty");
+  let compression: Compression = "none";
+  if (head[0] === GZIP_MAGIC[0] && head[1] === GZIP_MAGIC[1]) {
+    compression = "gzip";
+    [head, bytes] = await peek(ReadableStream.from(gunzip(bytes)));
+    if (head.byteLength === 0) throw new SyntaxError("Cannot decode checkpoint: the gzip stream holds no bytes");
+  }
+  const codecs = [...(options.codecs ?? []), ...Object.values(BUILTIN_CODECS)];
+  const codec = codecs.find((c) => c.detect(head));
+  if (!codec) {
+    await bytes.cancel();
+    throw new SyntaxError(
+      `Cannot decode checkpoint: unrecognised format at offset 0${
+        compression === "gzip" ? " of the gzip content" : ""
+      } (first bytes ${hex(head)})`,
+    );
+  }
+  return { codec, compression, bytes };
+}
+
+/**
+ * A checkpoint's records, one at a time: the metadata first, then each tensor once its digest
+ * has been checked, so a consumer can handle checkpoints larger than memory. The stream errors
+ * (`ChecksumMismatchError`, `SyntaxError`, `RangeError`) when the bytes are corrupt, truncated or
+ * over a limit; it completes only after the whole-stream digest has been checked.
+ *
+ * @example
+ * ```ts
+ * import { decodeCheckpoint, encodeCheckpoint } from "../mod.ts";
+ * import assert from "node:assert/strict";
+ * const bytes = encodeCheckpoint({
+ *   metadata: { step: 1 },
+ *   tensors: [{ name: "w", dtype: "uint8", shape: [2], data: new Uint8Array([5, 6]) }],
+ * });
+ * const kinds = [];
+ * for await (const record of decodeCheckpoint(bytes)) kinds.push(record.type);
+ * assert.deepEqual(kinds, ["metadata", "tensor"]);
+ * ```
+ */
+export function decodeCheckpoint(
+  source: CheckpointSource,
+  options: DecodeOptions = {},
+): ReadableStream<CheckpointRecord> {
+  async function* records(): AsyncGenerator<CheckpointRecord> {
+    const { codec, bytes } = await sniffCheckpoint(source, options);
+    yield* bytes.pipeThrough(codec.decoder(options));
+  }
+  return ReadableStream.from(records());
+}

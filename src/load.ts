@@ -1,0 +1,118 @@
+/**
+ * Loading a checkpoint whole, verified, from a file or any byte stream.
+ *
+ * @module
+ */
+import { BINARY_MAGIC } from "./codecs/binary.ts";
+import { readTensorsByName } from "./codecs/binary_file.ts";
+import { type CheckpointSource, decodeCheckpoint, type DecodeOptions, openSource } from "./decode.ts";
+import { ChecksumMismatchError } from "./errors.ts";
+import type { Checkpoint, Metadata, Tensor } from "./types.ts";
+import { sha256 } from "./_hash.ts";
+
+/** Options for {@linkcode loadCheckpoint}. */
+export interface LoadOptions extends DecodeOptions {
+  /**
+   * Load only these tensors. From an uncompressed binary file this seeks through the index and
+   * reads nothing else (each selected tensor verified by its own digest); from other sources the
+   * stream is read and verified whole and the rest dropped. A name the checkpoint lacks is a
+   * `RangeError`.
+   */
+  only?: readonly string[];
+  /**
+   * The SHA-256 (hex) the source's bytes must have, such as the one `saveCheckpoint` returned;
+   * a mismatch is a {@linkcode ChecksumMismatchError}.
+   */
+  sha256?: string;
+}
+
+async function startsWithBinaryMagic(path: string | URL): Promise<boolean> {
+  const f = await Deno.open(path, { read: true });
+  try {
+    const head = new Uint8Array(BINARY_MAGIC.byteLength);
+    let filled = 0;
+    while (filled < head.byteLength) {
+      const n = await f.read(head.subarray(filled));
+      if (n === null) return false;
+      filled += n;
+    }
+    return head.every((b, i) => b === BINARY_MAGIC[i]);
+  } finally {
+    f.close();
+  }
+}
+
+function hashing(source: ReadableStream<Uint8Array>, expected: string): ReadableStream<Uint8Array> {
+  const hash = sha256();
+  return source.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, c) {
+        hash.update(chunk);
+        c.enqueue(chunk);
+      },
+      flush() {
+        const actual = hash.digest("hex");
+        if (actual !== expected.toLowerCase()) throw new ChecksumMismatchError("source bytes", expected, actual);
+      },
+    }),
+  );
+}
+
+/**
+ * Loads a checkpoint and verifies it: every record digest and the whole-stream digest (and the
+ * caller's `sha256`, when given). The codec and gzip are recognised from the bytes. Nothing is
+ * returned unless everything checked out: corrupt bytes raise {@linkcode ChecksumMismatchError},
+ * malformed ones a `SyntaxError`, sizes over a limit a `RangeError`.
+ *
+ * @example
+ * ```ts
+ * import { loadCheckpoint, saveCheckpoint } from "../mod.ts";
+ * import assert from "node:assert/strict";
+ * const path = await Deno.makeTempFile();
+ * await saveCheckpoint(path, {
+ *   metadata: { step: 5 },
+ *   tensors: [
+ *     { name: "dense/kernel", dtype: "float32", shape: [2], data: new Float32Array([1, 2]) },
+ *     { name: "dense/bias", dtype: "float32", shape: [1], data: new Float32Array([3]) },
+ *   ],
+ * });
+ * const some = await loadCheckpoint(path, { only: ["dense/bias"] });
+ * assert.deepEqual(some.tensors.map((t) => t.name), ["dense/bias"]);
+ * await Deno.remove(path);
+ * ```
+ */
+export async function loadCheckpoint(source: CheckpointSource, options: LoadOptions = {}): Promise<Checkpoint> {
+  const only = options.only;
+  if (
+    only && options.sha256 === undefined && (typeof source === "string" || source instanceof URL) &&
+    await startsWithBinaryMagic(source)
+  ) {
+    return await readTensorsByName(source, only, options);
+  }
+  let bytes: CheckpointSource = source;
+  if (options.sha256 !== undefined) {
+    if (!/^[0-9a-fA-F]{64}$/.test(options.sha256)) throw new TypeError("Invalid sha256 option: expected 64 hex digits");
+    bytes = hashing(openSource(source), options.sha256);
+  }
+  const wanted = only ? new Set(only) : undefined;
+  let metadata: Metadata | undefined;
+  const tensors: Tensor[] = [];
+  const found = new Set<string>();
+  for await (const record of decodeCheckpoint(bytes, options)) {
+    if (record.type === "metadata") metadata = record.metadata;
+    else {
+      found.add(record.tensor.name);
+      if (!wanted || wanted.has(record.tensor.name)) tensors.push(record.tensor);
+    }
+  }
+  if (!metadata) throw new SyntaxError("Cannot decode checkpoint: no metadata record");
+  if (wanted) {
+    const missing = [...wanted].filter((n) => !found.has(n));
+    if (missing.length) {
+      throw new RangeError(
+        `Cannot load checkpoint: no tensor named ${missing.map((n) => JSON.stringify(n)).join(", ")}`,
+      );
+    }
+  }
+  return { metadata, tensors };
+}
