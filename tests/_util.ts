@@ -17,12 +17,19 @@ export function prng(seed: number): () => number {
   };
 }
 
-function f32bits(bits: number[]): Float32Array {
-  return new Float32Array(new Uint32Array(bits).buffer);
+/** Values, then raw bit patterns written through an integer view (spreading NaNs would lose payloads). */
+function f32With(values: number[], bits: number[]): Float32Array {
+  const a = new Float32Array(values.length + bits.length);
+  a.set(values);
+  new Uint32Array(a.buffer).set(bits, values.length);
+  return a;
 }
 
-function f64bits(bits: bigint[]): Float64Array {
-  return new Float64Array(new BigUint64Array(bits).buffer);
+function f64With(values: number[], bits: bigint[]): Float64Array {
+  const a = new Float64Array(values.length + bits.length);
+  a.set(values);
+  new BigUint64Array(a.buffer).set(bits, values.length);
+  return a;
 }
 
 /** One tensor per dtype, holding the values that break naive codecs. */
@@ -32,7 +39,7 @@ export function edgeTensors(): TensorInput[] {
       name: "f32",
       dtype: "float32",
       shape: [3, 4],
-      data: new Float32Array([
+      data: f32With([
         0,
         -0,
         NaN,
@@ -43,22 +50,16 @@ export function edgeTensors(): TensorInput[] {
         0.1,
         -1.5,
         1.1754942106924411e-38, // largest subnormal
-        ...f32bits([0x7fc00001, 0xffbfffff]), // NaNs with payloads (quiet, negative)
-      ]),
+      ], [0x7fc00001, 0xffbfffff]), // NaNs with payloads (quiet, negative)
     },
     {
       name: "f64",
       dtype: "float64",
       shape: [9],
-      data: new Float64Array([
-        0,
-        -0,
-        Number.MIN_VALUE,
-        Number.MAX_VALUE,
-        0.1 + 0.2,
-        -Infinity,
-        ...f64bits([0x7ff8000000000001n, 0xfff0000000000001n, 0x7ff8000000000000n]),
-      ]),
+      data: f64With(
+        [0, -0, Number.MIN_VALUE, Number.MAX_VALUE, 0.1 + 0.2, -Infinity],
+        [0x7ff8000000000001n, 0xfff0000000000001n, 0x7ff8000000000000n],
+      ),
     },
     {
       name: "f16",
