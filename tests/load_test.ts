@@ -1,0 +1,141 @@
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { ChecksumMismatchError, loadCheckpoint, readCheckpointIndex, saveCheckpoint } from "../mod.ts";
+import { assertSameTensors, edgeCheckpoint, edgeTensors } from "./_util.ts";
+import { buildRaw, meta, tensor } from "./codecs/_binary_builder.ts";
+
+async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
+  const dir = await Deno.makeTempDir();
+  try {
+    await fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("loadCheckpoint({ only }) seeks through the index and reads nothing else", async () => {
+  await withDir(async (dir) => {
+    const path = join(dir, "a.ckpt");
+    await saveCheckpoint(path, edgeCheckpoint());
+    const index = await readCheckpointIndex(path);
+    // Corrupt the data of every tensor except "i64"/"mask": a full load fails, a selective one does not.
+    const bytes = await Deno.readFile(path);
+    for (const e of index.tensors) {
+      if (e.name === "mask" || e.name === "u64") continue;
+      bytes[e.offset + e.length - 40]! ^= 0xff;
+    }
+    await Deno.writeFile(path, bytes);
+    await assert.rejects(() => loadCheckpoint(path), ChecksumMismatchError);
+    const some = await loadCheckpoint(path, { only: ["mask", "u64"] });
+    assert.equal(some.metadata.step, 1234);
+    assertSameTensors(some.tensors, edgeTensors().filter((t) => t.name === "u64" || t.name === "mask"));
+    // A selected tensor whose bytes are corrupt is refused.
+    await assert.rejects(() => loadCheckpoint(path, { only: ["f32"] }), ChecksumMismatchError);
+  });
+});
+
+Deno.test("loadCheckpoint({ only }) works on every codec and names missing tensors", async () => {
+  await withDir(async (dir) => {
+    for (const [codec, compression] of [["binary", "none"], ["binary", "gzip"], ["json", "none"]] as const) {
+      const path = join(dir, `${codec}-${compression}.ckpt`);
+      await saveCheckpoint(path, edgeCheckpoint(), { codec, compression });
+      const got = await loadCheckpoint(path, { only: ["f16", "scalar"] });
+      assertSameTensors(got.tensors, edgeTensors().filter((t) => t.name === "f16" || t.name === "scalar"));
+      await assert.rejects(() => loadCheckpoint(path, { only: ["f16", "nope"] }), /no tensor named "nope"/);
+    }
+  });
+});
+
+Deno.test("readCheckpointIndex lists tensors and metadata without reading data", async () => {
+  await withDir(async (dir) => {
+    const path = join(dir, "a.ckpt");
+    const { bytes } = await saveCheckpoint(path, edgeCheckpoint());
+    const index = await readCheckpointIndex(path);
+    assert.equal(index.bytes, bytes);
+    assert.deepEqual(index.metadata, edgeCheckpoint().metadata);
+    assert.deepEqual(index.tensors.map((t) => t.name), edgeTensors().map((t) => t.name));
+    assert.deepEqual(index.tensors[0]!.shape, [3, 4]);
+    await Deno.writeFile(path, new Uint8Array(10));
+    await assert.rejects(() => readCheckpointIndex(path), /file of 10 bytes is too short/);
+  });
+});
+
+Deno.test("loadCheckpoint({ sha256 }) refuses bytes with another digest", async () => {
+  await withDir(async (dir) => {
+    const path = join(dir, "a.ckpt");
+    const { sha256 } = await saveCheckpoint(path, edgeCheckpoint());
+    await loadCheckpoint(path, { sha256: sha256.toUpperCase() });
+    const wrong = sha256.replace(/^./, (c) => (c === "0" ? "1" : "0"));
+    await assert.rejects(() => loadCheckpoint(path, { sha256: wrong }), (e: ChecksumMismatchError) => {
+      assert.ok(e instanceof ChecksumMismatchError);
+      assert.equal(e.expected, wrong);
+      assert.equal(e.actual, sha256);
+      return true;
+    });
+    await assert.rejects(() => loadCheckpoint(path, { sha256: "abc" }), TypeError);
+  });
+});
+
+Deno.test("random-access reads reject inconsistent indexes from literal bytes", async (t) => {
+  const f32 = new Uint8Array(new Float32Array([1, 2]).buffer);
+  const W = { name: "w", dtype: "float32", shape: [2], group: "params" };
+  const cases: [string, Uint8Array, RegExp][] = [
+    [
+      "index offset outside the file",
+      buildRaw({ records: [meta(), tensor(W, f32)], indexOffset: 1n << 40n }),
+      /footer points to an index at 1099511627776, outside the file/,
+    ],
+    [
+      "index entry points elsewhere",
+      buildRaw({
+        records: [meta(), tensor(W, f32)],
+        index: JSON.stringify({ tensors: [{ ...W, offset: 80, length: 158 }] }),
+      }),
+      /index entry "w" points to 80, expected 74/,
+    ],
+    [
+      "index entry length wrong",
+      buildRaw({
+        records: [meta(), tensor(W, f32)],
+        index: JSON.stringify({ tensors: [{ ...W, offset: 74, length: 100 }] }),
+      }),
+      /index entries end at 174, but the index starts at 232/,
+    ],
+    [
+      "index entry disagrees with record",
+      buildRaw({
+        records: [meta(), tensor(W, f32)],
+        index: JSON.stringify({ tensors: [{ ...W, name: "v", offset: 74, length: 158 }] }),
+      }),
+      /tensor record disagrees with its index entry "v"|no tensor named "w"/,
+    ],
+    [
+      "index entry duplicated",
+      buildRaw({
+        records: [meta(), tensor(W, f32), tensor({ ...W, name: "x" }, f32)],
+        index: JSON.stringify({ tensors: [{ ...W, offset: 74, length: 158 }, { ...W, offset: 232, length: 158 }] }),
+      }),
+      /index lists "w" twice/,
+    ],
+    [
+      "bad index digest",
+      buildRaw({ records: [meta(), tensor(W, f32)] }).map((b, i, a) => (i === a.length - 49 ? b ^ 1 : b)),
+      /Checksum mismatch for record at offset 232/,
+    ],
+  ];
+  for (const [name, bytes, pattern] of cases) {
+    await t.step(name, async () => {
+      await withDir(async (dir) => {
+        const path = join(dir, "x.ckpt");
+        await Deno.writeFile(path, bytes);
+        await assert.rejects(() => loadCheckpoint(path, { only: ["w"] }), pattern);
+      });
+    });
+  }
+});
+
+Deno.test("loadCheckpoint rejects sources that are not byte sources", async () => {
+  await assert.rejects(() => loadCheckpoint(42 as unknown as string), /source must be a path, a file: URL/);
+  await assert.rejects(() => loadCheckpoint(new URL("https://example.com/x.ckpt")), /only file: URLs are supported/);
+  await assert.rejects(() => loadCheckpoint("/nonexistent/x.ckpt"), Deno.errors.NotFound);
+});

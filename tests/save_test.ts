@@ -1,0 +1,107 @@
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { pathToFileURL as toFileUrl } from "node:url";
+import { loadCheckpoint, saveCheckpoint } from "../mod.ts";
+import type { TensorInput } from "../src/types.ts";
+import { assertSameCheckpoint, edgeCheckpoint } from "./_util.ts";
+
+async function sha256sum(path: string): Promise<string> {
+  const out = await new Deno.Command("sha256sum", { args: [path] }).output();
+  return new TextDecoder().decode(out.stdout).split(" ")[0]!;
+}
+
+for (const codec of ["binary", "json"] as const) {
+  for (const compression of ["none", "gzip"] as const) {
+    Deno.test(`saveCheckpoint (${codec}, ${compression}) returns the size and the digest sha256sum prints`, async () => {
+      const dir = await Deno.makeTempDir();
+      try {
+        const path = join(dir, "a.ckpt");
+        const ckpt = edgeCheckpoint();
+        const r = await saveCheckpoint(path, ckpt, { codec, compression });
+        assert.equal(r.bytes, (await Deno.stat(path)).size);
+        assert.equal(r.sha256, await sha256sum(path));
+        assertSameCheckpoint(await loadCheckpoint(path, { sha256: r.sha256 }), ckpt);
+      } finally {
+        await Deno.remove(dir, { recursive: true });
+      }
+    });
+  }
+}
+
+Deno.test("saveCheckpoint writes to a file: URL and to any WritableStream", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const url = toFileUrl(join(dir, "u.ckpt"));
+    const a = await saveCheckpoint(url, edgeCheckpoint());
+    const chunks: Uint8Array[] = [];
+    const b = await saveCheckpoint(new WritableStream({ write: (c) => void chunks.push(c.slice()) }), edgeCheckpoint());
+    assert.deepEqual(a, b);
+    assertSameCheckpoint(await loadCheckpoint(ReadableStream.from(chunks)), edgeCheckpoint());
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a failed save leaves the previous file intact and no temporary file behind", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const path = join(dir, "model.ckpt");
+    const first = await saveCheckpoint(path, edgeCheckpoint());
+    async function* failing(): AsyncGenerator<TensorInput> {
+      yield { name: "a", dtype: "float32", shape: [1 << 20], data: new Float32Array(1 << 20) };
+      throw new Error("device lost");
+    }
+    await assert.rejects(() => saveCheckpoint(path, { metadata: { step: 2 }, tensors: failing() }), /device lost/);
+    await assert.rejects(
+      () =>
+        saveCheckpoint(path, {
+          metadata: { step: 2 },
+          tensors: [{ name: "x", dtype: "int8", shape: [2], data: new Int8Array(1) }],
+        }),
+      /shape \[2\] has 2 elements but data has 1/,
+    );
+    assert.equal(await sha256sum(path), first.sha256);
+    assert.deepEqual([...Deno.readDirSync(dir)].map((e) => e.name), ["model.ckpt"]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("saveCheckpoint to a missing directory fails with NotFound and writes nothing", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await assert.rejects(() => saveCheckpoint(join(dir, "nope", "a.ckpt"), edgeCheckpoint()), Deno.errors.NotFound);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a save killed mid-write (SIGKILL) leaves the previous checkpoint loadable", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const path = join(dir, "m.ckpt");
+    const first = await saveCheckpoint(path, edgeCheckpoint());
+    const script = `
+      import { saveCheckpoint } from ${JSON.stringify(new URL("../mod.ts", import.meta.url).href)};
+      async function* slow() {
+        for (let i = 0; i < 1000; i++) {
+          yield { name: "t" + i, dtype: "float32", shape: [1 << 18], data: new Float32Array(1 << 18).fill(i) };
+          if (i === 3) console.log("writing");
+        }
+      }
+      await saveCheckpoint(${JSON.stringify(path)}, { metadata: { step: 9 }, tensors: slow() });
+    `;
+    const child = new Deno.Command(Deno.execPath(), { args: ["eval", script], stdout: "piped", stderr: "null" })
+      .spawn();
+    const reader = child.stdout.getReader();
+    await reader.read(); // "writing": the temporary file exists and is being filled
+    child.kill("SIGKILL");
+    await child.status;
+    reader.releaseLock();
+    await child.stdout.cancel();
+    assert.equal(await sha256sum(path), first.sha256);
+    assertSameCheckpoint(await loadCheckpoint(path), edgeCheckpoint());
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
