@@ -47,10 +47,10 @@ Deno.test("a failed save leaves the previous file intact and no temporary file b
   try {
     const path = join(dir, "model.ckpt");
     const first = await saveCheckpoint(path, edgeCheckpoint());
-    async function* failing(): AsyncGenerator<TensorInput> {
+    const failing = async function* (): AsyncGenerator<TensorInput> {
       yield { name: "a", dtype: "float32", shape: [1 << 20], data: new Float32Array(1 << 20) };
       throw new Error("device lost");
-    }
+    };
     await assert.rejects(() => saveCheckpoint(path, { metadata: { step: 2 }, tensors: failing() }), /device lost/);
     await assert.rejects(
       () =>
