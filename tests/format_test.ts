@@ -7,7 +7,7 @@ import { assertSameCheckpoint, collect } from "./_util.ts";
 const doc = await Deno.readTextFile(new URL("../docs/FORMAT.md", import.meta.url));
 
 function block(name: string): string {
-  const m = new RegExp(`<!-- ${name}:begin -->\\n\`\`\`\\n([\\s\\S]*?)\`\`\`\\n<!-- ${name}:end -->`).exec(doc);
+  const m = new RegExp(`<!-- ${name}:begin -->\\s*\`\`\`\\n([\\s\\S]*?)\`\`\`\\s*<!-- ${name}:end -->`).exec(doc);
   assert.ok(m, `docs/FORMAT.md has the ${name} block`);
   return m[1]!;
 }
