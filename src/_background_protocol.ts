@@ -1,0 +1,115 @@
+// What the BackgroundWriter and its worker say to each other, how errors cross between them,
+// and the promise type that knows whether a caller is listening.
+
+import type { Metadata, TensorInput } from "./types.ts";
+import type { SaveResult } from "./save.ts";
+
+/** The save options that can cross to a worker (a Codec object cannot: it holds functions). */
+export interface WorkerSaveOptions {
+  codec: "binary" | "json";
+  compression: "none" | "gzip";
+  sync: boolean;
+}
+
+/** Main thread to worker: save one checkpoint; the tensors' buffers are transferred. */
+export interface SaveRequest {
+  id: number;
+  path: string;
+  metadata: Metadata;
+  tensors: TensorInput[];
+  options: WorkerSaveOptions;
+}
+
+/** An error as it crosses the thread boundary. */
+export interface SerializedError {
+  name: string;
+  message: string;
+  stack?: string;
+}
+
+/** Worker to main thread: the outcome, with the tensors (their buffers transferred back). */
+export type SaveReply =
+  & { id: number; tensors: TensorInput[] }
+  & ({ ok: true; result: SaveResult } | { ok: false; error: SerializedError });
+
+/**
+ * A key of the BackgroundWriter options, kept out of the public types: the URL of the worker
+ * module to run instead of the bundled one. Tests use it to run a worker that crashes.
+ */
+export const WORKER_URL: unique symbol = Symbol("ckpt.BackgroundWriter.workerUrl");
+
+/** An error, reduced to what survives a `postMessage`. */
+export function serializeError(e: unknown): SerializedError {
+  if (e instanceof Error) {
+    return { name: e.name, message: e.message, ...(e.stack === undefined ? {} : { stack: e.stack }) };
+  }
+  return { name: "Error", message: String(e) };
+}
+
+type ErrorClass = new (message: string, options?: ErrorOptions) => Error;
+
+const BUILTIN_ERRORS: Readonly<Record<string, ErrorClass>> = {
+  TypeError,
+  RangeError,
+  SyntaxError,
+};
+
+function errorClass(name: string): ErrorClass {
+  if (Object.hasOwn(BUILTIN_ERRORS, name)) return BUILTIN_ERRORS[name]!;
+  // Deno's I/O errors (NotFound, PermissionDenied, NoSpaceLeft...) keep their class so callers
+  // can test `instanceof Deno.errors.NotFound`.
+  const deno = (Deno.errors as unknown as Record<string, ErrorClass | undefined>)[name];
+  if (Object.hasOwn(Deno.errors, name) && typeof deno === "function") return deno;
+  return Error;
+}
+
+/**
+ * The error a failed background save reports: the class of the worker's error, a message that
+ * says which save failed (`context`), and the worker's own error as `cause`.
+ */
+export function rebuildError(e: SerializedError, context: string): Error {
+  const Class = errorClass(e.name);
+  const cause = new Class(e.message);
+  if (e.stack !== undefined) cause.stack = e.stack;
+  return new Class(`${context}: ${e.message}`, { cause });
+}
+
+/**
+ * A promise that records whether anyone attached a handler (`await`, `then`, `catch`, `finally`,
+ * `Promise.all`...): a failure nobody listens to is then reported by the writer's next call.
+ * It is created already marked as handled, so an unobserved rejection never becomes an
+ * unhandled-rejection crash.
+ */
+export class SavePromise<T> extends Promise<T> {
+  static override get [Symbol.species](): PromiseConstructor {
+    return Promise;
+  }
+
+  #observed = false;
+
+  /** Whether a handler was attached. */
+  get observed(): boolean {
+    return this.#observed;
+  }
+
+  override then<A = T, B = never>(
+    onFulfilled?: ((value: T) => A | PromiseLike<A>) | null,
+    onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null,
+  ): Promise<A | B> {
+    this.#observed = true;
+    return super.then(onFulfilled, onRejected);
+  }
+
+  /** A pending promise with its settle functions. */
+  static create<T>(): { promise: SavePromise<T>; resolve: (v: T) => void; reject: (e: unknown) => void } {
+    let resolve!: (v: T) => void;
+    let reject!: (e: unknown) => void;
+    const promise = new SavePromise<T>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    // Mark as handled without counting as an observer.
+    Promise.prototype.then.call(promise, undefined, () => {});
+    return { promise, resolve, reject };
+  }
+}

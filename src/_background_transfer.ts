@@ -1,0 +1,82 @@
+// Taking ownership of a checkpoint's tensor buffers so they can be transferred to a worker.
+
+import type { TensorData, TensorInput } from "./types.ts";
+import type { TypedArrayConstructor } from "./dtype.ts";
+
+/** Tensors that own their buffers, and those buffers (each once) for a `postMessage` transfer list. */
+export interface OwnedTensors {
+  tensors: TensorInput[];
+  transfer: ArrayBuffer[];
+  /** Bytes that had to be copied because their buffer could not be moved. */
+  copiedBytes: number;
+}
+
+/** Whether the views together cover every byte of their buffer. */
+function coversBuffer(buffer: ArrayBufferLike, views: readonly TensorData[]): boolean {
+  const spans = views.map((v) => [v.byteOffset, v.byteOffset + v.byteLength] as const)
+    .sort((a, b) => a[0] - b[0]);
+  let end = 0;
+  for (const [from, to] of spans) {
+    if (from > end) return false;
+    if (to > end) end = to;
+  }
+  return end === buffer.byteLength;
+}
+
+/**
+ * Moves the tensors' data out of the caller's hands, so later writes by the caller cannot change
+ * what is saved and the buffers can be transferred to a worker without copying:
+ * - a plain `ArrayBuffer` whose every byte belongs to tensors of this checkpoint (one tensor
+ *   owning its whole buffer, or several tensors packed into one buffer) is moved with
+ *   `ArrayBuffer.prototype.transfer()`: no copy, and the caller's arrays become detached;
+ * - anything else (a view into a larger buffer that holds other data, a `SharedArrayBuffer`, a
+ *   buffer that cannot be detached such as WebAssembly memory) is copied, and the caller's
+ *   arrays are left as they are.
+ * The returned tensors keep the input order, names, shapes and groups.
+ */
+export function takeOwnership(input: readonly TensorInput[]): OwnedTensors {
+  const byBuffer = new Map<ArrayBufferLike, TensorData[]>();
+  for (const t of input) {
+    const views = byBuffer.get(t.data.buffer);
+    if (views) views.push(t.data);
+    else byBuffer.set(t.data.buffer, [t.data]);
+  }
+  // Read every view's place before any buffer is detached (a detached view reads as empty).
+  const layout = input.map((t) =>
+    [t.data.constructor as TypedArrayConstructor, t.data.byteOffset, t.data.length] as const
+  );
+  const moved = new Map<ArrayBufferLike, ArrayBuffer>();
+  for (const [buffer, views] of byBuffer) {
+    if (!(buffer instanceof ArrayBuffer) || !coversBuffer(buffer, views)) continue;
+    try {
+      moved.set(buffer, buffer.transfer());
+    } catch {
+      // Not detachable (WebAssembly memory, for one): copied below instead.
+    }
+  }
+  const transfer = [...moved.values()];
+  let copiedBytes = 0;
+  const tensors = input.map((t, i): TensorInput => {
+    const buffer = moved.get(t.data.buffer);
+    let data: TensorData;
+    if (buffer) {
+      const [View, byteOffset, length] = layout[i]!;
+      data = new View(buffer, byteOffset, length);
+    } else {
+      data = t.data.slice() as TensorData;
+      copiedBytes += data.byteLength;
+      transfer.push(data.buffer as ArrayBuffer);
+    }
+    return { ...t, shape: [...t.shape], data };
+  });
+  return { tensors, transfer, copiedBytes };
+}
+
+/** Each distinct buffer under the tensors, once: the transfer list for sending them on. */
+export function buffersOf(tensors: readonly TensorInput[]): ArrayBuffer[] {
+  const seen = new Set<ArrayBuffer>();
+  for (const t of tensors) {
+    if (t.data.buffer instanceof ArrayBuffer && !t.data.buffer.detached) seen.add(t.data.buffer);
+  }
+  return [...seen];
+}

@@ -1,0 +1,509 @@
+/**
+ * Saving checkpoints off the training thread: a {@linkcode BackgroundWriter} moves a checkpoint's
+ * tensor buffers to a Web Worker (transferred, not copied), where the core's `saveCheckpoint`
+ * encodes, hashes, optionally gzips and atomically writes them, then hands the buffers back for
+ * reuse. The thread that calls `save()` pays only for checking the tensors and moving buffers.
+ *
+ * @module
+ */
+import { isAbsolute, resolve } from "node:path";
+import { validateTensor } from "./dtype.ts";
+import { validateMetadata } from "./metadata.ts";
+import { type SaveOptions, type SaveResult, toPath } from "./save.ts";
+import type { Metadata, TensorInput } from "./types.ts";
+import {
+  rebuildError,
+  SavePromise,
+  type SaveReply,
+  type SaveRequest,
+  WORKER_URL,
+  type WorkerSaveOptions,
+} from "./_background_protocol.ts";
+import { takeOwnership } from "./_background_transfer.ts";
+
+/**
+ * What a {@linkcode BackgroundWriter} does with a `save()` that arrives while another is running:
+ * - `"wait"`: it queues, and every save is written, in call order. Each queued save holds its
+ *   tensors in memory until its turn.
+ * - `"coalesce"`: it replaces the save that is still waiting (if any), whose promise then rejects
+ *   with a {@linkcode SupersededError}; the running save always completes. At most two
+ *   checkpoints are held: the one being written and the newest one.
+ */
+export type WhenBusy = "wait" | "coalesce";
+
+/** The default of {@linkcode BackgroundWriterOptions.whenBusy}. */
+export const DEFAULT_WHEN_BUSY: WhenBusy = "wait";
+
+/** The default of {@linkcode BackgroundWriterOptions.idleTimeout}, in milliseconds. */
+export const DEFAULT_IDLE_TIMEOUT = 1000;
+
+/** Options for {@linkcode BackgroundWriter}. */
+export interface BackgroundWriterOptions {
+  /**
+   * What a `save()` does while another save is in flight: queue (`"wait"`) or replace the one
+   * still waiting (`"coalesce"`). See {@linkcode WhenBusy}.
+   *
+   * @default {"wait"}
+   */
+  whenBusy?: WhenBusy;
+  /**
+   * Called with a save's tensors when the worker is done with them (saved, failed) or when the
+   * save was superseded before it started, so their arrays can be reused as staging buffers for
+   * the next snapshot. The tensors come in the order they were given; each `data` is a live
+   * array (the buffer the caller gave, moved back, or the copy made of it: see
+   * {@linkcode BackgroundWriter.save}). Called before the save's promise settles. Not called
+   * when the worker crashed, since the buffers went down with it. If it throws, the error is
+   * reported like a failed save.
+   *
+   * @default {undefined} (returned buffers are left to the garbage collector)
+   */
+  onReturn?: (tensors: TensorInput[]) => void;
+  /**
+   * Milliseconds the worker is kept once nothing is in flight or waiting; after that it is
+   * terminated (starting one costs the calling thread about 10 ms) and the next save starts a
+   * new one. An idle worker keeps the process alive, so this is also how long a script that never
+   * calls `close()` lingers after its last save. `Infinity` keeps it until `close()`.
+   *
+   * @default {1000}
+   */
+  idleTimeout?: number;
+}
+
+/** A checkpoint as {@linkcode BackgroundWriter.save} takes it: tensors as an array. */
+export interface BackgroundCheckpoint {
+  /** Metadata, copied when `save()` is called. */
+  metadata: Metadata;
+  /** The tensors; their buffers are taken over by `save()` (see there). */
+  tensors: readonly TensorInput[];
+}
+
+/**
+ * The rejection of a save that a newer one replaced before it started (only with
+ * `whenBusy: "coalesce"`). Not a failure: it is never reported again by a later call.
+ *
+ * @example
+ * ```ts
+ * import { SupersededError } from "./background_writer.ts";
+ * import assert from "node:assert/strict";
+ * const e = new SupersededError({ path: "/c/a.ckpt", step: 10 }, { path: "/c/b.ckpt", step: 20 });
+ * assert.equal(e.step, 10);
+ * assert.equal(e.supersededByStep, 20);
+ * assert.match(e.message, /superseded by step 20/);
+ * ```
+ */
+export class SupersededError extends Error {
+  /** The path the superseded save would have written. */
+  readonly path: string;
+  /** The step of the superseded checkpoint. */
+  readonly step: number;
+  /** The path of the save that replaced it. */
+  readonly supersededByPath: string;
+  /** The step of the checkpoint that replaced it. */
+  readonly supersededByStep: number;
+
+  /**
+   * @param save The save that was replaced.
+   * @param by The save that replaced it.
+   */
+  constructor(save: { path: string; step: number }, by: { path: string; step: number }) {
+    super(
+      `Cannot save checkpoint (step ${save.step}) to ${JSON.stringify(save.path)}: superseded by step ${by.step} to ${
+        JSON.stringify(by.path)
+      } before it started`,
+    );
+    this.name = "SupersededError";
+    this.path = save.path;
+    this.step = save.step;
+    this.supersededByPath = by.path;
+    this.supersededByStep = by.step;
+  }
+}
+
+interface Job {
+  request: SaveRequest;
+  transfer: ArrayBuffer[];
+  step: number;
+  /** "Cannot save checkpoint (step N) to PATH", the start of every error about this save. */
+  context: string;
+  promise: SavePromise<SaveResult>;
+  resolve: (result: SaveResult) => void;
+  reject: (error: unknown) => void;
+}
+
+interface Failure {
+  error: Error;
+  /** The failed save's promise; when someone listened to it, the failure counts as reported. */
+  promise?: SavePromise<SaveResult>;
+}
+
+function checkTarget(target: string | URL): string {
+  if (typeof target !== "string" && !(target instanceof URL)) {
+    throw new TypeError("Cannot save checkpoint in the background: target must be a path or a file: URL");
+  }
+  const path = toPath(target);
+  if (path.length === 0) throw new TypeError("Cannot save checkpoint in the background: target path is empty");
+  // Resolved now: a later Deno.chdir must not change where a queued save goes.
+  return isAbsolute(path) ? path : resolve(path);
+}
+
+function checkOptions(options: SaveOptions): WorkerSaveOptions {
+  if (typeof options !== "object" || options === null) {
+    throw new TypeError("Cannot save checkpoint in the background: options must be an object");
+  }
+  const { codec = "binary", compression = "none", sync = true } = options;
+  if (codec !== "binary" && codec !== "json") {
+    throw new TypeError(
+      typeof codec === "string"
+        ? `Unknown codec ${JSON.stringify(codec)}: use "binary" or "json"`
+        : 'Cannot save checkpoint in the background with a Codec object: a worker can only be given a built-in codec by name ("binary" or "json")',
+    );
+  }
+  if (compression !== "none" && compression !== "gzip") {
+    throw new TypeError(`Unknown compression ${JSON.stringify(compression)}: use "none" or "gzip"`);
+  }
+  if (typeof sync !== "boolean") throw new TypeError(`Invalid option sync: ${String(sync)}, expected a boolean`);
+  return { codec, compression, sync };
+}
+
+function checkTensors(tensors: unknown): readonly TensorInput[] {
+  if (!Array.isArray(tensors)) {
+    throw new TypeError(
+      "Cannot save checkpoint in the background: tensors must be an array (an iterable or async iterable cannot be moved to a worker; collect it first)",
+    );
+  }
+  const names = new Set<string>();
+  for (const t of tensors as TensorInput[]) {
+    const data = (t as Partial<TensorInput> | null)?.data;
+    if (ArrayBuffer.isView(data) && data.buffer instanceof ArrayBuffer && data.buffer.detached) {
+      throw new TypeError(
+        `Cannot save checkpoint: tensor ${
+          JSON.stringify(t.name)
+        } has detached data (its buffer was moved by an earlier save; reuse the arrays given to onReturn)`,
+      );
+    }
+    validateTensor(t);
+    if (names.has(t.name)) {
+      throw new TypeError(`Cannot save checkpoint: duplicate tensor name ${JSON.stringify(t.name)}`);
+    }
+    names.add(t.name);
+  }
+  return tensors;
+}
+
+/**
+ * Saves checkpoints in a Web Worker, so the thread running training steps is not blocked by
+ * encoding, SHA-256, gzip or file I/O. Each save runs the core's `saveCheckpoint` in the worker:
+ * the file is written atomically, and a failed save leaves the previous file untouched.
+ *
+ * **Buffers.** `save()` takes the tensors' buffers over at once: a buffer that belongs wholly to
+ * the checkpoint's tensors (one tensor owning its `ArrayBuffer`, or several tensors packed into
+ * one buffer that they cover) is moved with no copy, and the caller's arrays become detached
+ * (length 0). A tensor that views part of a larger buffer holding other data, or a
+ * `SharedArrayBuffer`, is copied on the calling thread and the caller's array is left alone.
+ * Either way, later writes by the caller cannot change what is saved. When the worker is done,
+ * the buffers come back through {@linkcode BackgroundWriterOptions.onReturn}.
+ *
+ * **Ordering.** At most one save is in flight; saves run in call order. A save that arrives
+ * while one is in flight waits (the default) or replaces the one still waiting
+ * (`whenBusy: "coalesce"`; the replaced save's promise rejects with {@linkcode SupersededError}).
+ *
+ * **Errors.** A bad argument throws from `save()` at once (`TypeError`, `RangeError`). A save
+ * that fails in the worker rejects its promise with an error of the worker's error class (such
+ * as `Deno.errors.NotFound`) whose message names the step and path. A failure whose promise
+ * nobody listened to (`await`, `then`, `catch`) is thrown by the next `save()`, `flush()` or
+ * `close()`, so it is never lost; a failure you did listen to is not reported twice. A crashed
+ * worker fails its save with an error saying so, and the next save starts a fresh worker.
+ *
+ * **Lifetime.** `close()` waits for every save, reports any unreported failure, and terminates
+ * the worker so it no longer keeps the process alive; after it, `save()` throws. `await using`
+ * calls `close()` for you.
+ *
+ * @example
+ * ```ts
+ * import { BackgroundWriter } from "./background_writer.ts";
+ * import { loadCheckpoint } from "./load.ts";
+ * import type { TensorInput } from "./types.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const dir = await Deno.makeTempDir();
+ * const spare: TensorInput[] = [];
+ * const writer = new BackgroundWriter({ onReturn: (tensors) => spare.push(...tensors) });
+ * const kernel = new Float32Array([1, 2, 3, 4]);
+ * const saving = writer.save(`${dir}/step-10.ckpt`, {
+ *   metadata: { step: 10, metrics: { loss: 0.5 } },
+ *   tensors: [{ name: "dense/kernel", dtype: "float32", shape: [2, 2], data: kernel }],
+ * }, { compression: "gzip" });
+ * assert.equal(kernel.length, 0); // moved to the worker, not copied
+ *
+ * // ... training steps run here while the worker encodes and writes ...
+ * const { sha256 } = await saving;
+ * assert.deepEqual(spare[0]!.data, new Float32Array([1, 2, 3, 4])); // back, ready for reuse
+ * await writer.close();
+ *
+ * const back = await loadCheckpoint(`${dir}/step-10.ckpt`, { sha256 });
+ * assert.deepEqual(back.tensors[0]!.data, new Float32Array([1, 2, 3, 4]));
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
+export class BackgroundWriter implements AsyncDisposable {
+  #whenBusy: WhenBusy;
+  #onReturn: ((tensors: TensorInput[]) => void) | undefined;
+  #idleTimeout: number;
+  #workerUrl: URL;
+  #worker: Worker | undefined;
+  #idleTimer: ReturnType<typeof setTimeout> | undefined;
+  #active: Job | undefined;
+  #queue: Job[] = [];
+  #failures: Failure[] = [];
+  #idleWaiters: (() => void)[] = [];
+  #nextId = 1;
+  #closed = false;
+  #closing: Promise<void> | undefined;
+
+  /** @param options See {@linkcode BackgroundWriterOptions}. */
+  constructor(options: BackgroundWriterOptions = {}) {
+    const whenBusy = options.whenBusy ?? DEFAULT_WHEN_BUSY;
+    if (whenBusy !== "wait" && whenBusy !== "coalesce") {
+      throw new TypeError(`Invalid option whenBusy: ${JSON.stringify(whenBusy)}, expected "wait" or "coalesce"`);
+    }
+    const idleTimeout = options.idleTimeout ?? DEFAULT_IDLE_TIMEOUT;
+    if (typeof idleTimeout !== "number" || Number.isNaN(idleTimeout) || idleTimeout < 0) {
+      throw new RangeError(`Invalid option idleTimeout: ${idleTimeout}, expected a non-negative number of ms`);
+    }
+    if (options.onReturn !== undefined && typeof options.onReturn !== "function") {
+      throw new TypeError("Invalid option onReturn: expected a function");
+    }
+    this.#whenBusy = whenBusy;
+    this.#onReturn = options.onReturn;
+    this.#idleTimeout = idleTimeout;
+    this.#workerUrl = (options as { [WORKER_URL]?: URL })[WORKER_URL] ??
+      new URL("./_background_worker.ts", import.meta.url);
+  }
+
+  /** Saves requested and not yet settled: the one in flight plus those waiting. */
+  get pending(): number {
+    return this.#queue.length + (this.#active ? 1 : 0);
+  }
+
+  /** Whether {@linkcode BackgroundWriter.close} was called. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /**
+   * Starts saving `checkpoint` to `target` in the worker and returns at once; the promise
+   * settles when the file is written (or the save failed or was superseded). The tensors'
+   * buffers are taken over before this returns (moved, or copied where they cannot be moved:
+   * see the class docs), and the metadata is copied, so the caller may go on training.
+   *
+   * Throws at once, starting nothing and leaving the tensors alone, when the writer is closed,
+   * when an earlier save failed and nobody listened to its promise (that error is thrown), or
+   * when an argument is bad: `target` not a path or `file:` URL, metadata or a tensor invalid,
+   * data already detached, duplicate names, `options.codec` not `"binary"` or `"json"`.
+   *
+   * @param target Where to write: a path or a `file:` URL (relative paths resolve now).
+   * @param checkpoint Metadata and an array of tensors.
+   * @param options Codec (by name), compression and sync, as for `saveCheckpoint`.
+   * @returns Bytes written and their SHA-256.
+   *
+   * @example
+   * ```ts
+   * import { BackgroundWriter } from "./background_writer.ts";
+   * import assert from "node:assert/strict";
+   * const dir = await Deno.makeTempDir();
+   * await using writer = new BackgroundWriter();
+   * const a = writer.save(`${dir}/a.ckpt`, { metadata: { step: 1 }, tensors: [] });
+   * const b = writer.save(`${dir}/b.ckpt`, { metadata: { step: 2 }, tensors: [] }, { codec: "json" });
+   * assert.equal(writer.pending, 2); // one in flight, one waiting its turn
+   * assert.match((await a).sha256, /^[0-9a-f]{64}$/);
+   * assert.ok((await b).bytes > 0);
+   * assert.throws(() => writer.save(`${dir}/c.ckpt`, { metadata: { step: -1 }, tensors: [] }), TypeError);
+   * await Deno.remove(dir, { recursive: true });
+   * ```
+   */
+  save(target: string | URL, checkpoint: BackgroundCheckpoint, options: SaveOptions = {}): Promise<SaveResult> {
+    if (this.#closed) throw new Error("Cannot save checkpoint: the BackgroundWriter is closed");
+    const earlier = this.#takeUnreported();
+    if (earlier) throw earlier;
+    const path = checkTarget(target);
+    const workerOptions = checkOptions(options);
+    if (typeof checkpoint !== "object" || checkpoint === null) {
+      throw new TypeError("Cannot save checkpoint in the background: expected { metadata, tensors }");
+    }
+    validateMetadata(checkpoint.metadata);
+    const metadata = structuredClone(checkpoint.metadata);
+    const owned = takeOwnership(checkTensors(checkpoint.tensors));
+    const { promise, resolve, reject } = SavePromise.create<SaveResult>();
+    const job: Job = {
+      request: { id: this.#nextId++, path, metadata, tensors: owned.tensors, options: workerOptions },
+      transfer: owned.transfer,
+      step: metadata.step,
+      context: `Cannot save checkpoint (step ${metadata.step}) to ${JSON.stringify(path)}`,
+      promise,
+      resolve,
+      reject,
+    };
+    if (this.#whenBusy === "coalesce") {
+      for (const old of this.#queue.splice(0)) this.#supersede(old, job);
+    }
+    this.#queue.push(job);
+    this.#pump();
+    return promise;
+  }
+
+  /**
+   * Waits until no save is in flight or waiting, then throws the first failure nobody has
+   * listened to (an `AggregateError` when there are several), once.
+   *
+   * @example
+   * ```ts
+   * import { BackgroundWriter } from "./background_writer.ts";
+   * import assert from "node:assert/strict";
+   * const writer = new BackgroundWriter();
+   * writer.save("/nonexistent-dir/a.ckpt", { metadata: { step: 3 }, tensors: [] }); // not awaited
+   * await assert.rejects(writer.flush(), /Cannot save checkpoint \(step 3\) to "\/nonexistent-dir\/a.ckpt"/);
+   * await writer.flush(); // reported once
+   * await writer.close();
+   * ```
+   */
+  async flush(): Promise<void> {
+    while (this.pending > 0) await new Promise<void>((r) => this.#idleWaiters.push(r));
+    const error = this.#takeUnreported();
+    if (error) throw error;
+  }
+
+  /**
+   * Stops taking saves, waits for those requested, terminates the worker (so it no longer keeps
+   * the process alive), and throws any failure nobody listened to. Later calls return the same
+   * promise.
+   *
+   * @example
+   * ```ts
+   * import { BackgroundWriter } from "./background_writer.ts";
+   * import assert from "node:assert/strict";
+   * const writer = new BackgroundWriter();
+   * await writer.close();
+   * assert.ok(writer.closed);
+   * assert.throws(() => writer.save("x.ckpt", { metadata: { step: 0 }, tensors: [] }), /closed/);
+   * ```
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#shutdown();
+    return this.#closing;
+  }
+
+  /** Same as {@linkcode BackgroundWriter.close}, for `await using`. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  async #shutdown(): Promise<void> {
+    this.#closed = true;
+    try {
+      await this.flush();
+    } finally {
+      this.#stopWorker();
+    }
+  }
+
+  #pump(): void {
+    if (this.#active) return;
+    const job = this.#queue.shift();
+    if (!job) {
+      this.#becameIdle();
+      return;
+    }
+    clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
+    this.#active = job;
+    try {
+      this.#worker ??= this.#spawn();
+      this.#worker.postMessage(job.request, job.transfer);
+    } catch (e) {
+      this.#active = undefined;
+      this.#fail(
+        job,
+        new Error(`${job.context}: cannot hand it to the worker: ${(e as Error)?.message ?? e}`, { cause: e }),
+      );
+      this.#pump();
+    }
+  }
+
+  #spawn(): Worker {
+    const worker = new Worker(this.#workerUrl, { type: "module" });
+    worker.onmessage = (e: MessageEvent<SaveReply>) => this.#onReply(worker, e.data);
+    worker.onerror = (e: ErrorEvent) => {
+      e.preventDefault(); // handled here: must not take the whole process down
+      this.#onCrash(worker, e.message || "unknown error");
+    };
+    worker.onmessageerror = () => this.#onCrash(worker, "its reply could not be read");
+    return worker;
+  }
+
+  #onReply(worker: Worker, reply: SaveReply): void {
+    const job = this.#active;
+    if (worker !== this.#worker || !job || reply?.id !== job.request.id) return;
+    this.#active = undefined;
+    this.#giveBack(reply.tensors);
+    if (reply.ok) job.resolve(reply.result);
+    else this.#fail(job, rebuildError(reply.error, job.context));
+    this.#pump();
+  }
+
+  #onCrash(worker: Worker, why: string): void {
+    if (worker !== this.#worker) return;
+    this.#stopWorker();
+    const job = this.#active;
+    this.#active = undefined;
+    if (job) this.#fail(job, new Error(`${job.context}: the background worker crashed: ${why}`));
+    this.#pump();
+  }
+
+  #supersede(old: Job, by: Job): void {
+    old.reject(
+      new SupersededError({ path: old.request.path, step: old.step }, { path: by.request.path, step: by.step }),
+    );
+    queueMicrotask(() => this.#giveBack(old.request.tensors));
+  }
+
+  #giveBack(tensors: TensorInput[] | undefined): void {
+    if (!this.#onReturn || !tensors?.length) return;
+    try {
+      this.#onReturn(tensors);
+    } catch (e) {
+      this.#failures.push({
+        error: new Error(`BackgroundWriter onReturn callback threw: ${(e as Error)?.message ?? e}`, { cause: e }),
+      });
+    }
+  }
+
+  #fail(job: Job, error: Error): void {
+    this.#failures.push({ error, promise: job.promise });
+    job.reject(error);
+  }
+
+  /** The failures nobody listened to, as one error, and forgets them. */
+  #takeUnreported(): Error | undefined {
+    const errors = this.#failures.filter((f) => !f.promise?.observed).map((f) => f.error);
+    this.#failures = [];
+    if (errors.length <= 1) return errors[0];
+    return new AggregateError(errors, `${errors.length} background saves failed; the first: ${errors[0]!.message}`);
+  }
+
+  #becameIdle(): void {
+    for (const wake of this.#idleWaiters.splice(0)) wake();
+    if (!this.#worker || this.#closed || !Number.isFinite(this.#idleTimeout)) return;
+    clearTimeout(this.#idleTimer);
+    this.#idleTimer = setTimeout(() => {
+      this.#idleTimer = undefined;
+      if (this.pending === 0) this.#stopWorker();
+    }, this.#idleTimeout);
+  }
+
+  #stopWorker(): void {
+    clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
+    this.#worker?.terminate();
+    this.#worker = undefined;
+  }
+}
