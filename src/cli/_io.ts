@@ -1,0 +1,316 @@
+// The CLI's contact with the outside: standard streams, input files, error classes and exit
+// codes, progress on a terminal, and human-readable numbers.
+
+import { createHash, type Hash } from "node:crypto";
+
+/** Exit codes, documented in `docs/cli.md` and every command's help. */
+export const EXIT = Object.freeze({
+  /** Success: intact, no difference. */
+  ok: 0,
+  /** `diff`: the checkpoints differ beyond the tolerance. */
+  differ: 1,
+  /** Bad command line. */
+  usage: 2,
+  /** A file or stream could not be opened, read or written. */
+  io: 3,
+  /** A checkpoint is corrupt, truncated, not a checkpoint, or over a limit. */
+  bad: 4,
+  /** A bug in ckpt (reported with a hint to rerun with `--debug`). */
+  internal: 70,
+  /** Standard output was closed by its reader (as a process killed by SIGPIPE). */
+  pipe: 141,
+});
+
+/** The standard streams a command runs against; tests and examples pass their own. */
+export interface CliIO {
+  /** Standard input, opened on first use (so a command that does not read it never locks it). */
+  stdin(): ReadableStream<Uint8Array>;
+  /** Standard output: data only. */
+  stdout: WritableStream<Uint8Array>;
+  /** Standard error: one line per error, progress only on a terminal. */
+  stderr: WritableStream<Uint8Array>;
+  /** Whether standard input is a terminal (a checkpoint is never read from one). */
+  stdinIsTerminal: boolean;
+  /** Whether standard output is a terminal (binary data is never written to one). */
+  stdoutIsTerminal: boolean;
+  /** Whether standard error is a terminal: progress is shown only then. */
+  stderrIsTerminal: boolean;
+}
+
+/** The process's own standard streams. */
+export function processIO(): CliIO {
+  return {
+    stdin: () => Deno.stdin.readable,
+    stdout: Deno.stdout.writable,
+    stderr: Deno.stderr.writable,
+    stdinIsTerminal: Deno.stdin.isTerminal(),
+    stdoutIsTerminal: Deno.stdout.isTerminal(),
+    stderrIsTerminal: Deno.stderr.isTerminal(),
+  };
+}
+
+/** A bad command line: exit code 2. */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "UsageError";
+  }
+}
+
+/** A file that cannot be opened, read or written: exit code 3. */
+export class FileError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "FileError";
+  }
+}
+
+/** A checkpoint that is not what it should be, found by the CLI itself: exit code 4. */
+export class BadCheckpointError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "BadCheckpointError";
+  }
+}
+
+const utf8 = new TextEncoder();
+
+/** Writes text to a stream without keeping it locked. */
+export async function write(stream: WritableStream<Uint8Array>, text: string): Promise<void> {
+  const w = stream.getWriter();
+  try {
+    await w.write(utf8.encode(text));
+  } finally {
+    w.releaseLock();
+  }
+}
+
+/** What an OS error says, without Deno's `: open '/path'` tail (the CLI names the path itself). */
+export function osReason(e: unknown): string {
+  const message = e instanceof Error ? e.message : String(e);
+  return message.replace(/\s*\(os error \d+\)/, "").replace(/:\s*\w+ '.*'$/s, "").trim();
+}
+
+/** Whether an error came from the operating system (file, pipe, permission). */
+export function isOsError(e: unknown): boolean {
+  return e instanceof Deno.errors.NotFound || e instanceof Deno.errors.PermissionDenied ||
+    e instanceof Deno.errors.AlreadyExists || e instanceof Deno.errors.IsADirectory ||
+    e instanceof Deno.errors.NotADirectory || e instanceof Deno.errors.BrokenPipe ||
+    e instanceof Deno.errors.WriteZero || e instanceof Deno.errors.UnexpectedEof ||
+    e instanceof Deno.errors.NotCapable || e instanceof Deno.errors.Interrupted ||
+    e instanceof Deno.errors.FilesystemLoop || e instanceof Deno.errors.InvalidData ||
+    (e instanceof Error && /\(os error \d+\)/.test(e.message));
+}
+
+/** A byte source named on the command line: a path or `-` for standard input. */
+export interface Input {
+  /** How messages name it: the path, or `stdin`. */
+  readonly label: string;
+  /** The path, when it is a file. */
+  readonly path?: string;
+  /** Its size in bytes, when known before reading. */
+  readonly size?: number;
+  /** The bytes, read on demand. */
+  readonly stream: ReadableStream<Uint8Array>;
+}
+
+/** File reads of this size; each chunk is a fresh buffer, since decoded tensors may view it. */
+const READ_CHUNK = 4 * 2 ** 20;
+
+/**
+ * Opens `spec` (a path, or `-` for standard input). Missing, unreadable and directory paths are
+ * a {@linkcode FileError} naming the path; a terminal on standard input is a {@linkcode UsageError}.
+ */
+export async function openInput(spec: string, io: CliIO): Promise<Input> {
+  if (spec === "-") {
+    if (io.stdinIsTerminal) {
+      throw new UsageError("refusing to read a checkpoint from a terminal: pipe one in, or give a path instead of -");
+    }
+    return { label: "stdin", stream: io.stdin() };
+  }
+  let file: Deno.FsFile;
+  try {
+    file = await Deno.open(spec, { read: true });
+  } catch (e) {
+    throw new FileError(`Cannot read ${JSON.stringify(spec)}: ${osReason(e)}`, { cause: e });
+  }
+  let info: Deno.FileInfo;
+  try {
+    info = await file.stat();
+  } catch (e) {
+    file.close();
+    throw new FileError(`Cannot read ${JSON.stringify(spec)}: ${osReason(e)}`, { cause: e });
+  }
+  if (info.isDirectory) {
+    file.close();
+    throw new FileError(`Cannot read ${JSON.stringify(spec)}: it is a directory`);
+  }
+  let open = true;
+  const close = () => {
+    if (open) file.close();
+    open = false;
+  };
+  const stream = new ReadableStream<Uint8Array>({
+    async pull(c) {
+      const buf = new Uint8Array(READ_CHUNK);
+      let filled = 0;
+      try {
+        while (filled < buf.byteLength) {
+          const n = await file.read(buf.subarray(filled));
+          if (n === null) break;
+          filled += n;
+        }
+      } catch (e) {
+        close();
+        throw new FileError(`Cannot read ${JSON.stringify(spec)}: ${osReason(e)}`, { cause: e });
+      }
+      if (filled > 0) c.enqueue(buf.subarray(0, filled));
+      if (filled < buf.byteLength) {
+        close();
+        c.close();
+      }
+    },
+    cancel: close,
+  }, { highWaterMark: 0 });
+  return { label: spec, path: spec, size: info.isFile ? info.size : undefined, stream };
+}
+
+/** Reads the first `n` bytes of a file (fewer when it is shorter), for sniffing before opening it fully. */
+export async function readHead(path: string, n: number): Promise<Uint8Array> {
+  const file = await Deno.open(path, { read: true });
+  try {
+    const head = new Uint8Array(n);
+    let filled = 0;
+    while (filled < n) {
+      const got = await file.read(head.subarray(filled));
+      if (got === null) break;
+      filled += got;
+    }
+    return head.subarray(0, filled);
+  } finally {
+    file.close();
+  }
+}
+
+/**
+ * Progress on standard error (bytes and rate), shown only when it is a terminal and only for
+ * operations that last more than half a second; the line is cleared when done.
+ */
+export class Progress {
+  #enabled: boolean;
+  #label: string;
+  #total: number | undefined;
+  #bytes = 0;
+  #start = performance.now();
+  #last = 0;
+  #shown = false;
+
+  constructor(io: CliIO, label: string, total?: number) {
+    this.#enabled = io.stderrIsTerminal;
+    this.#label = label;
+    this.#total = total;
+  }
+
+  /** Counts `n` more bytes and redraws at most four times a second. */
+  add(n: number): void {
+    this.#bytes += n;
+    if (!this.#enabled) return;
+    const now = performance.now();
+    if (now - this.#start < 500 || now - this.#last < 250) return;
+    this.#last = now;
+    const rate = this.#bytes / ((now - this.#start) / 1000);
+    const of = this.#total ? ` / ${humanBytes(this.#total)}` : "";
+    const text = `\r\x1b[K${this.#label}: ${humanBytes(this.#bytes)}${of} (${humanBytes(rate)}/s)`;
+    Deno.stderr.writeSync(utf8.encode(text));
+    this.#shown = true;
+  }
+
+  /** Clears the line, if one was drawn. */
+  done(): void {
+    if (this.#shown) Deno.stderr.writeSync(utf8.encode("\r\x1b[K"));
+    this.#shown = false;
+  }
+}
+
+/** A pass-through byte stream that counts bytes into `progress` and, when asked, hashes them. */
+export function meter(
+  stream: ReadableStream<Uint8Array>,
+  progress: Progress,
+  options: { hash?: boolean } = {},
+): { stream: ReadableStream<Uint8Array>; bytes(): number; sha256(): string | undefined } {
+  const hash: Hash | undefined = options.hash ? createHash("sha256") : undefined;
+  let bytes = 0;
+  let digest: string | undefined;
+  const out = stream.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, c) {
+        bytes += chunk.byteLength;
+        hash?.update(chunk);
+        progress.add(chunk.byteLength);
+        c.enqueue(chunk);
+      },
+      flush() {
+        digest = hash?.digest("hex");
+      },
+    }),
+  );
+  return { stream: out, bytes: () => bytes, sha256: () => digest };
+}
+
+/**
+ * A size as people read it, as the seed's `size_human_readable`: bytes below 1 KB, else two
+ * decimals in KB, MB, GB or TB of 1024.
+ */
+export function humanBytes(n: number): string {
+  if (!Number.isFinite(n)) return `${n} B`;
+  if (Math.abs(n) < 1024) return `${Math.round(n)} B`;
+  const units = ["KB", "MB", "GB", "TB", "PB"];
+  let v = n / 1024;
+  let i = 0;
+  while (Math.abs(v) >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return `${v.toFixed(2)} ${units[i]}`;
+}
+
+/** A shape as `[2, 3]`. */
+export function shapeText(shape: readonly number[]): string {
+  return `[${shape.join(", ")}]`;
+}
+
+/** Lays out rows as left-aligned columns (right-aligned where `right[i]`), two spaces apart. */
+export function table(rows: readonly (readonly string[])[], right: readonly boolean[] = []): string {
+  const widths: number[] = [];
+  for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
+  return rows.map((row) =>
+    row.map((cell, i) => {
+      const last = i === row.length - 1;
+      if (right[i]) return cell.padStart(widths[i]!);
+      return last ? cell : cell.padEnd(widths[i]!);
+    }).join("  ").trimEnd() + "\n"
+  ).join("");
+}
+
+/** A number for a table: integers as they are, others with up to 6 significant digits. */
+export function numberText(v: number | bigint | null | undefined): string {
+  if (v === null || v === undefined) return "-";
+  if (typeof v === "bigint") return v.toString();
+  if (Number.isNaN(v)) return "NaN";
+  if (!Number.isFinite(v)) return v > 0 ? "Infinity" : "-Infinity";
+  if (Number.isInteger(v) && Math.abs(v) < 1e15) return String(v);
+  const a = Math.abs(v);
+  if (a !== 0 && (a < 1e-4 || a >= 1e15)) return v.toExponential(5).replace(/\.?0+e/, "e");
+  return String(Number(v.toPrecision(6)));
+}
+
+/** A number for JSON output: finite numbers as numbers; NaN, ±Infinity and -0 as strings (as the JSON codec does); bigints as decimal strings. */
+export function jsonNumber(v: number | bigint | null | undefined): number | string | null {
+  if (v === null || v === undefined) return null;
+  if (typeof v === "bigint") return v.toString();
+  if (Number.isNaN(v)) return "NaN";
+  if (v === Infinity) return "Infinity";
+  if (v === -Infinity) return "-Infinity";
+  if (Object.is(v, -0)) return "-0";
+  return v;
+}

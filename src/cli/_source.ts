@@ -1,0 +1,125 @@
+// A checkpoint named on the command line, opened for streaming: codec and compression found
+// from the bytes, records decoded and verified one at a time, bytes counted (and hashed when
+// asked) as they pass, and errors turned into messages that name the input.
+
+import {
+  type CheckpointRecord,
+  ChecksumMismatchError,
+  type Compression,
+  type Metadata,
+  sniffCheckpoint,
+  type Tensor,
+} from "../../mod.ts";
+import {
+  BadCheckpointError,
+  type CliIO,
+  FileError,
+  isOsError,
+  meter,
+  openInput,
+  osReason,
+  Progress,
+  UsageError,
+} from "./_io.ts";
+
+/** A checkpoint being read: its metadata is already decoded, its tensors come one at a time. */
+export interface OpenCheckpoint {
+  /** How messages name the input: its path or `stdin`. */
+  readonly label: string;
+  /** The path, when the input is a file. */
+  readonly path: string | undefined;
+  /** The codec's name, as found from the bytes. */
+  readonly codec: string;
+  /** The compression, as found from the bytes. */
+  readonly compression: Compression;
+  /** The metadata record. */
+  readonly metadata: Metadata;
+  /** The tensors, each verified before it is handed out; the stream digest is checked when they end. */
+  tensors(): AsyncGenerator<Tensor>;
+  /** Bytes of input read so far. */
+  bytes(): number;
+  /** SHA-256 (hex) of every input byte, once all were read and hashing was asked for. */
+  sha256(): string | undefined;
+  /** Stops reading and clears the progress line. */
+  close(): Promise<void>;
+}
+
+/**
+ * The error to report for a failure while reading `label`: the CLI's own errors as they are,
+ * OS errors as a {@linkcode FileError}, and the core's complaints about the bytes as a
+ * {@linkcode BadCheckpointError}, each naming the input.
+ */
+export function readError(label: string, e: unknown): unknown {
+  if (e instanceof FileError || e instanceof UsageError || e instanceof BadCheckpointError) return e;
+  if (isOsError(e)) return new FileError(`Cannot read ${JSON.stringify(label)}: ${osReason(e)}`, { cause: e });
+  if (e instanceof ChecksumMismatchError || e instanceof SyntaxError || e instanceof RangeError) {
+    const err = new BadCheckpointError(`${label}: ${(e as Error).message}`);
+    err.cause = e;
+    return err;
+  }
+  return e;
+}
+
+/**
+ * Opens a checkpoint (a path, or `-` for standard input) and decodes its metadata. Progress is
+ * drawn on standard error when it is a terminal.
+ */
+export async function openCheckpoint(
+  spec: string,
+  io: CliIO,
+  options: { hash?: boolean } = {},
+): Promise<OpenCheckpoint> {
+  const input = await openInput(spec, io);
+  const progress = new Progress(io, `reading ${input.label}`, input.size);
+  const metered = meter(input.stream, progress, options);
+  let reader: ReadableStreamDefaultReader<CheckpointRecord> | undefined;
+  let closed = false;
+  const close = async () => {
+    progress.done();
+    if (closed) return;
+    closed = true;
+    try {
+      if (reader) await reader.cancel();
+      else await metered.stream.cancel();
+    } catch { /* already failed or finished */ }
+  };
+  try {
+    const found = await sniffCheckpoint(metered.stream);
+    reader = found.bytes.pipeThrough(found.codec.decoder()).getReader();
+    const first = await reader.read();
+    if (first.done || first.value.type !== "metadata") {
+      throw new BadCheckpointError(`${input.label}: the ${found.codec.name} stream holds no metadata record`);
+    }
+    const r = reader;
+    const tensors = async function* (): AsyncGenerator<Tensor> {
+      try {
+        for (;;) {
+          const next = await r.read();
+          if (next.done) break;
+          if (next.value.type !== "tensor") {
+            throw new BadCheckpointError(`${input.label}: a second metadata record after the first`);
+          }
+          yield next.value.tensor;
+        }
+        progress.done();
+      } catch (e) {
+        await close();
+        throw readError(input.label, e);
+      }
+    };
+    return {
+      label: input.label,
+      path: input.path,
+      codec: found.codec.name,
+      compression: found.compression,
+      metadata: first.value.metadata,
+      tensors,
+      bytes: metered.bytes,
+      sha256: metered.sha256,
+      close,
+    };
+  } catch (e) {
+    await close();
+    throw readError(input.label, e);
+  }
+}

@@ -1,0 +1,128 @@
+// Per-tensor numbers for `inspect --stats` and `diff`: one pass over a tensor's elements, no
+// copies (float16/bfloat16 bit patterns are widened one element at a time).
+
+import type { Tensor } from "../../mod.ts";
+import { bf16ToNumber, f16ToNumber } from "../_float16.ts";
+
+/** Min, max, mean and NaN count of a tensor. */
+export interface TensorStats {
+  /** Smallest element, NaN ignored; `null` when there is none. 64-bit integers stay exact. */
+  min: number | bigint | null;
+  /** Largest element, NaN ignored; `null` when there is none. */
+  max: number | bigint | null;
+  /** Mean of the elements that are not NaN; `null` when there are none. */
+  mean: number | null;
+  /** How many elements are NaN. */
+  nan: number;
+}
+
+/** The elements of a tensor as numbers (64-bit integers excepted: see {@linkcode isBig}). */
+export function numberAt(t: Tensor): (i: number) => number {
+  const d = t.data;
+  switch (t.dtype) {
+    case "float16":
+      return (i) => f16ToNumber((d as Uint16Array)[i]!);
+    case "bfloat16":
+      return (i) => bf16ToNumber((d as Uint16Array)[i]!);
+    case "int64":
+    case "uint64":
+      return (i) => Number((d as BigInt64Array)[i]!);
+    default:
+      return (i) => (d as Float64Array)[i]!;
+  }
+}
+
+/** Whether a tensor holds 64-bit integers (bigints). */
+export function isBig(t: Tensor): boolean {
+  return t.dtype === "int64" || t.dtype === "uint64";
+}
+
+/** Min, max, mean (NaN ignored) and NaN count, in one pass. */
+export function tensorStats(t: Tensor): TensorStats {
+  const n = t.data.length;
+  if (isBig(t)) {
+    const d = t.data as BigInt64Array | BigUint64Array;
+    if (n === 0) return { min: null, max: null, mean: null, nan: 0 };
+    let min = d[0]!;
+    let max = d[0]!;
+    let sum = 0;
+    for (let i = 0; i < n; i++) {
+      const v = d[i]!;
+      if (v < min) min = v;
+      if (v > max) max = v;
+      sum += Number(v);
+    }
+    return { min, max, mean: sum / n, nan: 0 };
+  }
+  const at = numberAt(t);
+  let min = Infinity;
+  let max = -Infinity;
+  let sum = 0;
+  let nan = 0;
+  for (let i = 0; i < n; i++) {
+    const v = at(i);
+    if (v !== v) {
+      nan++;
+      continue;
+    }
+    if (v < min) min = v;
+    if (v > max) max = v;
+    sum += v;
+  }
+  const counted = n - nan;
+  if (counted === 0) return { min: null, max: null, mean: null, nan };
+  return { min, max, mean: sum / counted, nan };
+}
+
+/** How two tensors of the same dtype and shape differ. */
+export interface Difference {
+  /** Largest `|a - b|` over the elements (NaN against a number counts as Infinity). */
+  maxAbs: number;
+  /** Largest `|a - b| / max(|a|, |b|)` (0 where both are 0). */
+  maxRel: number;
+  /** Elements that are not identical (NaN equals NaN). */
+  changed: number;
+  /** Elements outside the tolerance `|a - b| <= atol + rtol * |b|`. */
+  outside: number;
+}
+
+/** Compares two tensors of the same dtype and shape element by element. */
+export function compareTensors(a: Tensor, b: Tensor, tolerance: { atol: number; rtol: number }): Difference {
+  const n = a.data.length;
+  const { atol, rtol } = tolerance;
+  let maxAbs = 0;
+  let maxRel = 0;
+  let changed = 0;
+  let outside = 0;
+  const big = isBig(a);
+  const atA = numberAt(a);
+  const atB = numberAt(b);
+  const bigA = a.data as BigInt64Array;
+  const bigB = b.data as BigInt64Array;
+  for (let i = 0; i < n; i++) {
+    let abs: number;
+    let x: number;
+    let y: number;
+    if (big) {
+      const p = bigA[i]!;
+      const q = bigB[i]!;
+      if (p === q) continue;
+      abs = Number(p > q ? p - q : q - p);
+      x = Number(p);
+      y = Number(q);
+    } else {
+      x = atA(i);
+      y = atB(i);
+      if (x === y || (x !== x && y !== y)) continue;
+      abs = x !== x || y !== y ? Infinity : Math.abs(x - y);
+      if (abs !== abs) abs = Infinity; // Infinity against -Infinity, or against itself never reaches here
+    }
+    changed++;
+    const scale = Math.max(Math.abs(x), Math.abs(y));
+    const rel = abs === Infinity ? Infinity : scale === 0 ? 0 : abs / scale;
+    if (abs > maxAbs) maxAbs = abs;
+    if (rel > maxRel) maxRel = rel;
+    if (!(abs <= atol + rtol * Math.abs(y))) outside++;
+  }
+  return { maxAbs, maxRel, changed, outside };
+}

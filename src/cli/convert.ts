@@ -1,0 +1,90 @@
+/**
+ * `ckpt convert`: re-encodes a checkpoint in another codec or compression, streaming one tensor
+ * at a time from input to output.
+ *
+ * @module
+ */
+import { dirname } from "node:path";
+import { type CodecName, type Compression, saveCheckpoint } from "../../mod.ts";
+import { choiceOption, type Command, type Values } from "./_command.ts";
+import { type CliIO, EXIT, FileError, isOsError, osReason, UsageError } from "./_io.ts";
+import { openCheckpoint } from "./_source.ts";
+
+async function checkTarget(path: string): Promise<void> {
+  const fail = (why: string): never => {
+    throw new FileError(`Cannot write ${JSON.stringify(path)}: ${why}`);
+  };
+  try {
+    const info = await Deno.stat(path);
+    if (info.isDirectory) fail("it is a directory");
+  } catch (e) {
+    if (e instanceof FileError) throw e;
+    if (!(e instanceof Deno.errors.NotFound)) fail(osReason(e));
+  }
+  const dir = dirname(path);
+  try {
+    const info = await Deno.stat(dir);
+    if (!info.isDirectory) fail(`${JSON.stringify(dir)} is not a directory`);
+  } catch (e) {
+    if (e instanceof FileError) throw e;
+    fail(e instanceof Deno.errors.NotFound ? `directory ${JSON.stringify(dir)} does not exist` : osReason(e));
+  }
+}
+
+async function run(values: Values, positionals: string[], io: CliIO): Promise<number> {
+  const [from, to] = positionals as [string, string];
+  const codec = choiceOption<CodecName>(values, "codec", ["binary", "json"], "binary");
+  const compression: Compression = values.gzip ? "gzip" : "none";
+  if (to === "-" && io.stdoutIsTerminal && (codec === "binary" || compression === "gzip")) {
+    throw new UsageError("refusing to write binary data to a terminal: redirect standard output, or use --codec json");
+  }
+  if (to !== "-") await checkTarget(to);
+  const ckpt = await openCheckpoint(from, io);
+  try {
+    const checkpoint = { metadata: ckpt.metadata, tensors: ckpt.tensors() };
+    try {
+      await saveCheckpoint(to === "-" ? io.stdout : to, checkpoint, { codec, compression });
+    } catch (e) {
+      // Read errors arrive already named by the input; what is left is the output failing.
+      if (isOsError(e)) {
+        throw new FileError(`Cannot write ${to === "-" ? "standard output" : JSON.stringify(to)}: ${osReason(e)}`, {
+          cause: e,
+        });
+      }
+      throw e;
+    }
+  } finally {
+    await ckpt.close();
+  }
+  return EXIT.ok;
+}
+
+/** The `convert` command. */
+export const convertCommand: Command = {
+  name: "convert",
+  summary: "re-encode a checkpoint (binary or JSON, gzip or not), file or pipe",
+  synopsis: "[options] IN|- OUT|-",
+  description: `
+Decodes IN record by record (verifying each tensor's digest) and encodes it again with the
+chosen codec and compression, one tensor at a time: memory stays constant whatever the size, so
+it works between pipes. The codec and compression of IN are recognised from its bytes.
+
+OUT is written atomically (a temporary file beside it, fsync, rename), so a failed conversion
+leaves any existing OUT untouched; an existing OUT is replaced. With OUT as -, the bytes go to
+standard output; if IN turns out to be damaged midway, the output stops early and is itself a
+truncated checkpoint that no reader accepts, and ckpt exits with code 4. Binary output is never
+written to a terminal.`,
+  options: {
+    codec: { type: "string", short: "c", arg: "binary|json", help: "codec of the output (default: binary)" },
+    gzip: { type: "boolean", short: "z", help: "gzip the output" },
+  },
+  positionals: { min: 2, max: 2 },
+  examples: [
+    ["ckpt convert model.ckpt model.jsonl --codec json", "binary to JSON Lines"],
+    ["ckpt convert model.ckpt model.ckpt.gz --gzip", "compress"],
+    ["ckpt convert - - --codec json < model.ckpt | jq -c 'select(.tensor)'", "stream to jq"],
+    ["ssh host cat model.ckpt.gz | ckpt convert - model.ckpt", "from a pipe to a file"],
+  ],
+  exits: [],
+  run,
+};
