@@ -1,0 +1,161 @@
+// The index of committed checkpoints, `index.json`: ordered by step, replaced atomically
+// (temporary file, fsync, rename, fsync of the directory) after every change. A checkpoint is
+// committed exactly when it is listed here.
+
+import { join } from "node:path";
+import { metadataFromJson, metadataToJson } from "../metadata.ts";
+import { writeFileAtomic } from "../save.ts";
+import type { Metadata } from "../types.ts";
+
+/** The index file's name inside a checkpoint directory. */
+export const INDEX_FILE = "index.json";
+const FORMAT = "ckpt-manager-index";
+const VERSION = 1;
+/** An index larger than this is refused rather than parsed. */
+const MAX_INDEX_BYTES = 256 * 2 ** 20;
+
+/** One committed checkpoint as the index records it. */
+export interface StoredEntry {
+  step: number;
+  /** File name inside the directory: the checkpoint file, or the manifest of an incremental one. */
+  file: string;
+  kind: "full" | "incremental";
+  /** Bytes the checkpoint occupies: its file, or its manifest plus every blob it references. */
+  bytes: number;
+  /** Bytes its save wrote: the same as `bytes` for a full checkpoint, new blobs plus manifest otherwise. */
+  bytesWritten: number;
+  /** SHA-256 of the file (full) or the manifest (incremental), lowercase hex. */
+  sha256: string;
+  /** When the save was committed, ISO 8601. */
+  savedAt: string;
+  metadata: Metadata;
+  tensorCount: number;
+  /** Incremental only: blob key to bytes on disk. */
+  blobs?: Map<string, number>;
+}
+
+/** A blob key: the SHA-256 of a tensor's bytes, with `.gz` when the blob is gzip-compressed. */
+export const BLOB_KEY = /^[0-9a-f]{64}(\.gz)?$/;
+
+function fail(path: string, why: string): never {
+  throw new SyntaxError(`Cannot read checkpoint index ${path}: ${why}`);
+}
+
+function entryFromJson(v: unknown, i: number, path: string): StoredEntry {
+  const at = `entry ${i}`;
+  if (typeof v !== "object" || v === null || Array.isArray(v)) fail(path, `${at} is not an object`);
+  const o = v as Record<string, unknown>;
+  const int = (k: string): number => {
+    const x = o[k];
+    if (typeof x !== "number" || !Number.isSafeInteger(x) || x < 0) {
+      fail(path, `${at}: ${k} is not a non-negative integer`);
+    }
+    return x as number;
+  };
+  const str = (k: string, re?: RegExp): string => {
+    const x = o[k];
+    if (typeof x !== "string" || (re && !re.test(x))) fail(path, `${at}: ${k} is missing or malformed`);
+    return x as string;
+  };
+  const step = int("step");
+  const file = str("file", /^[^/\\\0.][^/\\\0]*$/);
+  const kind = str("kind", /^(full|incremental)$/) as StoredEntry["kind"];
+  let metadata: Metadata;
+  try {
+    metadata = metadataFromJson(o.metadata, `of ${at}`);
+  } catch (e) {
+    fail(path, (e as Error).message.replace(/^Cannot decode checkpoint: /, ""));
+  }
+  if (metadata!.step !== step) fail(path, `${at}: metadata step ${metadata!.step} differs from step ${step}`);
+  const entry: StoredEntry = {
+    step,
+    file,
+    kind,
+    bytes: int("bytes"),
+    bytesWritten: int("bytesWritten"),
+    sha256: str("sha256", /^[0-9a-f]{64}$/),
+    savedAt: str("savedAt"),
+    metadata: metadata!,
+    tensorCount: int("tensorCount"),
+  };
+  if (kind === "incremental") {
+    const b = o.blobs;
+    if (typeof b !== "object" || b === null || Array.isArray(b)) fail(path, `${at}: blobs is not an object`);
+    const blobs = new Map<string, number>();
+    for (const [key, size] of Object.entries(b as object)) {
+      if (!BLOB_KEY.test(key)) fail(path, `${at}: blob key ${JSON.stringify(key)} is malformed`);
+      if (typeof size !== "number" || !Number.isSafeInteger(size) || size < 0) {
+        fail(path, `${at}: blob ${key} has no valid size`);
+      }
+      blobs.set(key, size);
+    }
+    entry.blobs = blobs;
+  }
+  return entry;
+}
+
+/** The index's entries ordered by step, or `undefined` when there is no index file. */
+export async function readIndex(dir: string): Promise<StoredEntry[] | undefined> {
+  const path = join(dir, INDEX_FILE);
+  let bytes: Uint8Array;
+  try {
+    const size = (await Deno.stat(path)).size;
+    if (size > MAX_INDEX_BYTES) {
+      throw new RangeError(`Cannot read checkpoint index ${path}: ${size} bytes is over the ${MAX_INDEX_BYTES} limit`);
+    }
+    bytes = await Deno.readFile(path);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return undefined;
+    throw e;
+  }
+  let v: unknown;
+  try {
+    v = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+  } catch (e) {
+    fail(path, `not valid UTF-8 JSON (${(e as Error).message})`);
+  }
+  if (typeof v !== "object" || v === null) fail(path, "not a JSON object");
+  const o = v as Record<string, unknown>;
+  if (o.format !== FORMAT) fail(path, `format is ${JSON.stringify(o.format)}, expected ${JSON.stringify(FORMAT)}`);
+  if (o.version !== VERSION) {
+    fail(path, `version ${JSON.stringify(o.version)} is not supported (this reader knows ${VERSION})`);
+  }
+  if (!Array.isArray(o.checkpoints)) fail(path, "checkpoints is not an array");
+  const entries = (o.checkpoints as unknown[]).map((e, i) => entryFromJson(e, i, path));
+  for (let i = 1; i < entries.length; i++) {
+    if (entries[i]!.step <= entries[i - 1]!.step) fail(path, `entry ${i} is not in increasing step order`);
+  }
+  const files = new Set<string>();
+  for (const e of entries) {
+    if (files.has(e.file)) fail(path, `file ${e.file} is listed twice`);
+    files.add(e.file);
+  }
+  return entries;
+}
+
+/** The JSON form of an entry (metadata in its canonical form). */
+function entryToJson(e: StoredEntry): Record<string, unknown> {
+  const out: Record<string, unknown> = {
+    step: e.step,
+    file: e.file,
+    kind: e.kind,
+    bytes: e.bytes,
+    bytesWritten: e.bytesWritten,
+    sha256: e.sha256,
+    savedAt: e.savedAt,
+    tensorCount: e.tensorCount,
+    metadata: JSON.parse(metadataToJson(e.metadata)),
+  };
+  if (e.blobs) out.blobs = Object.fromEntries(e.blobs);
+  return out;
+}
+
+/** Replaces the index atomically with these entries (already ordered by step). */
+export async function writeIndex(dir: string, entries: readonly StoredEntry[], sync: boolean): Promise<void> {
+  const text = JSON.stringify({ format: FORMAT, version: VERSION, checkpoints: entries.map(entryToJson) }, null, 1);
+  const bytes = new TextEncoder().encode(text + "\n");
+  await writeFileAtomic(join(dir, INDEX_FILE), async (file) => {
+    let off = 0;
+    while (off < bytes.byteLength) off += await file.write(bytes.subarray(off));
+  }, { sync });
+}

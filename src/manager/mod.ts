@@ -1,0 +1,1237 @@
+/**
+ * The checkpoint manager: a crash-safe directory of checkpoints with retention, resume and
+ * incremental saves.
+ *
+ * Every save is written to a temporary name, fsynced and renamed into place, then committed by
+ * atomically replacing `index.json`, the list of committed checkpoints ordered by step. A crash at
+ * any moment leaves every committed checkpoint loadable; opening the directory again cleans up
+ * what an interrupted save left behind. A lock file keeps a second writer out.
+ *
+ * @example
+ * ```ts
+ * import { CheckpointManager } from "./mod.ts";
+ * import assert from "node:assert/strict";
+ * const dir = await Deno.makeTempDir();
+ * const manager = await CheckpointManager.open(dir, { maxToKeep: 2 });
+ * for (const step of [10, 20, 30]) {
+ *   await manager.save({
+ *     metadata: { step, metrics: { loss: 1 / step } },
+ *     tensors: [{ name: "w", dtype: "float32", shape: [2], data: new Float32Array([step, -step]) }],
+ *   });
+ * }
+ * assert.deepEqual((await manager.list()).map((e) => e.step), [20, 30]);
+ * const latest = await manager.latest();
+ * assert.deepEqual(latest?.tensors[0]!.data, new Float32Array([30, -30]));
+ * await manager.close();
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ *
+ * @module
+ */
+import { join, resolve } from "node:path";
+import type { Codec } from "../codec.ts";
+import { loadCheckpoint } from "../load.ts";
+import { readCheckpointIndex } from "../codecs/binary_file.ts";
+import { bytesOf, validateTensor } from "../dtype.ts";
+import { type CodecName, type Compression, resolveCodec } from "../encode.ts";
+import { ChecksumMismatchError } from "../errors.ts";
+import { type DecodeLimits, resolveLimits } from "../limits.ts";
+import { validateMetadata } from "../metadata.ts";
+import { saveCheckpoint, type SaveOptions, type SaveResult, writeFileAtomic } from "../save.ts";
+import type { Checkpoint, CheckpointInput, DType, Metadata, TensorInput } from "../types.ts";
+import { sha256 } from "../_hash.ts";
+import { SavePromise } from "../_background_protocol.ts";
+import {
+  blobPath,
+  BLOBS_DIR,
+  decodeManifest,
+  digestOf,
+  encodeManifest,
+  type ManifestTensor,
+  readIncremental,
+  writeBlob,
+} from "./_blobs.ts";
+import { readIndex, type StoredEntry, writeIndex } from "./_index.ts";
+import { DirectoryLock } from "./_lock.ts";
+import { compilePattern, type FilenamePattern, isTemporaryName, MANIFEST_SUFFIX } from "./_pattern.ts";
+import { bestSteps, type KeepReason, retention, type RetentionPolicy } from "./_retention.ts";
+
+export { DirectoryLockedError } from "./_lock.ts";
+export type { KeepReason } from "./_retention.ts";
+
+/** The default of {@linkcode CheckpointManagerOptions.maxToKeep}: the newest 5 checkpoints are kept. */
+export const DEFAULT_MAX_TO_KEEP = 5;
+/** The default of {@linkcode CheckpointManagerOptions.filename}: `step-000000100.ckpt` for step 100. */
+export const DEFAULT_FILENAME = "step-{step:9}.ckpt";
+
+/**
+ * Anything that saves a checkpoint to a path atomically, as `saveCheckpoint` does: the
+ * background writer of the tfjs adapter fits, so encoding and hashing leave the training thread.
+ */
+export interface CheckpointWriter {
+  /** Writes `checkpoint` to `path` atomically and resolves with the bytes written and their SHA-256. */
+  save(path: string, checkpoint: CheckpointInput, options: SaveOptions): Promise<SaveResult>;
+}
+
+/** Keep the best checkpoints by a metric, whatever their age. */
+export interface BestPolicy {
+  /** The metric's name in `metadata.metrics`, such as `"val_loss"`. */
+  metric: string;
+  /** Whether lower (`"min"`) or higher (`"max"`) is better. */
+  mode: "min" | "max";
+  /**
+   * How many of the best to keep.
+   *
+   * @default {1}
+   */
+  keep?: number;
+}
+
+/** Options for {@linkcode CheckpointManager.open}. */
+export interface CheckpointManagerOptions {
+  /**
+   * The newest checkpoints to keep (by step); older ones are deleted after each save unless
+   * `keepEvery` or `best` keeps them. `Infinity` keeps all.
+   *
+   * @default {5}
+   */
+  maxToKeep?: number;
+  /**
+   * Keep every checkpoint whose step is a multiple of this, forever.
+   *
+   * @default {undefined} (none)
+   */
+  keepEvery?: number;
+  /**
+   * Never delete the best `keep` checkpoints by a metric. Checkpoints without the metric (or
+   * with NaN) never count as best.
+   *
+   * @default {undefined} (none)
+   */
+  best?: BestPolicy;
+  /**
+   * The codec of full checkpoint files. A codec object of your own is also recognised on load.
+   *
+   * @default {"binary"}
+   */
+  codec?: CodecName | Codec;
+  /**
+   * Compression of full checkpoint files, or of the tensor blobs of incremental ones.
+   *
+   * @default {"none"}
+   */
+  compression?: Compression;
+  /**
+   * The file name of each checkpoint: `{step}` is the step, `{step:N}` the step zero-padded to N
+   * digits. An incremental checkpoint's manifest is this name plus `.manifest.json`.
+   *
+   * @default {"step-{step:9}.ckpt"}
+   */
+  filename?: string;
+  /**
+   * Incremental checkpoints: tensors are stored once each, by the SHA-256 of their bytes, under
+   * `blobs/`; each checkpoint is a manifest that references them, so a tensor whose bytes did
+   * not change (frozen layers, buffers) is not written again.
+   *
+   * @default {false}
+   */
+  incremental?: boolean;
+  /**
+   * Save only tensors of these groups (such as `["params"]`); the others are left out.
+   *
+   * @default {undefined} (all groups)
+   */
+  groups?: readonly string[];
+  /**
+   * On load, check a full checkpoint file's SHA-256 against the one recorded when it was saved,
+   * on top of the per-record digests the codec always checks. Blobs and manifests of incremental
+   * checkpoints are always checked.
+   *
+   * @default {true}
+   */
+  verify?: boolean;
+  /**
+   * What writes full checkpoint files, such as a background writer; never used for incremental
+   * checkpoints (their blobs are written by the manager itself).
+   *
+   * @default {undefined} (`saveCheckpoint` in this thread)
+   */
+  writer?: CheckpointWriter;
+  /**
+   * Flush files and directories to disk before a save counts as committed. Turning it off keeps
+   * atomicity against crashes of the process, not against power loss.
+   *
+   * @default {true}
+   */
+  sync?: boolean;
+  /**
+   * Open without the lock and without cleaning up, to look at a directory another process may
+   * be writing (as `ckpt ls` does). `save()` and `delete()` then throw.
+   *
+   * @default {false}
+   */
+  readOnly?: boolean;
+  /**
+   * Where warnings go: a skipped corrupt or missing checkpoint, a stale lock taken over, leftovers
+   * of an interrupted save removed.
+   *
+   * @default {console.warn}
+   */
+  onWarning?: (message: string) => void;
+  /**
+   * Limits applied when loading.
+   *
+   * @default {DEFAULT_LIMITS}
+   */
+  limits?: DecodeLimits;
+}
+
+/**
+ * The training preset: the whole state (model, buffers and optimizer), uncompressed for speed,
+ * and verified against the recorded SHA-256 on load. Spread it into the options:
+ * `CheckpointManager.open(dir, { ...TRAINING_PRESET, maxToKeep: 3 })`.
+ *
+ * @example
+ * ```ts
+ * import { TRAINING_PRESET } from "./mod.ts";
+ * import assert from "node:assert/strict";
+ * assert.equal(TRAINING_PRESET.compression, "none");
+ * assert.equal(TRAINING_PRESET.verify, true);
+ * ```
+ */
+export const TRAINING_PRESET: Readonly<CheckpointManagerOptions> = Object.freeze({
+  codec: "binary",
+  compression: "none",
+  verify: true,
+});
+
+/**
+ * The inference preset: parameters only (group `"params"`; optimizer state and other groups left
+ * out), gzip-compressed, verified on load.
+ *
+ * @example
+ * ```ts
+ * import { CheckpointManager, INFERENCE_PRESET } from "./mod.ts";
+ * import assert from "node:assert/strict";
+ * const dir = await Deno.makeTempDir();
+ * const manager = await CheckpointManager.open(dir, INFERENCE_PRESET);
+ * await manager.save({
+ *   metadata: { step: 1 },
+ *   tensors: [
+ *     { name: "w", dtype: "float32", shape: [1], data: new Float32Array([1]) },
+ *     { name: "adam/m", dtype: "float32", shape: [1], data: new Float32Array([0]), group: "optimizer" },
+ *   ],
+ * });
+ * assert.deepEqual((await manager.load()).tensors.map((t) => t.name), ["w"]);
+ * await manager.close();
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
+export const INFERENCE_PRESET: Readonly<CheckpointManagerOptions> = Object.freeze({
+  codec: "binary",
+  compression: "gzip",
+  groups: Object.freeze(["params"]),
+  verify: true,
+});
+
+/** A committed checkpoint: what `save()` resolves with and what `list()` describes. */
+export interface CheckpointEntry {
+  /** Training step, from the checkpoint's metadata. */
+  step: number;
+  /** The checkpoint file, or for an incremental checkpoint its manifest. */
+  path: string;
+  /** `"full"`: one checkpoint file; `"incremental"`: a manifest referencing tensor blobs. */
+  kind: "full" | "incremental";
+  /** Bytes the checkpoint occupies on disk (for an incremental one: manifest plus all the blobs it references). */
+  bytes: number;
+  /** Bytes its save wrote (for an incremental one: the manifest and only the blobs that were new). */
+  bytesWritten: number;
+  /** SHA-256 of the checkpoint file (or manifest), lowercase hex: what `sha256sum` prints for it. */
+  sha256: string;
+  /** When the save was committed, ISO 8601 (wall clock; not part of the checkpoint's bytes). */
+  savedAt: string;
+  /** The checkpoint's metadata: step, epoch, createdAt, metrics, custom. */
+  metadata: Metadata;
+  /** How many tensors it holds. */
+  tensorCount: number;
+}
+
+/** A tensor as {@linkcode CheckpointManager.list} describes it, without its data. */
+export interface TensorSummary {
+  /** Tensor name. */
+  name: string;
+  /** Element type. */
+  dtype: DType;
+  /** Dimensions. */
+  shape: number[];
+  /** Group, such as `"params"`. */
+  group: string;
+}
+
+/** One checkpoint as {@linkcode CheckpointManager.list} reports it. */
+export interface ListedCheckpoint extends CheckpointEntry {
+  /** Why retention keeps it: `"recent"` (among the newest), `"every"` (a `keepEvery` multiple), `"best"`. */
+  keptBy: KeepReason[];
+  /** Whether it is among the best `best.keep` by the `best` metric. */
+  best: boolean;
+  /** Its rank among the best (1 = best), when it is one of them. */
+  bestRank?: number;
+  /**
+   * `"ok"` when its files are present with the recorded sizes and (binary files, manifests) their
+   * headers and indexes verify; `"missing"` or `"damaged"` otherwise, with `problem` saying why.
+   * Tensor data is not read: `load()` checks every digest.
+   */
+  status: "ok" | "missing" | "damaged";
+  /** What is wrong, when `status` is not `"ok"`. */
+  problem?: string;
+  /** The tensors, read from the binary file's index or the manifest; absent for gzip and JSON files. */
+  tensors?: TensorSummary[];
+}
+
+interface Resolved {
+  maxToKeep: number;
+  keepEvery: number | undefined;
+  best: RetentionPolicy["best"];
+  codec: CodecName | Codec;
+  compression: Compression;
+  pattern: FilenamePattern;
+  incremental: boolean;
+  groups: ReadonlySet<string> | undefined;
+  verify: boolean;
+  writer: CheckpointWriter;
+  sync: boolean;
+  readOnly: boolean;
+  onWarning: (message: string) => void;
+  limits: Required<DecodeLimits>;
+  codecs: Codec[];
+}
+
+const inProcessWriter: CheckpointWriter = {
+  save: (path, checkpoint, options) => saveCheckpoint(path, checkpoint, options),
+};
+
+function positiveInteger(v: unknown, name: string, allowInfinity = false): void {
+  if (allowInfinity && v === Infinity) return;
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1) {
+    throw new TypeError(
+      `Invalid option ${name}: ${String(v)} is not a positive integer${allowInfinity ? " or Infinity" : ""}`,
+    );
+  }
+}
+
+function resolveOptions(options: CheckpointManagerOptions): Resolved {
+  if (typeof options !== "object" || options === null) throw new TypeError("Invalid options: expected an object");
+  const maxToKeep = options.maxToKeep ?? DEFAULT_MAX_TO_KEEP;
+  positiveInteger(maxToKeep, "maxToKeep", true);
+  if (options.keepEvery !== undefined) positiveInteger(options.keepEvery, "keepEvery");
+  let best: RetentionPolicy["best"];
+  if (options.best !== undefined) {
+    const b = options.best;
+    if (typeof b !== "object" || b === null || typeof b.metric !== "string" || b.metric === "") {
+      throw new TypeError("Invalid option best: expected { metric, mode, keep? } with a metric name");
+    }
+    if (b.mode !== "min" && b.mode !== "max") {
+      throw new TypeError(`Invalid option best.mode: ${JSON.stringify(b.mode)}, expected "min" or "max"`);
+    }
+    positiveInteger(b.keep ?? 1, "best.keep");
+    best = { metric: b.metric, mode: b.mode, keep: b.keep ?? 1 };
+  }
+  const codec = options.codec ?? "binary";
+  const resolvedCodec = resolveCodec(codec);
+  const compression = options.compression ?? "none";
+  if (compression !== "none" && compression !== "gzip") {
+    throw new TypeError(`Invalid option compression: ${JSON.stringify(compression)}, expected "none" or "gzip"`);
+  }
+  const incremental = options.incremental ?? false;
+  if (typeof incremental !== "boolean") throw new TypeError("Invalid option incremental: expected a boolean");
+  if (incremental && options.writer !== undefined) {
+    throw new TypeError("Invalid options: writer is not used with incremental: true (the manager writes blobs itself)");
+  }
+  if (options.writer !== undefined && typeof options.writer?.save !== "function") {
+    throw new TypeError("Invalid option writer: expected an object with save(path, checkpoint, options)");
+  }
+  let groups: Set<string> | undefined;
+  if (options.groups !== undefined) {
+    if (!Array.isArray(options.groups) || options.groups.some((g) => typeof g !== "string")) {
+      throw new TypeError("Invalid option groups: expected an array of group names");
+    }
+    groups = new Set(options.groups);
+  }
+  if (options.onWarning !== undefined && typeof options.onWarning !== "function") {
+    throw new TypeError("Invalid option onWarning: expected a function");
+  }
+  return {
+    maxToKeep,
+    keepEvery: options.keepEvery,
+    best,
+    codec,
+    compression,
+    pattern: compilePattern(options.filename ?? DEFAULT_FILENAME),
+    incremental,
+    groups,
+    verify: options.verify ?? true,
+    writer: options.writer ?? inProcessWriter,
+    sync: options.sync ?? true,
+    readOnly: options.readOnly ?? false,
+    onWarning: options.onWarning ?? ((m) => console.warn(m)),
+    limits: resolveLimits(options.limits),
+    codecs: typeof codec === "string" ? [] : [resolvedCodec],
+  };
+}
+
+/** Rewraps an I/O error with a message saying what failed, keeping its class (`Deno.errors.*`) and `code`. */
+function ioError(what: string, e: unknown): Error {
+  if (!(e instanceof Error)) return new Error(`${what}: ${String(e)}`, { cause: e });
+  if (e instanceof TypeError || e instanceof RangeError || e instanceof SyntaxError) return e;
+  if (e instanceof ChecksumMismatchError) return e;
+  const Ctor = e.constructor as new (message: string, options?: ErrorOptions) => Error;
+  let out: Error;
+  try {
+    out = new Ctor(`${what}: ${e.message}`, { cause: e });
+  } catch {
+    out = new Error(`${what}: ${e.message}`, { cause: e });
+  }
+  const code = (e as { code?: unknown }).code;
+  if (code !== undefined) Object.defineProperty(out, "code", { value: code, enumerable: true });
+  return out;
+}
+
+async function removeIfPresent(path: string): Promise<void> {
+  try {
+    await Deno.remove(path);
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
+}
+
+async function fileSha256(path: string): Promise<string> {
+  const hash = sha256();
+  using file = await Deno.open(path, { read: true });
+  for await (const chunk of file.readable) hash.update(chunk);
+  return hash.digest("hex");
+}
+
+/** Errors that mean "this checkpoint's files are unusable", as opposed to a failing disk or a bad argument. */
+function isDamage(e: unknown): boolean {
+  return e instanceof Deno.errors.NotFound || e instanceof ChecksumMismatchError || e instanceof SyntaxError ||
+    e instanceof RangeError;
+}
+
+/**
+ * A directory of checkpoints: crash-safe saves, retention, verified loads and incremental saves.
+ * Open one with {@linkcode CheckpointManager.open}; close it with `close()` (or `await using`).
+ *
+ * @example
+ * ```ts
+ * import { CheckpointManager } from "./mod.ts";
+ * import assert from "node:assert/strict";
+ * const dir = await Deno.makeTempDir();
+ * {
+ *   await using manager = await CheckpointManager.open(dir, {
+ *     maxToKeep: 1,
+ *     best: { metric: "loss", mode: "min" },
+ *   });
+ *   for (const [step, loss] of [[1, 0.5], [2, 0.1], [3, 0.3]] as const) {
+ *     await manager.save({
+ *       metadata: { step, metrics: { loss } },
+ *       tensors: [{ name: "w", dtype: "float32", shape: [1], data: new Float32Array([step]) }],
+ *     });
+ *   }
+ *   const listed = await manager.list();
+ *   assert.deepEqual(listed.map((e) => [e.step, e.best]), [[2, true], [3, false]]);
+ *   assert.equal((await manager.load(2)).metadata.metrics?.loss, 0.1);
+ * }
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
+export class CheckpointManager {
+  #dir: string;
+  #o: Resolved;
+  #lock: DirectoryLock | undefined;
+  #entries: StoredEntry[];
+  #tail: Promise<unknown> = Promise.resolve();
+  #pending = 0;
+  #failures: { error: unknown; promise: SavePromise<CheckpointEntry> }[] = [];
+  #closed = false;
+
+  private constructor(dir: string, o: Resolved, lock: DirectoryLock | undefined, entries: StoredEntry[]) {
+    this.#dir = dir;
+    this.#o = o;
+    this.#lock = lock;
+    this.#entries = entries;
+  }
+
+  /**
+   * Opens (creating if needed) a checkpoint directory: takes its lock (a stale lock of a dead
+   * process is taken over with a warning), reads the index, removes temporary files and
+   * uncommitted files of interrupted saves, and warns about committed checkpoints whose files are
+   * missing or have the wrong size. Throws {@linkcode DirectoryLockedError} when another manager
+   * has it open for writing.
+   *
+   * @example
+   * ```ts
+   * import { CheckpointManager } from "./mod.ts";
+   * import assert from "node:assert/strict";
+   * const dir = await Deno.makeTempDir();
+   * const manager = await CheckpointManager.open(`${dir}/run-1`, { maxToKeep: 3, keepEvery: 1000 });
+   * assert.equal(await manager.latest(), undefined);
+   * await manager.close();
+   * await Deno.remove(dir, { recursive: true });
+   * ```
+   */
+  static async open(dir: string | URL, options: CheckpointManagerOptions = {}): Promise<CheckpointManager> {
+    if (dir instanceof URL) {
+      if (dir.protocol !== "file:") {
+        throw new TypeError(`Cannot open checkpoint directory ${dir.href}: only file: URLs`);
+      }
+      dir = decodeURIComponent(dir.pathname);
+    }
+    if (typeof dir !== "string" || dir === "") throw new TypeError("Cannot open checkpoint directory: expected a path");
+    const o = resolveOptions(options);
+    const path = resolve(dir);
+    if (!o.readOnly) {
+      try {
+        await Deno.mkdir(path, { recursive: true });
+      } catch (e) {
+        throw ioError(`Cannot create checkpoint directory ${path}`, e);
+      }
+    }
+    const info = await Deno.stat(path).catch((e) => {
+      throw ioError(`Cannot open checkpoint directory ${path}`, e);
+    });
+    if (!info.isDirectory) throw new TypeError(`Cannot open checkpoint directory ${path}: it is not a directory`);
+    const lock = o.readOnly ? undefined : await DirectoryLock.acquire(path, o.onWarning);
+    try {
+      let entries = await readIndex(path).catch((e) => {
+        if (e instanceof SyntaxError && !o.readOnly) {
+          o.onWarning(`${e.message}; rebuilding it from the checkpoint files in ${path}`);
+          return undefined;
+        }
+        throw e;
+      });
+      if (entries === undefined) entries = o.readOnly ? [] : await adopt(path, o);
+      const manager = new CheckpointManager(path, o, lock, entries);
+      if (!o.readOnly) await manager.#cleanUp();
+      await manager.#checkFiles();
+      return manager;
+    } catch (e) {
+      await lock?.release();
+      throw e;
+    }
+  }
+
+  /** The directory, as an absolute path. */
+  get dir(): string {
+    return this.#dir;
+  }
+
+  /** Whether a save is queued or being written. */
+  get pending(): boolean {
+    return this.#pending > 0;
+  }
+
+  /**
+   * Saves a checkpoint (its step is `metadata.step`, which must be above every committed step)
+   * and resolves with the committed entry once the file and the index are on disk. Retention then
+   * deletes what it no longer keeps. At most one save is in flight: a save called while another
+   * runs starts when that one has finished, so the tensors' data must stay unchanged until the
+   * returned promise settles (tfjs snapshots are immutable copies). A failure rejects the promise,
+   * leaves every earlier checkpoint intact and the directory without partial files, and is
+   * reported again by `flush()`.
+   *
+   * @example
+   * ```ts
+   * import { CheckpointManager } from "./mod.ts";
+   * import assert from "node:assert/strict";
+   * const dir = await Deno.makeTempDir();
+   * const manager = await CheckpointManager.open(dir);
+   * const entry = await manager.save({
+   *   metadata: { step: 100, metrics: { loss: 0.25 } },
+   *   tensors: [{ name: "w", dtype: "float32", shape: [2], data: new Float32Array([1, 2]) }],
+   * });
+   * assert.equal(entry.step, 100);
+   * assert.equal(entry.bytes, (await Deno.stat(entry.path)).size);
+   * assert.match(entry.sha256, /^[0-9a-f]{64}$/);
+   * await manager.close();
+   * await Deno.remove(dir, { recursive: true });
+   * ```
+   */
+  save(checkpoint: CheckpointInput): Promise<CheckpointEntry> {
+    const earlier = this.#takeUnreported();
+    if (earlier) throw earlier;
+    this.#assertWritable("save a checkpoint");
+    const { promise, resolve, reject } = SavePromise.create<CheckpointEntry>();
+    this.#enqueue(() => this.#save(checkpoint)).then(resolve, (e) => {
+      this.#failures.push({ error: e, promise });
+      reject(e);
+    });
+    return promise;
+  }
+
+  /**
+   * Waits until no save is in flight, then rejects with the first error of a save that failed
+   * since the last `flush()` (each error is reported once), or resolves.
+   *
+   * @example
+   * ```ts
+   * import { CheckpointManager } from "./mod.ts";
+   * import assert from "node:assert/strict";
+   * const dir = await Deno.makeTempDir();
+   * const manager = await CheckpointManager.open(dir);
+   * const tensors = [{ name: "w", dtype: "float32" as const, shape: [1], data: new Float32Array([1]) }];
+   * manager.save({ metadata: { step: 1 }, tensors }); // not awaited: training goes on
+   * manager.save({ metadata: { step: 2 }, tensors }); // waits for the first
+   * await manager.flush();
+   * assert.deepEqual((await manager.list()).map((e) => e.step), [1, 2]);
+   * await manager.close();
+   * await Deno.remove(dir, { recursive: true });
+   * ```
+   */
+  async flush(): Promise<void> {
+    while (this.#pending > 0) await this.#tail;
+    const error = this.#takeUnreported();
+    if (error) throw error;
+  }
+
+  /**
+   * The newest committed checkpoint that loads and verifies. An entry whose files are missing or
+   * fail their digests is skipped with a warning (through `onWarning`) in favour of the next
+   * older one. Resolves with `undefined` when there is none.
+   *
+   * @example
+   * ```ts
+   * import { CheckpointManager } from "./mod.ts";
+   * import assert from "node:assert/strict";
+   * const dir = await Deno.makeTempDir();
+   * const warnings: string[] = [];
+   * const manager = await CheckpointManager.open(dir, { onWarning: (m) => warnings.push(m) });
+   * const tensors = [{ name: "w", dtype: "uint8" as const, shape: [1], data: new Uint8Array([7]) }];
+   * await manager.save({ metadata: { step: 1 }, tensors });
+   * const second = await manager.save({ metadata: { step: 2 }, tensors });
+   * await Deno.truncate(second.path, 10); // damage the newest file
+   * assert.equal((await manager.latest())?.metadata.step, 1);
+   * assert.match(warnings[0]!, /Skipping checkpoint step 2/);
+   * await manager.close();
+   * await Deno.remove(dir, { recursive: true });
+   * ```
+   */
+  async latest(): Promise<Checkpoint | undefined> {
+    const entries = await this.#current();
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const entry = entries[i]!;
+      try {
+        return await this.#load(entry);
+      } catch (e) {
+        if (!isDamage(e)) throw e;
+        this.#o.onWarning(
+          `Skipping checkpoint step ${entry.step} in ${this.#dir}: ${(e as Error).message}${
+            i > 0 ? "; falling back to an older one" : ""
+          }`,
+        );
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * Loads a committed checkpoint, verified: the given step, or when omitted the newest that loads
+   * (as `latest()`, but throwing a `RangeError` when there is none). A step that is not committed
+   * is a `RangeError`; a missing file `Deno.errors.NotFound`; corrupt bytes
+   * {@linkcode ChecksumMismatchError} or `SyntaxError`.
+   *
+   * @example
+   * ```ts
+   * import { CheckpointManager } from "./mod.ts";
+   * import assert from "node:assert/strict";
+   * const dir = await Deno.makeTempDir();
+   * const manager = await CheckpointManager.open(dir);
+   * await manager.save({ metadata: { step: 3 }, tensors: [] });
+   * assert.equal((await manager.load(3)).metadata.step, 3);
+   * await assert.rejects(() => manager.load(4), RangeError);
+   * await manager.close();
+   * await Deno.remove(dir, { recursive: true });
+   * ```
+   */
+  async load(step?: number): Promise<Checkpoint> {
+    if (step === undefined) {
+      const latest = await this.latest();
+      if (!latest) throw new RangeError(`Cannot load checkpoint: ${this.#dir} holds no loadable checkpoint`);
+      return latest;
+    }
+    if (!Number.isSafeInteger(step) || step < 0) {
+      throw new TypeError(`Cannot load checkpoint: step ${step} is not a non-negative integer`);
+    }
+    const entry = (await this.#current()).find((e) => e.step === step);
+    if (!entry) {
+      throw new RangeError(`Cannot load checkpoint: no committed checkpoint for step ${step} in ${this.#dir}`);
+    }
+    return await this.#load(entry);
+  }
+
+  /**
+   * The committed checkpoints, ordered by step, with metadata, metrics, sizes, digests and why
+   * retention keeps each, read from the index and each file's header and index (binary files) or
+   * manifest (incremental checkpoints): no tensor data is read. Problems show as `status` and
+   * `problem` rather than errors, so a damaged directory can still be listed.
+   *
+   * @example
+   * ```ts
+   * import { CheckpointManager } from "./mod.ts";
+   * import assert from "node:assert/strict";
+   * const dir = await Deno.makeTempDir();
+   * const manager = await CheckpointManager.open(dir);
+   * await manager.save({
+   *   metadata: { step: 5, metrics: { loss: 0.5 } },
+   *   tensors: [{ name: "w", dtype: "float32", shape: [2, 2], data: new Float32Array(4) }],
+   * });
+   * await manager.close();
+   * const view = await CheckpointManager.open(dir, { readOnly: true });
+   * const [entry] = await view.list();
+   * assert.equal(entry!.status, "ok");
+   * assert.deepEqual(entry!.tensors, [{ name: "w", dtype: "float32", shape: [2, 2], group: "params" }]);
+   * assert.equal(entry!.metadata.metrics?.loss, 0.5);
+   * await Deno.remove(dir, { recursive: true });
+   * ```
+   */
+  async list(): Promise<ListedCheckpoint[]> {
+    const entries = await this.#current();
+    const reasons = retention(entries, this.#policy());
+    const ranks = bestSteps(entries, this.#o.best);
+    const out: ListedCheckpoint[] = [];
+    for (const e of entries) {
+      const listed: ListedCheckpoint = {
+        ...this.#public(e),
+        keptBy: reasons.get(e.step) ?? [],
+        best: ranks.includes(e.step),
+        status: "ok",
+      };
+      if (listed.best) listed.bestRank = ranks.indexOf(e.step) + 1;
+      try {
+        listed.tensors = await this.#describe(e);
+      } catch (err) {
+        listed.status = err instanceof Deno.errors.NotFound ? "missing" : "damaged";
+        listed.problem = (err as Error).message;
+      }
+      if (listed.tensors === undefined) delete listed.tensors;
+      out.push(listed);
+    }
+    return out;
+  }
+
+  /**
+   * Deletes a committed checkpoint: it leaves the index first, then its file (and blobs no other
+   * checkpoint references) are removed. Waits for a save in flight. A step that is not committed
+   * is a `RangeError`.
+   *
+   * @example
+   * ```ts
+   * import { CheckpointManager } from "./mod.ts";
+   * import assert from "node:assert/strict";
+   * const dir = await Deno.makeTempDir();
+   * const manager = await CheckpointManager.open(dir);
+   * await manager.save({ metadata: { step: 1 }, tensors: [] });
+   * await manager.save({ metadata: { step: 2 }, tensors: [] });
+   * await manager.delete(2);
+   * assert.deepEqual((await manager.list()).map((e) => e.step), [1]);
+   * await manager.close();
+   * await Deno.remove(dir, { recursive: true });
+   * ```
+   */
+  delete(step: number): Promise<void> {
+    return this.#enqueue(async () => {
+      this.#assertWritable("delete a checkpoint");
+      const entry = this.#entries.find((e) => e.step === step);
+      if (!entry) {
+        throw new RangeError(`Cannot delete checkpoint: no committed checkpoint for step ${step} in ${this.#dir}`);
+      }
+      const keep = this.#entries.filter((e) => e !== entry);
+      try {
+        await writeIndex(this.#dir, keep, this.#o.sync);
+      } catch (e) {
+        throw ioError(`Cannot delete checkpoint step ${step} in ${this.#dir}: the index could not be written`, e);
+      }
+      this.#entries = keep;
+      await this.#removeFiles([entry]);
+    });
+  }
+
+  /**
+   * Waits for pending saves, then releases the lock. Rejects like `flush()` when a save failed,
+   * after releasing the lock. Calling it again does nothing.
+   *
+   * @example
+   * ```ts
+   * import { CheckpointManager } from "./mod.ts";
+   * const dir = await Deno.makeTempDir();
+   * const manager = await CheckpointManager.open(dir);
+   * await manager.close();
+   * await (await CheckpointManager.open(dir)).close(); // the lock is free again
+   * await Deno.remove(dir, { recursive: true });
+   * ```
+   */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    try {
+      await this.flush();
+    } finally {
+      this.#closed = true;
+      await this.#lock?.release();
+      this.#lock = undefined;
+    }
+  }
+
+  /** Same as `close()`, for `await using`. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  /** Failures of saves whose promise nobody listened to, once: one error, or an `AggregateError`. */
+  #takeUnreported(): unknown {
+    const errors = this.#failures.filter((f) => !f.promise.observed).map((f) => f.error);
+    this.#failures = [];
+    if (errors.length === 0) return undefined;
+    return errors.length === 1 ? errors[0] : new AggregateError(errors, `${errors.length} checkpoint saves failed`);
+  }
+
+  /** Runs `fn` after everything queued before it; at once (synchronously) when nothing is. */
+  #enqueue<T>(fn: () => Promise<T>): Promise<T> {
+    const start = this.#pending === 0 ? fn() : this.#tail.then(fn);
+    this.#pending++;
+    const run = start.finally(() => this.#pending--);
+    this.#tail = run.catch(() => {});
+    return run;
+  }
+
+  #assertWritable(what: string): void {
+    if (this.#closed) throw new TypeError(`Cannot ${what}: the manager of ${this.#dir} is closed`);
+    if (this.#o.readOnly) throw new TypeError(`Cannot ${what}: the manager of ${this.#dir} was opened readOnly`);
+  }
+
+  #policy(): RetentionPolicy {
+    return { maxToKeep: this.#o.maxToKeep, keepEvery: this.#o.keepEvery, best: this.#o.best };
+  }
+
+  async #current(): Promise<StoredEntry[]> {
+    if (this.#closed) throw new TypeError(`Cannot read checkpoints: the manager of ${this.#dir} is closed`);
+    // A read-only view follows the writer: it re-reads the index, which is replaced atomically.
+    if (this.#o.readOnly) this.#entries = (await readIndex(this.#dir)) ?? [];
+    return this.#entries;
+  }
+
+  #public(e: StoredEntry): CheckpointEntry {
+    return {
+      step: e.step,
+      path: join(this.#dir, e.file),
+      kind: e.kind,
+      bytes: e.bytes,
+      bytesWritten: e.bytesWritten,
+      sha256: e.sha256,
+      savedAt: e.savedAt,
+      metadata: structuredClone(e.metadata),
+      tensorCount: e.tensorCount,
+    };
+  }
+
+  #filtered(tensors: CheckpointInput["tensors"], counter: { n: number }): CheckpointInput["tensors"] {
+    const groups = this.#o.groups;
+    const keep = (t: TensorInput) => !groups || groups.has(t.group ?? "params");
+    if (Array.isArray(tensors)) {
+      const list = (tensors as TensorInput[]).filter(keep);
+      counter.n = list.length;
+      return list;
+    }
+    return (async function* () {
+      for await (const t of tensors) {
+        if (!keep(t)) continue;
+        counter.n++;
+        yield t;
+      }
+    })();
+  }
+
+  async #save(checkpoint: CheckpointInput): Promise<CheckpointEntry> {
+    this.#assertWritable("save a checkpoint");
+    if (typeof checkpoint !== "object" || checkpoint === null) {
+      throw new TypeError("Cannot save checkpoint: expected { metadata, tensors }");
+    }
+    validateMetadata(checkpoint.metadata);
+    const step = checkpoint.metadata.step;
+    const last = this.#entries.at(-1);
+    if (last && step <= last.step) {
+      throw new RangeError(
+        `Cannot save checkpoint step ${step} in ${this.#dir}: step ${last.step} is already committed and steps must increase (delete newer checkpoints first to go back)`,
+      );
+    }
+    const name = this.#o.pattern.format(step);
+    const entry = this.#o.incremental
+      ? await this.#writeIncremental(name, checkpoint)
+      : await this.#writeFull(name, checkpoint);
+    await this.#commit(entry);
+    return this.#public(entry);
+  }
+
+  async #writeFull(name: string, checkpoint: CheckpointInput): Promise<StoredEntry> {
+    const path = join(this.#dir, name);
+    const counter = { n: 0 };
+    let tensors = this.#filtered(checkpoint.tensors, counter);
+    if (this.#o.writer !== inProcessWriter && !Array.isArray(tensors)) {
+      // A writer of its own (such as a worker) is given an array: collect the iterable first.
+      tensors = await Array.fromAsync(tensors as AsyncIterable<TensorInput>);
+    }
+    const input = { metadata: checkpoint.metadata, tensors };
+    let result: SaveResult;
+    try {
+      result = await this.#o.writer.save(path, input, {
+        codec: this.#o.codec,
+        compression: this.#o.compression,
+        sync: this.#o.sync,
+      });
+    } catch (e) {
+      throw ioError(`Cannot save checkpoint step ${checkpoint.metadata.step} to ${path}`, e);
+    }
+    return {
+      step: checkpoint.metadata.step,
+      file: name,
+      kind: "full",
+      bytes: result.bytes,
+      bytesWritten: result.bytes,
+      sha256: result.sha256,
+      savedAt: new Date().toISOString(),
+      metadata: structuredClone(checkpoint.metadata),
+      tensorCount: counter.n,
+    };
+  }
+
+  async #writeIncremental(name: string, checkpoint: CheckpointInput): Promise<StoredEntry> {
+    const step = checkpoint.metadata.step;
+    const gzip = this.#o.compression === "gzip";
+    const known = new Map<string, number>();
+    for (const e of this.#entries) for (const [k, size] of e.blobs ?? []) known.set(k, size);
+    const created: string[] = [];
+    const blobs = new Map<string, number>();
+    const tensors: ManifestTensor[] = [];
+    const names = new Set<string>();
+    let written = 0;
+    try {
+      for await (const t of this.#filtered(checkpoint.tensors, { n: 0 })) {
+        validateTensor(t);
+        if (names.has(t.name)) {
+          throw new TypeError(`Invalid checkpoint: tensor name ${JSON.stringify(t.name)} appears twice`);
+        }
+        names.add(t.name);
+        const key = digestOf(t) + (gzip ? ".gz" : "");
+        let size = blobs.get(key) ?? known.get(key);
+        if (size === undefined) {
+          try {
+            size = await writeBlob(this.#dir, key, bytesOf(t.data), { gzip, sync: this.#o.sync });
+          } catch (e) {
+            throw ioError(
+              `Cannot save checkpoint step ${step}: writing the blob of tensor ${JSON.stringify(t.name)} failed`,
+              e,
+            );
+          }
+          created.push(key);
+          written += size;
+        }
+        blobs.set(key, size);
+        tensors.push({
+          name: t.name,
+          dtype: t.dtype,
+          shape: [...t.shape],
+          group: t.group ?? "params",
+          bytes: t.data.byteLength,
+          blob: key,
+        });
+      }
+      const manifest = encodeManifest(checkpoint.metadata, tensors);
+      const file = name + MANIFEST_SUFFIX;
+      try {
+        await writeFileAtomic(join(this.#dir, file), async (f) => {
+          let off = 0;
+          while (off < manifest.bytes.byteLength) off += await f.write(manifest.bytes.subarray(off));
+        }, { sync: this.#o.sync });
+      } catch (e) {
+        throw ioError(`Cannot save checkpoint step ${step}: writing its manifest ${join(this.#dir, file)} failed`, e);
+      }
+      let total = manifest.bytes.byteLength;
+      for (const size of blobs.values()) total += size;
+      return {
+        step,
+        file,
+        kind: "incremental",
+        bytes: total,
+        bytesWritten: written + manifest.bytes.byteLength,
+        sha256: manifest.sha256,
+        savedAt: new Date().toISOString(),
+        metadata: structuredClone(checkpoint.metadata),
+        tensorCount: tensors.length,
+        blobs,
+      };
+    } catch (e) {
+      for (const key of created) await removeIfPresent(blobPath(this.#dir, key)).catch(() => {});
+      throw e;
+    }
+  }
+
+  /** Adds an entry to the index (the commit point), then applies retention. */
+  async #commit(entry: StoredEntry): Promise<void> {
+    const all = [...this.#entries, entry];
+    const reasons = retention(all, this.#policy());
+    const keep = all.filter((e) => reasons.get(e.step)!.length > 0);
+    const drop = all.filter((e) => reasons.get(e.step)!.length === 0);
+    try {
+      await writeIndex(this.#dir, keep, this.#o.sync);
+    } catch (e) {
+      // Not committed: take the new files away again so nothing half-done is left behind.
+      await this.#removeFiles([entry], this.#entries).catch(() => {});
+      throw ioError(`Cannot save checkpoint step ${entry.step} in ${this.#dir}: the index could not be written`, e);
+    }
+    this.#entries = keep;
+    await this.#removeFiles(drop);
+  }
+
+  /**
+   * Removes the files of entries that are no longer committed, and the blobs that no entry of
+   * `remaining` references. Failures are warnings: the entries are already out of the index, and
+   * the next open removes what is left.
+   */
+  async #removeFiles(gone: readonly StoredEntry[], remaining: readonly StoredEntry[] = this.#entries): Promise<void> {
+    const referenced = new Set<string>();
+    for (const e of remaining) for (const k of e.blobs?.keys() ?? []) referenced.add(k);
+    for (const e of gone) {
+      const paths = [join(this.#dir, e.file)];
+      for (const k of e.blobs?.keys() ?? []) if (!referenced.has(k)) paths.push(blobPath(this.#dir, k));
+      for (const p of paths) {
+        await removeIfPresent(p).catch((err) =>
+          this.#o.onWarning(`Cannot remove ${p} of deleted checkpoint step ${e.step}: ${(err as Error).message}`)
+        );
+      }
+    }
+  }
+
+  async #load(entry: StoredEntry): Promise<Checkpoint> {
+    const path = join(this.#dir, entry.file);
+    let checkpoint: Checkpoint;
+    if (entry.kind === "incremental") {
+      const bytes = await Deno.readFile(path).catch((e) => {
+        if (e instanceof Deno.errors.NotFound) throw new Deno.errors.NotFound(`its manifest ${path} is missing`);
+        throw e;
+      });
+      const actual = sha256().update(bytes).digest("hex");
+      if (actual !== entry.sha256) throw new ChecksumMismatchError(`manifest ${path}`, entry.sha256, actual);
+      checkpoint = await readIncremental(this.#dir, decodeManifest(bytes, path, this.#o.limits));
+    } else {
+      try {
+        await Deno.lstat(path);
+      } catch (e) {
+        if (e instanceof Deno.errors.NotFound) throw new Deno.errors.NotFound(`its file ${path} is missing`);
+        throw e;
+      }
+      checkpoint = await loadCheckpoint(path, {
+        ...this.#o.limits,
+        codecs: this.#o.codecs,
+        ...(this.#o.verify ? { sha256: entry.sha256 } : {}),
+      });
+    }
+    if (checkpoint.metadata.step !== entry.step) {
+      throw new SyntaxError(
+        `Cannot load checkpoint ${path}: it holds step ${checkpoint.metadata.step}, the index says ${entry.step}`,
+      );
+    }
+    return checkpoint;
+  }
+
+  /** The tensor list of a checkpoint without its data; throws when its files are missing or damaged. */
+  async #describe(e: StoredEntry): Promise<TensorSummary[] | undefined> {
+    const path = join(this.#dir, e.file);
+    const stat = await Deno.stat(path);
+    if (e.kind === "incremental") {
+      const bytes = await Deno.readFile(path);
+      const actual = sha256().update(bytes).digest("hex");
+      if (actual !== e.sha256) throw new ChecksumMismatchError(`manifest ${path}`, e.sha256, actual);
+      const manifest = decodeManifest(bytes, path, this.#o.limits);
+      for (const t of manifest.tensors) {
+        const blob = blobPath(this.#dir, t.blob);
+        const size = (await Deno.stat(blob).catch(() => undefined))?.size;
+        if (size === undefined) {
+          throw new Deno.errors.NotFound(`blob ${blob} of tensor ${JSON.stringify(t.name)} is missing`);
+        }
+        if (size !== e.blobs?.get(t.blob)) {
+          throw new SyntaxError(`blob ${blob} has ${size} bytes, the index says ${e.blobs?.get(t.blob)}`);
+        }
+      }
+      return manifest.tensors.map(({ name, dtype, shape, group }) => ({ name, dtype, shape, group }));
+    }
+    if (stat.size !== e.bytes) throw new SyntaxError(`file ${path} has ${stat.size} bytes, the index says ${e.bytes}`);
+    const isBinary = await startsWithBinary(path);
+    if (!isBinary) return undefined;
+    const index = await readCheckpointIndex(path, this.#o.limits);
+    if (index.metadata.step !== e.step) {
+      throw new SyntaxError(`file ${path} holds step ${index.metadata.step}, the index says ${e.step}`);
+    }
+    return index.tensors.map(({ name, dtype, shape, group }) => ({ name, dtype, shape, group }));
+  }
+
+  /** Removes temporary files and uncommitted or deleted checkpoint files and blobs. */
+  async #cleanUp(): Promise<void> {
+    const committed = new Set(this.#entries.map((e) => e.file));
+    const referenced = new Set<string>();
+    for (const e of this.#entries) for (const k of e.blobs?.keys() ?? []) referenced.add(k);
+    const removed: string[] = [];
+    const remove = async (path: string, label: string) => {
+      try {
+        await Deno.remove(path);
+        removed.push(label);
+      } catch (e) {
+        if (!(e instanceof Deno.errors.NotFound)) {
+          this.#o.onWarning(`Cannot remove leftover ${path}: ${(e as Error).message}`);
+        }
+      }
+    };
+    for await (const f of Deno.readDir(this.#dir)) {
+      if (!f.isFile) continue;
+      const uncommitted = !committed.has(f.name) && (
+        this.#o.pattern.parse(f.name) !== undefined ||
+        (f.name.endsWith(MANIFEST_SUFFIX) &&
+          this.#o.pattern.parse(f.name.slice(0, -MANIFEST_SUFFIX.length)) !== undefined)
+      );
+      if (isTemporaryName(f.name) || uncommitted) await remove(join(this.#dir, f.name), f.name);
+    }
+    const blobsDir = join(this.#dir, BLOBS_DIR);
+    const shards = await Array.fromAsync(Deno.readDir(blobsDir)).catch(() => []);
+    for (const shard of shards) {
+      if (!shard.isDirectory || !/^[0-9a-f]{2}$/.test(shard.name)) continue;
+      const shardDir = join(blobsDir, shard.name);
+      let left = 0;
+      for await (const f of Deno.readDir(shardDir)) {
+        if (f.isFile && (isTemporaryName(f.name) || (!referenced.has(f.name) && f.name.startsWith(shard.name)))) {
+          await remove(join(shardDir, f.name), `${BLOBS_DIR}/${shard.name}/${f.name}`);
+        } else left++;
+      }
+      if (left === 0) await Deno.remove(shardDir).catch(() => {});
+    }
+    if (removed.length > 0) {
+      this.#o.onWarning(
+        `Removed ${removed.length} leftover file(s) of interrupted saves or deletions in ${this.#dir}: ${
+          removed.slice(0, 5).join(", ")
+        }${removed.length > 5 ? ", ..." : ""}`,
+      );
+    }
+  }
+
+  /** Warns about committed checkpoints whose file is missing or has the wrong size (cheap: no data read). */
+  async #checkFiles(): Promise<void> {
+    for (const e of this.#entries) {
+      const path = join(this.#dir, e.file);
+      const size = (await Deno.stat(path).catch(() => undefined))?.size;
+      if (size === undefined) {
+        this.#o.onWarning(`Checkpoint step ${e.step} in ${this.#dir} is damaged: its file ${path} is missing`);
+      } else if (e.kind === "full" && size !== e.bytes) {
+        this.#o.onWarning(
+          `Checkpoint step ${e.step} in ${this.#dir} is damaged: its file ${path} has ${size} bytes, the index says ${e.bytes}`,
+        );
+      }
+    }
+  }
+}
+
+async function startsWithBinary(path: string): Promise<boolean> {
+  using f = await Deno.open(path, { read: true });
+  const head = new Uint8Array(8);
+  let n = 0;
+  while (n < head.byteLength) {
+    const r = await f.read(head.subarray(n));
+    if (r === null) break;
+    n += r;
+  }
+  const magic = [0x89, 0x43, 0x4b, 0x50, 0x54, 0x0d, 0x0a, 0x1a];
+  return n === 8 && magic.every((b, i) => head[i] === b);
+}
+
+/**
+ * Builds an index from the checkpoint files in a directory that has none (or a damaged one):
+ * each file matching the pattern is read and verified in full; files that do not verify are left
+ * alone and reported.
+ */
+async function adopt(dir: string, o: Resolved): Promise<StoredEntry[]> {
+  const found: { step: number; name: string; manifest: boolean }[] = [];
+  for await (const f of Deno.readDir(dir)) {
+    if (!f.isFile) continue;
+    const manifest = f.name.endsWith(MANIFEST_SUFFIX);
+    const step = o.pattern.parse(manifest ? f.name.slice(0, -MANIFEST_SUFFIX.length) : f.name);
+    if (step !== undefined) found.push({ step, name: f.name, manifest });
+  }
+  if (found.length === 0) return [];
+  found.sort((a, b) => a.step - b.step || Number(a.manifest) - Number(b.manifest));
+  const entries: StoredEntry[] = [];
+  const quarantine = (name: string, why: string) => {
+    o.onWarning(`Not adopting ${join(dir, name)}: ${why}; it is renamed to .${name}.unverified`);
+    return Deno.rename(join(dir, name), join(dir, `.${name}.unverified`)).catch(() => {});
+  };
+  for (const f of found) {
+    const path = join(dir, f.name);
+    if (entries.at(-1)?.step === f.step) {
+      await quarantine(f.name, `step ${f.step} is already adopted from another file`);
+      continue;
+    }
+    try {
+      const stat = await Deno.stat(path);
+      const digest = await fileSha256(path);
+      let entry: StoredEntry;
+      if (f.manifest) {
+        const bytes = await Deno.readFile(path);
+        const manifest = decodeManifest(bytes, path, o.limits);
+        const blobs = new Map<string, number>();
+        for (const t of manifest.tensors) {
+          const size = (await Deno.stat(blobPath(dir, t.blob))).size;
+          blobs.set(t.blob, size);
+        }
+        const checkpoint = await readIncremental(dir, manifest);
+        let total = bytes.byteLength;
+        for (const size of blobs.values()) total += size;
+        entry = {
+          step: f.step,
+          file: f.name,
+          kind: "incremental",
+          bytes: total,
+          bytesWritten: total,
+          sha256: digest,
+          savedAt: stat.mtime?.toISOString() ?? new Date().toISOString(),
+          metadata: checkpoint.metadata,
+          tensorCount: checkpoint.tensors.length,
+          blobs,
+        };
+      } else {
+        const checkpoint = await loadCheckpoint(path, { ...o.limits, codecs: o.codecs, sha256: digest });
+        entry = {
+          step: f.step,
+          file: f.name,
+          kind: "full",
+          bytes: stat.size,
+          bytesWritten: stat.size,
+          sha256: digest,
+          savedAt: stat.mtime?.toISOString() ?? new Date().toISOString(),
+          metadata: checkpoint.metadata,
+          tensorCount: checkpoint.tensors.length,
+        };
+      }
+      if (entry.metadata.step !== f.step) {
+        await quarantine(f.name, `its name says step ${f.step} but it holds step ${entry.metadata.step}`);
+        continue;
+      }
+      entries.push(entry);
+    } catch (e) {
+      if (!isDamage(e)) throw e;
+      await quarantine(f.name, (e as Error).message);
+    }
+  }
+  if (entries.length > 0) {
+    await writeIndex(dir, entries, o.sync);
+    o.onWarning(
+      `Adopted ${entries.length} checkpoint(s) found in ${dir} without an index: steps ${
+        entries.map((e) => e.step).join(", ")
+      }`,
+    );
+  }
+  return entries;
+}
