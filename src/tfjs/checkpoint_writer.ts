@@ -1,0 +1,244 @@
+/**
+ * Snapshot a tfjs model and save it in the background, reusing staging memory.
+ *
+ * @module
+ */
+import {
+  BackgroundWriter,
+  DEFAULT_IDLE_TIMEOUT,
+  DEFAULT_WHEN_BUSY,
+  SupersededError,
+  type WhenBusy,
+} from "../background_writer.ts";
+import type { SaveOptions, SaveResult } from "../save.ts";
+import type { Checkpoint } from "../types.ts";
+import { SavePromise } from "../_background_protocol.ts";
+import { beginSnapshot, type SnapshotOptions } from "./snapshot.ts";
+import { StagingPool } from "./staging_pool.ts";
+
+/** Options for {@linkcode CheckpointWriter}. */
+export interface CheckpointWriterOptions {
+  /**
+   * What a save does while another is being written: queue (`"wait"`, every checkpoint is
+   * written in call order) or replace the one still waiting (`"coalesce"`, whose promise then
+   * rejects with `SupersededError`; the one being written always completes).
+   *
+   * @default {"wait"}
+   */
+  whenBusy?: WhenBusy;
+  /**
+   * Codec (`"binary"` or `"json"`), compression and sync for every save; a save's own options
+   * override them.
+   *
+   * @default {{}} (binary, uncompressed, synced to disk)
+   */
+  saveOptions?: SaveOptions;
+  /**
+   * Staging memory for snapshots. Buffers come back from the worker after each save and are
+   * reused by the next snapshot of the same size.
+   *
+   * @default {new StagingPool()}
+   */
+  staging?: StagingPool;
+  /**
+   * Milliseconds the background worker is kept once idle.
+   *
+   * @default {1000}
+   */
+  idleTimeout?: number;
+}
+
+interface Failure {
+  error: Error;
+  promise: SavePromise<SaveResult>;
+}
+
+/**
+ * Takes snapshots of a tfjs model (and optimizer) and writes them from a Web Worker, so the
+ * training loop pays only for starting the device read-back and moving one buffer: encoding,
+ * SHA-256, gzip and file I/O happen off its thread.
+ *
+ * `save()` captures the state synchronously (see {@linkcode snapshot}): training steps may run
+ * as soon as it returns, without awaiting it. Its promise settles when the file is written.
+ * Saves are handed to the worker in call order, one written at a time; a save arriving while
+ * one is written waits (the default) or replaces the one still waiting (`whenBusy:
+ * "coalesce"`). Each snapshot is staged in one buffer that is moved to the worker without a
+ * copy and comes back for the next snapshot, so periodic checkpoints of the same model do not
+ * allocate it again.
+ *
+ * Errors: bad arguments throw from `save()` at once. A save that fails (read-back or write)
+ * rejects its promise; if nobody listened to that promise, the error is thrown by the next
+ * `save()`, `flush()` or `close()` instead, so it is never lost.
+ *
+ * @example
+ * ```ts
+ * import * as tf from "@tensorflow/tfjs";
+ * import { CheckpointWriter } from "./mod.ts";
+ * import { loadCheckpoint } from "../../mod.ts";
+ * import assert from "node:assert/strict";
+ *
+ * await tf.setBackend("cpu");
+ * const model = tf.sequential({ layers: [tf.layers.dense({ name: "writer_fc", units: 1, inputShape: [2] })] });
+ * const optimizer = tf.train.sgd(0.1);
+ * model.compile({ optimizer, loss: "meanSquaredError" });
+ * const dir = await Deno.makeTempDir();
+ *
+ * const writer = new CheckpointWriter({ saveOptions: { compression: "gzip" } });
+ * for (let step = 1; step <= 4; step++) {
+ *   await model.trainOnBatch(tf.ones([2, 2]), tf.zeros([2, 1]));
+ *   if (step % 2 === 0) writer.save(`${dir}/step-${step}.ckpt`, { model, optimizer, step }); // not awaited
+ * }
+ * await writer.close(); // waits for both, throws if one failed
+ *
+ * const back = await loadCheckpoint(`${dir}/step-4.ckpt`);
+ * assert.equal(back.metadata.step, 4);
+ * await Deno.remove(dir, { recursive: true });
+ * model.dispose();
+ * ```
+ */
+export class CheckpointWriter implements AsyncDisposable {
+  #writer: BackgroundWriter;
+  #pool: StagingPool;
+  #saveOptions: SaveOptions;
+  #handoff: Promise<void> = Promise.resolve();
+  #pending = 0;
+  #idleWaiters: (() => void)[] = [];
+  #failures: Failure[] = [];
+  #closed = false;
+  #closing: Promise<void> | undefined;
+
+  /** @param options See {@linkcode CheckpointWriterOptions}. */
+  constructor(options: CheckpointWriterOptions = {}) {
+    if (typeof options !== "object" || options === null) throw new TypeError("Invalid options: expected an object");
+    const staging = options.staging ?? new StagingPool();
+    if (!(staging instanceof StagingPool)) throw new TypeError("Invalid option staging: expected a StagingPool");
+    const saveOptions = options.saveOptions ?? {};
+    if (typeof saveOptions !== "object" || saveOptions === null) {
+      throw new TypeError("Invalid option saveOptions: expected an object");
+    }
+    this.#pool = staging;
+    this.#saveOptions = { ...saveOptions };
+    this.#writer = new BackgroundWriter({
+      whenBusy: options.whenBusy ?? DEFAULT_WHEN_BUSY,
+      idleTimeout: options.idleTimeout ?? DEFAULT_IDLE_TIMEOUT,
+      onReturn: (tensors) => this.#pool.release(tensors),
+    });
+  }
+
+  /** The staging pool snapshots are copied into (its `allocations` shows how often it grew). */
+  get staging(): StagingPool {
+    return this.#pool;
+  }
+
+  /** Saves requested and not yet settled. */
+  get pending(): number {
+    return this.#pending;
+  }
+
+  /** Whether {@linkcode CheckpointWriter.close} was called. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /**
+   * Snapshots `state` now and writes it to `target` in the background. Returns at once; the
+   * promise settles when the file is written. Training may continue without awaiting it.
+   *
+   * Throws at once, capturing nothing, when the writer is closed, when an earlier save failed
+   * unobserved (that error), or when an argument is bad (see {@linkcode snapshot}).
+   *
+   * @param target Where to write: a path or a `file:` URL (written atomically).
+   * @param state The model, optimizer, step and metadata, as for {@linkcode snapshot}.
+   * @param options Codec (by name), compression and sync, over the writer's `saveOptions`.
+   * @returns Bytes written and their SHA-256.
+   */
+  save(target: string | URL, state: Omit<SnapshotOptions, "staging">, options: SaveOptions = {}): Promise<SaveResult> {
+    if (this.#closed) throw new Error("Cannot save checkpoint: the CheckpointWriter is closed");
+    const earlier = this.#takeUnreported();
+    if (earlier) throw earlier;
+    if (typeof target !== "string" && !(target instanceof URL)) {
+      throw new TypeError("Cannot save checkpoint: target must be a path or a file: URL");
+    }
+    if (typeof state !== "object" || state === null) throw new TypeError("Cannot save checkpoint: state is required");
+    const merged = { ...this.#saveOptions, ...options };
+    const taking = beginSnapshot({ ...state, staging: this.#pool });
+    const { promise, resolve, reject } = SavePromise.create<SaveResult>();
+    const fail = (e: unknown) => {
+      if (!(e instanceof SupersededError)) {
+        this.#failures.push({ error: e instanceof Error ? e : new Error(String(e)), promise });
+      }
+      reject(e);
+    };
+    this.#pending++;
+    const previous = this.#handoff;
+    this.#handoff = (async () => {
+      let checkpoint: Checkpoint;
+      try {
+        checkpoint = await taking;
+      } catch (e) {
+        await previous;
+        fail(e);
+        this.#settled();
+        return;
+      }
+      await previous; // hand saves over in call order
+      let written: Promise<SaveResult>;
+      try {
+        written = this.#writer.save(target, checkpoint, merged);
+      } catch (e) {
+        this.#pool.release(checkpoint);
+        fail(e);
+        this.#settled();
+        return;
+      }
+      written.then(resolve, fail).finally(() => this.#settled());
+    })();
+    return promise;
+  }
+
+  /**
+   * Waits until every save has settled, then throws the first failure nobody listened to (an
+   * `AggregateError` when there are several), once.
+   */
+  async flush(): Promise<void> {
+    while (this.#pending > 0) await new Promise<void>((r) => this.#idleWaiters.push(r));
+    const error = this.#takeUnreported();
+    if (error) throw error;
+  }
+
+  /**
+   * Stops taking saves, waits for those requested, stops the worker, and throws any failure
+   * nobody listened to. Later calls return the same promise.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#shutdown();
+    return this.#closing;
+  }
+
+  /** Same as {@linkcode CheckpointWriter.close}, for `await using`. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  async #shutdown(): Promise<void> {
+    this.#closed = true;
+    try {
+      await this.flush();
+    } finally {
+      // Our failures were reported above; the background writer's are all observed by us.
+      await this.#writer.close().catch(() => {});
+    }
+  }
+
+  #settled(): void {
+    this.#pending--;
+    if (this.#pending === 0) for (const wake of this.#idleWaiters.splice(0)) wake();
+  }
+
+  #takeUnreported(): Error | undefined {
+    const errors = this.#failures.filter((f) => !f.promise.observed).map((f) => f.error);
+    this.#failures = [];
+    if (errors.length <= 1) return errors[0];
+    return new AggregateError(errors, `${errors.length} checkpoint saves failed; the first: ${errors[0]!.message}`);
+  }
+}

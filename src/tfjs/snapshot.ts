@@ -1,0 +1,240 @@
+/**
+ * Copying training state out of TensorFlow.js into an isolated CPU checkpoint.
+ *
+ * @module
+ */
+import { engine, type Optimizer, type Tensor, type Variable } from "@tensorflow/tfjs-core";
+import type { Checkpoint, DType, JsonValue, Metadata, Tensor as CheckpointTensor } from "../types.ts";
+import { DTYPES, elementCount } from "../dtype.ts";
+import { validateMetadata } from "../metadata.ts";
+import { StagingPool } from "./staging_pool.ts";
+import { checkpointDType, modelSlots, OPTIMIZER_GROUP, optimizerTensorName, type NamedTensor, type TfModel } from "./_slots.ts";
+
+/** Options for {@linkcode snapshot}: what to capture and the metadata to go with it. */
+export interface SnapshotOptions {
+  /**
+   * What to capture: a `tf.LayersModel` (every weight, trainable in group `"params"` and
+   * non-trainable such as batch-norm moving statistics in `"buffers"`, named by the weight's
+   * `originalName` such as `"dense_1/kernel"`), an array of `tf.Variable` (named by
+   * `variable.name`), or an object of named tensors (named by key).
+   */
+  model: TfModel;
+  /**
+   * An optimizer whose state to capture in group `"optimizer"`: whatever its `getWeights()`
+   * gives (the iteration counter as `"optimizer/iter"`, then Adam's moments, RMSProp's mean
+   * squares, momentum accumulators...), renamed after the model's stable weight names.
+   * Optimizers whose `getWeights()` is not implemented (tfjs Adamax) are refused.
+   */
+  optimizer?: Optimizer;
+  /** Training step, stored as `metadata.step`. */
+  step: number;
+  /** Training epoch, stored as `metadata.epoch`. */
+  epoch?: number;
+  /** Named numbers such as the loss, stored as `metadata.metrics`. */
+  metrics?: Record<string, number>;
+  /** Free-form JSON values, stored as `metadata.custom`. */
+  custom?: Record<string, JsonValue>;
+  /**
+   * Where to stage the copy. With a pool, the snapshot's tensors are views into one buffer
+   * taken from the pool, to be given back with `pool.release(checkpoint)` once saved; without
+   * one, a fresh buffer is allocated.
+   *
+   * @default {undefined}
+   */
+  staging?: StagingPool;
+}
+
+interface Pending {
+  name: string;
+  group: string;
+  dtype: DType;
+  shape: number[];
+  /** A clone (same data, one more reference) taken at the time of the call. */
+  held: Tensor;
+}
+
+const ACTION = "snapshot";
+
+function pending(name: string, group: string, held: Tensor): Pending {
+  return { name, group, dtype: checkpointDType(held.dtype, name, ACTION), shape: held.shape.slice(), held };
+}
+
+/**
+ * Copies a model's weights (and optionally its optimizer's state) to CPU memory as a
+ * {@linkcode Checkpoint}, ready for `saveCheckpoint` or a background writer.
+ *
+ * The snapshot holds the values as of the call, even when training steps run while its data is
+ * still being read back from the device: every tensor is cloned synchronously before the
+ * function returns its promise (a tfjs clone shares the data and keeps it alive; `assign` swaps
+ * a variable's data rather than writing into it), then read back with the asynchronous
+ * `data()` (which also works on WebGPU, where `dataSync()` does not) and copied, because the
+ * cpu backend hands out its own arrays. For the optimizer, every registered variable is held
+ * the same way before `getWeights()` is called, which covers the tfjs-core optimizers (they
+ * list their state synchronously).
+ *
+ * Names are stable and unique: see {@linkcode SnapshotOptions.model}. Optimizer state is named
+ * `optimizer/<weight name>/<slot>` (such as `optimizer/dense_1/kernel/m`) in the order
+ * `getWeights()` gives it, which `restore` relies on. Only float32, int32 and bool tensors
+ * can be captured (tfjs's `complex64` and `string` are refused with a `TypeError`).
+ *
+ * @example
+ * ```ts
+ * import * as tf from "@tensorflow/tfjs";
+ * import { snapshot } from "./mod.ts";
+ * import { saveCheckpoint } from "../../mod.ts";
+ * import assert from "node:assert/strict";
+ *
+ * await tf.setBackend("cpu");
+ * const model = tf.sequential({ layers: [tf.layers.dense({ name: "snap_fc", units: 1, inputShape: [2] })] });
+ * const optimizer = tf.train.adam(0.1);
+ * model.compile({ optimizer, loss: "meanSquaredError" });
+ * await model.trainOnBatch(tf.ones([4, 2]), tf.zeros([4, 1]));
+ *
+ * const checkpoint = await snapshot({ model, optimizer, step: 1, metrics: { loss: 0.5 } });
+ * assert.deepEqual(checkpoint.tensors.map((t) => t.name), [
+ *   "snap_fc/kernel", "snap_fc/bias",
+ *   "optimizer/iter", "optimizer/snap_fc/kernel/m", "optimizer/snap_fc/bias/m",
+ *   "optimizer/snap_fc/kernel/v", "optimizer/snap_fc/bias/v",
+ * ]);
+ * const path = await Deno.makeTempFile({ suffix: ".ckpt" });
+ * await saveCheckpoint(path, checkpoint);
+ * await Deno.remove(path);
+ * model.dispose();
+ * ```
+ */
+export function snapshot(options: SnapshotOptions): Promise<Checkpoint> {
+  try {
+    return beginSnapshot(options);
+  } catch (e) {
+    return Promise.reject(e);
+  }
+}
+
+/**
+ * {@linkcode snapshot}, throwing bad arguments synchronously: everything here runs before the
+ * caller's next training step can, which is what makes the snapshot hold the values as of the
+ * call. The returned promise only reads back and copies.
+ */
+export function beginSnapshot(options: SnapshotOptions): Promise<Checkpoint> {
+  const held: Tensor[] = [];
+  try {
+    if (typeof options !== "object" || options === null) throw new TypeError("Cannot snapshot: options are required");
+    const metadata: Metadata = { step: options.step };
+    if (options.epoch !== undefined) metadata.epoch = options.epoch;
+    if (options.metrics !== undefined) metadata.metrics = { ...options.metrics };
+    if (options.custom !== undefined) metadata.custom = structuredClone(options.custom);
+    validateMetadata(metadata);
+    if (options.staging !== undefined && !(options.staging instanceof StagingPool)) {
+      throw new TypeError("Cannot snapshot: staging must be a StagingPool");
+    }
+    const slots = modelSlots(options.model, ACTION);
+    const items: Pending[] = [];
+    const byVariable = new Map<Tensor, Tensor>();
+    for (const s of slots) {
+      const clone = s.tensor.clone();
+      held.push(clone);
+      byVariable.set(s.tensor, clone);
+      items.push(pending(s.name, s.group, clone));
+    }
+    let optimizerWeights: Promise<NamedTensor[]> | undefined;
+    const stableByRegistered = new Map<string, string>();
+    if (options.optimizer !== undefined) {
+      const optimizer = options.optimizer;
+      if (typeof optimizer?.getWeights !== "function") {
+        throw new TypeError("Cannot snapshot: optimizer has no getWeights() method");
+      }
+      for (const s of slots) if (s.registeredName !== undefined) stableByRegistered.set(s.registeredName, s.name);
+      const variables = engine().registeredVariables as Record<string, Variable>;
+      for (const v of Object.values(variables)) {
+        if (byVariable.has(v) || v.isDisposed) continue;
+        const clone = v.clone();
+        held.push(clone);
+        byVariable.set(v, clone);
+      }
+      try {
+        optimizerWeights = Promise.resolve(optimizer.getWeights());
+      } catch (e) {
+        optimizerWeights = Promise.reject(e);
+      }
+    }
+    return readBack(metadata, items, held, byVariable, optimizerWeights, stableByRegistered, options.staging);
+  } catch (e) {
+    for (const t of held) t.dispose();
+    throw e;
+  }
+}
+
+async function readBack(
+  metadata: Metadata,
+  items: Pending[],
+  held: Tensor[],
+  byVariable: Map<Tensor, Tensor>,
+  optimizerWeights: Promise<NamedTensor[]> | undefined,
+  stableByRegistered: Map<string, string>,
+  staging: StagingPool | undefined,
+): Promise<Checkpoint> {
+  let buffer: ArrayBuffer | undefined;
+  try {
+    if (optimizerWeights) {
+      let weights: NamedTensor[];
+      try {
+        weights = await optimizerWeights;
+      } catch (e) {
+        throw new TypeError(`Cannot snapshot optimizer: ${(e as Error)?.message ?? e}`, { cause: e });
+      }
+      if (!Array.isArray(weights)) throw new TypeError("Cannot snapshot optimizer: getWeights() gave no array");
+      weights.forEach((w, i) => {
+        if (typeof w?.name !== "string" || typeof w.tensor?.clone !== "function") {
+          throw new TypeError(`Cannot snapshot optimizer: getWeights()[${i}] is not a named tensor`);
+        }
+        let t = byVariable.get(w.tensor);
+        if (!t) {
+          // Made by getWeights() itself during the call (the iteration counter): ours to dispose.
+          t = w.tensor;
+          held.push(w.tensor);
+        }
+        items.push(pending(optimizerTensorName(w.name, i, stableByRegistered), OPTIMIZER_GROUP, t));
+      });
+    }
+    const seen = new Set<string>();
+    for (const it of items) {
+      if (seen.has(it.name)) throw new TypeError(`Cannot snapshot: two tensors are named ${JSON.stringify(it.name)}`);
+      seen.add(it.name);
+    }
+    // One buffer for all tensors with no gap, so a writer can move it to a worker whole: the
+    // 4-byte dtypes (float32, int32) first, then bool, which keeps every view aligned.
+    const offsets: number[] = new Array(items.length);
+    let total = 0;
+    for (const size of [4, 1]) {
+      items.forEach((it, i) => {
+        if (DTYPES[it.dtype].bytes !== size) return;
+        offsets[i] = total;
+        total += elementCount(it.shape, `tensor ${JSON.stringify(it.name)}`) * size;
+      });
+    }
+    buffer = staging ? staging.acquire(total) : new ArrayBuffer(total);
+    const target = buffer;
+    const tensors: CheckpointTensor[] = items.map((it, i) => {
+      const info = DTYPES[it.dtype];
+      const data = new info.array(target, offsets[i]!, elementCount(it.shape));
+      return { name: it.name, dtype: it.dtype, shape: it.shape, data, group: it.group };
+    });
+    await Promise.all(items.map(async (it, i) => {
+      const values = await it.held.data();
+      const out = tensors[i]!.data as Float32Array | Int32Array | Uint8Array;
+      if (values.length !== out.length) {
+        throw new RangeError(
+          `Cannot snapshot tensor ${JSON.stringify(it.name)}: read ${values.length} elements, expected ${out.length}`,
+        );
+      }
+      out.set(values as ArrayLike<number>);
+    }));
+    return { metadata, tensors };
+  } catch (e) {
+    if (buffer && staging) staging.release(buffer);
+    throw e;
+  } finally {
+    for (const t of held) if (!t.isDisposed) t.dispose();
+    for (const t of byVariable.values()) if (!t.isDisposed) t.dispose();
+  }
+}
