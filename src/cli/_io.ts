@@ -197,38 +197,44 @@ export async function readHead(path: string, n: number): Promise<Uint8Array> {
  * operations that last more than half a second; the line is cleared when done.
  */
 export class Progress {
-  #enabled: boolean;
+  #stderr: WritableStream<Uint8Array> | undefined;
   #label: string;
   #total: number | undefined;
   #bytes = 0;
   #start = performance.now();
   #last = 0;
   #shown = false;
+  #drawing: Promise<void> = Promise.resolve();
 
   constructor(io: CliIO, label: string, total?: number) {
-    this.#enabled = io.stderrIsTerminal;
+    this.#stderr = io.stderrIsTerminal ? io.stderr : undefined;
     this.#label = label;
     this.#total = total;
+  }
+
+  #draw(text: string): void {
+    const stderr = this.#stderr!;
+    this.#drawing = this.#drawing.then(() => write(stderr, text)).catch(() => {});
   }
 
   /** Counts `n` more bytes and redraws at most four times a second. */
   add(n: number): void {
     this.#bytes += n;
-    if (!this.#enabled) return;
+    if (!this.#stderr) return;
     const now = performance.now();
     if (now - this.#start < 500 || now - this.#last < 250) return;
     this.#last = now;
     const rate = this.#bytes / ((now - this.#start) / 1000);
     const of = this.#total ? ` / ${humanBytes(this.#total)}` : "";
-    const text = `\r\x1b[K${this.#label}: ${humanBytes(this.#bytes)}${of} (${humanBytes(rate)}/s)`;
-    Deno.stderr.writeSync(utf8.encode(text));
+    this.#draw(`\r\x1b[K${this.#label}: ${humanBytes(this.#bytes)}${of} (${humanBytes(rate)}/s)`);
     this.#shown = true;
   }
 
-  /** Clears the line, if one was drawn. */
-  done(): void {
-    if (this.#shown) Deno.stderr.writeSync(utf8.encode("\r\x1b[K"));
+  /** Clears the line, if one was drawn, once every draw is out. */
+  async done(): Promise<void> {
+    if (this.#shown) this.#draw("\r\x1b[K");
     this.#shown = false;
+    await this.#drawing;
   }
 }
 

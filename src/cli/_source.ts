@@ -75,7 +75,7 @@ export async function openCheckpoint(
   let reader: ReadableStreamDefaultReader<CheckpointRecord> | undefined;
   let closed = false;
   const close = async () => {
-    progress.done();
+    await progress.done();
     if (closed) return;
     closed = true;
     try {
@@ -101,7 +101,7 @@ export async function openCheckpoint(
           }
           yield next.value.tensor;
         }
-        progress.done();
+        await progress.done();
       } catch (e) {
         await close();
         throw readError(input.label, e);

@@ -1,0 +1,122 @@
+import assert from "node:assert/strict";
+import { assertOneLineError, ckpt, indexOfText, tempDir, writeSample } from "./_run.ts";
+
+/** The sample file with one bit of dense/kernel's data flipped. */
+async function corruptSample(path: string, options: { codec?: "binary" | "json" } = {}): Promise<void> {
+  await writeSample(path, options);
+  const bytes = await Deno.readFile(path);
+  if (options.codec === "json") {
+    // The first data line is [1,2,3,4,"NaN",-6]: turn the 3 into a 5.
+    const at = indexOfText(bytes, '{"data":[1,2,3');
+    bytes[at + 13] = "5".charCodeAt(0);
+  } else {
+    const at = bytes.findIndex((_, i) =>
+      bytes[i] === 0 && bytes[i + 1] === 0 && bytes[i + 2] === 0x80 && bytes[i + 3] === 0x3f
+    );
+    bytes[at + 2]! ^= 0x01;
+  }
+  await Deno.writeFile(path, bytes);
+}
+
+Deno.test("verify prints one ok line per intact checkpoint and exits 0", async () => {
+  await using t = await tempDir();
+  const a = `${t.dir}/a.ckpt`;
+  const b = `${t.dir}/b.jsonl.gz`;
+  const da = await writeSample(a);
+  const db = await writeSample(b, { codec: "json", compression: "gzip" });
+  const r = await ckpt(["verify", a, b]);
+  assert.equal(r.code, 0, r.err);
+  assert.equal(r.err, "");
+  const lines = r.out.trimEnd().split("\n");
+  assert.equal(lines.length, 2);
+  assert.match(lines[0]!, new RegExp(`^ok .*a\\.ckpt: binary, step 100, 4 tensors, [\\d.]+ KB, sha256 ${da.sha256}$`));
+  assert.match(
+    lines[1]!,
+    new RegExp(`^ok .*b\\.jsonl\\.gz: json\\+gzip, step 100, 4 tensors, .*, sha256 ${db.sha256}$`),
+  );
+});
+
+Deno.test("verify names the first bad tensor and exits 4", async () => {
+  await using t = await tempDir();
+  for (const codec of ["binary", "json"] as const) {
+    const p = `${t.dir}/bad.${codec}`;
+    await corruptSample(p, { codec });
+    const r = await ckpt(["verify", p]);
+    assertOneLineError(r, 4, /^ckpt verify: .*bad\.\w+: Checksum mismatch for tensor "dense\/kernel"/);
+  }
+});
+
+Deno.test("verify reports truncated files and garbage after the end", async () => {
+  await using t = await tempDir();
+  const a = `${t.dir}/a.ckpt`;
+  await writeSample(a);
+  const bytes = await Deno.readFile(a);
+  for (const cut of [10, 200, bytes.length - 1]) {
+    await Deno.writeFile(`${t.dir}/cut.ckpt`, bytes.subarray(0, cut));
+    assertOneLineError(await ckpt(["verify", `${t.dir}/cut.ckpt`]), 4, /Cannot decode checkpoint: .*offset \d+/);
+  }
+  await Deno.writeFile(`${t.dir}/long.ckpt`, new Uint8Array([...bytes, 0]));
+  assertOneLineError(await ckpt(["verify", `${t.dir}/long.ckpt`]), 4, /trailing bytes/);
+});
+
+Deno.test("verify checks every file, reports each failure on stderr and exits with the first failure's code", async () => {
+  await using t = await tempDir();
+  const a = `${t.dir}/a.ckpt`;
+  const bad = `${t.dir}/bad.ckpt`;
+  await writeSample(a);
+  await corruptSample(bad);
+  const r = await ckpt(["verify", `${t.dir}/missing.ckpt`, bad, a]);
+  assert.equal(r.code, 3);
+  assert.match(r.out, /^ok .*a\.ckpt: /);
+  const errs = r.err.trimEnd().split("\n");
+  assert.equal(errs.length, 2);
+  assert.match(errs[0]!, /^ckpt verify: Cannot read ".*missing\.ckpt": No such file/);
+  assert.match(errs[1]!, /^ckpt verify: .*bad\.ckpt: Checksum mismatch for tensor "dense\/kernel"/);
+});
+
+Deno.test("verify --sha256 also checks the digest of the bytes", async () => {
+  await using t = await tempDir();
+  const a = `${t.dir}/a.ckpt`;
+  const { sha256 } = await writeSample(a);
+  assert.equal((await ckpt(["verify", "--sha256", sha256.toUpperCase(), a])).code, 0);
+  const wrong = "0".repeat(64);
+  assertOneLineError(
+    await ckpt(["verify", "--sha256", wrong, a]),
+    4,
+    new RegExp(`file sha256 is ${sha256}, expected ${wrong}`),
+  );
+});
+
+Deno.test("verify -q prints nothing and --json prints one object per checkpoint", async () => {
+  await using t = await tempDir();
+  const a = `${t.dir}/a.ckpt`;
+  const bad = `${t.dir}/bad.ckpt`;
+  const { sha256, bytes } = await writeSample(a);
+  await corruptSample(bad);
+  const quiet = await ckpt(["verify", "-q", a]);
+  assert.deepEqual([quiet.code, quiet.out, quiet.err], [0, "", ""]);
+  const r = await ckpt(["verify", "--json", a, bad]);
+  assert.equal(r.code, 4);
+  const [ok, failed] = r.out.trimEnd().split("\n").map((l) => JSON.parse(l));
+  assert.deepEqual(ok, {
+    source: a,
+    ok: true,
+    codec: "binary",
+    compression: "none",
+    step: 100,
+    tensors: 4,
+    bytes,
+    sha256,
+  });
+  assert.equal(failed.ok, false);
+  assert.match(failed.error, /Checksum mismatch for tensor "dense\/kernel"/);
+});
+
+Deno.test("verify reads standard input", async () => {
+  await using t = await tempDir();
+  const a = `${t.dir}/a.ckpt`;
+  await corruptSample(a, { codec: "json" });
+  const r = await ckpt(["verify", "-"], { stdin: await Deno.readFile(a) });
+  assertOneLineError(r, 4, /^ckpt verify: stdin: Checksum mismatch for tensor "dense\/kernel"/);
+  assertOneLineError(await ckpt(["verify", "-"], { stdin: new Uint8Array() }), 4, /stdin: .*empty/);
+});
