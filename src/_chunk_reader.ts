@@ -1,6 +1,35 @@
 // Pulls exact byte counts out of a sequence of chunks of any size: the one place where chunk
 // boundaries are handled for every decoder. "Need more bytes" is a pull from the source; a
 // source that ends early is a SyntaxError naming the offset and what was being read.
+//
+// The source may also be an open file: then small reads come in 64 KiB chunks and large bodies
+// (readBody) are read straight into their final buffer, one piece ahead of the hashing.
+
+import type { Hash } from "./_hash.ts";
+
+/** Chunk size for small reads from a file. */
+const FILE_CHUNK = 64 * 1024;
+/** Piece size for pipelined body reads from a file. */
+const FILE_PIECE = 4 * 2 ** 20;
+
+async function readFull(file: Deno.FsFile, into: Uint8Array): Promise<number> {
+  let filled = 0;
+  while (filled < into.byteLength) {
+    const n = await file.read(into.subarray(filled));
+    if (n === null) break;
+    filled += n;
+  }
+  return filled;
+}
+
+async function* fileChunks(file: Deno.FsFile): AsyncGenerator<Uint8Array> {
+  for (;;) {
+    const buf = new Uint8Array(FILE_CHUNK);
+    const n = await readFull(file, buf);
+    if (n > 0) yield buf.subarray(0, n);
+    if (n < FILE_CHUNK) return;
+  }
+}
 
 export class ChunkReader {
   #it: AsyncIterator<Uint8Array>;
@@ -10,9 +39,15 @@ export class ChunkReader {
   #done = false;
   #position = 0;
   #label: string;
+  #file: Deno.FsFile | undefined;
 
-  constructor(source: AsyncIterable<Uint8Array>, label = "checkpoint") {
-    this.#it = source[Symbol.asyncIterator]();
+  constructor(source: AsyncIterable<Uint8Array> | Deno.FsFile, label = "checkpoint") {
+    if (source instanceof Deno.FsFile) {
+      this.#file = source;
+      this.#it = fileChunks(source);
+    } else {
+      this.#it = source[Symbol.asyncIterator]();
+    }
     this.#label = label;
   }
 
@@ -99,6 +134,57 @@ export class ChunkReader {
       filled += take;
       this.#consume(take);
     }
+    return out;
+  }
+
+  /**
+   * Exactly `n` bytes like {@linkcode readExact}, each fed to `hash`. From a file, the bytes go
+   * straight into one fresh buffer (allocated only once the file is known to hold them), and the
+   * next piece is read while the current one is hashed.
+   */
+  async readBody(n: number, what: string, hash: Hash): Promise<Uint8Array> {
+    const buffered = this.#buffered - this.#head;
+    if (!this.#file || n <= buffered + FILE_CHUNK) {
+      const b = await this.readExact(n, what);
+      hash.update(b);
+      return b;
+    }
+    const file = this.#file;
+    const size = (await file.stat()).size;
+    const start = this.#position;
+    if (start + n > size) {
+      throw new SyntaxError(
+        `Cannot decode ${this.#label}: stream ends at offset ${size} with ${
+          start + n - size
+        } bytes of ${what} missing (read from offset ${start})`,
+      );
+    }
+    const out = new Uint8Array(n);
+    let have = 0;
+    while (this.#buffered - this.#head > 0) {
+      const part = await this.readSome(n);
+      out.set(part, have);
+      have += part.byteLength;
+    }
+    hash.update(out.subarray(0, have));
+    const piece = (at: number) => readFull(file, out.subarray(at, Math.min(n, at + FILE_PIECE)));
+    let pending: Promise<number> | undefined = piece(have);
+    while (pending) {
+      const at = have;
+      const got = await pending;
+      const want = Math.min(n, at + FILE_PIECE) - at;
+      if (got < want) {
+        throw new SyntaxError(
+          `Cannot decode ${this.#label}: file ended at offset ${start + at + got} with ${
+            n - at - got
+          } bytes of ${what} missing (read from offset ${start})`,
+        );
+      }
+      have += got;
+      pending = have < n ? piece(have) : undefined;
+      hash.update(out.subarray(at, at + got));
+    }
+    this.#position = start + n;
     return out;
   }
 

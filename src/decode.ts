@@ -5,8 +5,10 @@
  * @module
  */
 import { type Codec, DETECT_BYTES } from "./codec.ts";
+import { binaryCodec, decodeRecords } from "./codecs/binary.ts";
 import { BUILTIN_CODECS, type Compression } from "./encode.ts";
 import type { DecodeLimits } from "./limits.ts";
+import { toPath } from "./_path.ts";
 import type { CheckpointRecord } from "./types.ts";
 
 /** Where checkpoint bytes come from. */
@@ -51,12 +53,7 @@ const GZIP_MAGIC = [0x1f, 0x8b];
  * ```
  */
 export function openSource(source: CheckpointSource): ReadableStream<Uint8Array> {
-  if (typeof source === "string" || source instanceof URL) {
-    if (source instanceof URL && source.protocol !== "file:") {
-      throw new TypeError(`Cannot read checkpoint from ${source.href}: only file: URLs are supported`);
-    }
-    return fileStream(source);
-  }
+  if (typeof source === "string" || source instanceof URL) return fileStream(toPath(source, "read checkpoint from"));
   if (source instanceof Uint8Array) return ReadableStream.from([source]);
   if (source instanceof ReadableStream) return source;
   if (source !== null && typeof source === "object" && Symbol.asyncIterator in source) {
@@ -219,6 +216,22 @@ export function decodeCheckpoint(
   options: DecodeOptions = {},
 ): ReadableStream<CheckpointRecord> {
   async function* records(): AsyncGenerator<CheckpointRecord> {
+    if (typeof source === "string" || source instanceof URL) {
+      // Fast path for binary files: bodies read straight into their final buffers.
+      const file = await Deno.open(toPath(source, "read checkpoint from"), { read: true });
+      try {
+        const head = new Uint8Array(DETECT_BYTES);
+        const n = (await file.read(head)) ?? 0;
+        const codecs = [...(options.codecs ?? []), ...Object.values(BUILTIN_CODECS)];
+        if (codecs.find((c) => c.detect(head.subarray(0, n))) === binaryCodec) {
+          await file.seek(0, Deno.SeekMode.Start);
+          yield* decodeRecords(file, options);
+          return;
+        }
+      } finally {
+        file.close();
+      }
+    }
     const { codec, bytes } = await sniffCheckpoint(source, options);
     yield* bytes.pipeThrough(codec.decoder(options));
   }

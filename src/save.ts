@@ -4,11 +4,13 @@
  * @module
  */
 import { basename, dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { type EncodeOptions, encodeWithDigest } from "./encode.ts";
 import type { CheckpointInput } from "./types.ts";
 import { sha256 } from "./_hash.ts";
 import { StagedFileSink } from "./_file_sink.ts";
+import { toPath } from "./_path.ts";
+
+export { toPath };
 
 /** Where a checkpoint goes: a path, a `file:` URL, or any byte sink such as `Deno.stdout.writable`. */
 export type CheckpointTarget = string | URL | WritableStream<Uint8Array>;
@@ -30,15 +32,6 @@ export interface SaveResult {
   bytes: number;
   /** SHA-256 of exactly those bytes, lowercase hex: what `sha256sum FILE` prints. */
   sha256: string;
-}
-
-/** A path from a string or `file:` URL. */
-export function toPath(target: string | URL): string {
-  if (target instanceof URL) {
-    if (target.protocol !== "file:") throw new TypeError(`Cannot use ${target.href}: only file: URLs are supported`);
-    return fileURLToPath(target);
-  }
-  return target;
 }
 
 /**
@@ -141,7 +134,7 @@ export async function saveCheckpoint(
   if (typeof target !== "string" && !(target instanceof URL)) {
     throw new TypeError("Cannot save checkpoint: target must be a path, a file: URL or a WritableStream");
   }
-  const path = toPath(target);
+  const path = toPath(target, "save checkpoint to");
   return await writeFileAtomic(path, async (file) => {
     const { readable, sha256: codecDigest } = encodeWithDigest(checkpoint, options);
     const hash = codecDigest ? undefined : sha256();

@@ -1,7 +1,9 @@
 /**
  * The binary codec: ckpt's own format, specified byte by byte in `docs/FORMAT.md`. Written and
  * read in one pass, tensor data aligned to 64 bytes, a SHA-256 after every record, a trailing
- * index for random access, and a whole-stream SHA-256 in the footer.
+ * index for random access, and a whole-stream SHA-256 in the footer (over every byte but the
+ * tensor bodies, each of which is covered by the record digest the stream digest includes, so a
+ * full verification hashes every byte once).
  *
  * @module
  */
@@ -12,7 +14,7 @@ import { type DecodeLimits, resolveLimits } from "../limits.ts";
 import { metadataFromJson, metadataToJson } from "../metadata.ts";
 import type { CheckpointRecord, Metadata, Tensor, TensorInput } from "../types.ts";
 import { ChunkReader } from "../_chunk_reader.ts";
-import { type Hash, peekDigest, sha256, toHex } from "../_hash.ts";
+import { type Hash, sha256, toHex } from "../_hash.ts";
 import { digestingEncoder, generatorPair, type Settle } from "../_pair.ts";
 
 /** The 8 bytes every binary checkpoint starts with: `\x89CKPT\r\n\x1a`. */
@@ -389,10 +391,14 @@ async function* encodeRecords(
   records: AsyncIterable<CheckpointRecord>,
   settle: Settle<string>,
 ): AsyncGenerator<Uint8Array> {
+  // stream: every byte before the footer except tensor bodies (their record digests stand in);
+  // file: every byte, for the caller's whole-file digest (what sha256sum prints).
   const stream = sha256();
+  const file = sha256();
   let position = 0;
-  const emit = (bytes: Uint8Array, record?: Hash): Uint8Array => {
-    stream.update(bytes);
+  const emit = (bytes: Uint8Array, record?: Hash, body = false): Uint8Array => {
+    if (!body) stream.update(bytes);
+    file.update(bytes);
     record?.update(bytes);
     position += bytes.byteLength;
     return bytes;
@@ -427,7 +433,7 @@ async function* encodeRecords(
       const h = sha256();
       yield emit(encodeRecordPrefix(RecordKind.tensor, tensorHead(t), body.byteLength, position), h);
       for (let i = 0; i < body.byteLength; i += BODY_SLICE) {
-        yield emit(body.subarray(i, Math.min(body.byteLength, i + BODY_SLICE)), h);
+        yield emit(body.subarray(i, Math.min(body.byteLength, i + BODY_SLICE)), h, true);
       }
       yield emit(new Uint8Array(h.digest()));
       index.push({
@@ -445,9 +451,9 @@ async function* encodeRecords(
     const h = sha256();
     yield emit(encodeRecordPrefix(RecordKind.index, head, 0, position), h);
     yield emit(new Uint8Array(h.digest()));
-    const footer = encodeFooter(indexOffset, peekDigest(stream));
-    stream.update(footer);
-    settle.resolve(stream.digest("hex"));
+    const footer = encodeFooter(indexOffset, stream.digest());
+    file.update(footer);
+    settle.resolve(file.digest("hex"));
     yield footer;
   } catch (e) {
     settle.reject(e);
@@ -455,8 +461,12 @@ async function* encodeRecords(
   }
 }
 
-async function* decodeRecords(
-  input: AsyncIterable<Uint8Array>,
+/**
+ * Decodes a binary stream record by record. `input` is a chunk sequence or an open file (then
+ * bodies are read straight into their final buffers, the next piece read while one is hashed).
+ */
+export async function* decodeRecords(
+  input: AsyncIterable<Uint8Array> | Deno.FsFile,
   limits?: DecodeLimits,
 ): AsyncGenerator<CheckpointRecord> {
   const lim = resolveLimits(limits);
@@ -534,7 +544,8 @@ async function* decodeRecords(
     const pad = await read(padTo(padAt), "padding", h);
     if (pad.some((b) => b !== 0)) fail(`non-zero padding before tensor ${JSON.stringify(d.name)}`, padAt);
     const bodyAt = r.position;
-    const body = await read(rh.bodyBytes, `tensor ${JSON.stringify(d.name)}`, h);
+    // The body goes into the record digest only; the stream digest covers that digest instead.
+    const body = await r.readBody(rh.bodyBytes, `tensor ${JSON.stringify(d.name)}`, h);
     await checkDigest(h, `tensor ${JSON.stringify(d.name)}`, at);
     const data = typedArrayFrom(d.dtype, body);
     if (d.dtype === "bool") checkBools(data as Uint8Array, d.name, `at offset ${bodyAt}`);

@@ -31,9 +31,11 @@ const enc = new TextEncoder();
 
 export function buildRaw(f: RawFile): Uint8Array {
   const parts: Uint8Array[] = [];
+  const stream = createHash("sha256"); // every byte before the footer except tensor bodies
   let pos = 0;
-  const push = (b: Uint8Array) => {
+  const push = (b: Uint8Array, body = false) => {
     parts.push(b);
+    if (!body) stream.update(b);
     pos += b.byteLength;
   };
   const header = new Uint8Array(16);
@@ -51,14 +53,14 @@ export function buildRaw(f: RawFile): Uint8Array {
     new DataView(rh.buffer).setUint32(4, head.byteLength, true);
     new DataView(rh.buffer).setBigUint64(8, r.bodyBytes ?? BigInt(body.byteLength), true);
     const h = createHash("sha256");
-    const out = (b: Uint8Array) => {
+    const out = (b: Uint8Array, isBody = false) => {
       h.update(b);
-      push(b);
+      push(b, isBody);
     };
     out(rh);
     out(head);
     if (r.kind === 2) out(r.pad ?? new Uint8Array((64 - (pos % 64)) % 64));
-    out(body);
+    out(body, true);
     const d = new Uint8Array(h.digest());
     if (r.badDigest) d[0]! ^= 1;
     push(d);
@@ -79,7 +81,7 @@ export function buildRaw(f: RawFile): Uint8Array {
   }
   const footer = new Uint8Array(48);
   new DataView(footer.buffer).setBigUint64(0, f.indexOffset ?? BigInt(indexAt), true);
-  const sd = new Uint8Array(createHash("sha256").update(all).digest());
+  const sd = new Uint8Array(stream.digest());
   if (f.badStreamDigest) sd[0]! ^= 1;
   footer.set(sd, 8);
   footer.set(f.endMagic ?? [0x43, 0x4b, 0x50, 0x54, 0x45, 0x4e, 0x44, 0x0a], 40);
