@@ -6,6 +6,8 @@ import type { Hash } from "./_hash.ts";
 
 /** Staging buffer size; each write to the file is this large except the last. */
 export const STAGING_BYTES = 8 * 2 ** 20;
+/** With `sync`, start writeback (fdatasync in the background) every this many bytes. */
+export const WRITEBACK_BYTES = 64 * 2 ** 20;
 
 async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
   let off = 0;
@@ -20,11 +22,16 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
   #current = 0;
   #fill = 0;
   #pending: Promise<void> | undefined;
+  #sync: boolean;
+  #syncing: Promise<void> | undefined;
+  #unsynced = 0;
   bytes = 0;
 
-  constructor(file: Deno.FsFile, hash?: Hash, staging = STAGING_BYTES) {
+  constructor(file: Deno.FsFile, options: { hash?: Hash; sync?: boolean; staging?: number } = {}) {
     this.#file = file;
-    this.#hash = hash;
+    this.#hash = options.hash;
+    this.#sync = options.sync ?? false;
+    const staging = options.staging ?? STAGING_BYTES;
     this.#buffers = [new Uint8Array(staging), new Uint8Array(staging)];
   }
 
@@ -33,6 +40,15 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
     await this.#pending; // the other buffer must be free before we hand this one off
     const buf = this.#buffers[this.#current]!.subarray(0, this.#fill);
     this.#pending = writeAll(this.#file, buf);
+    this.#unsynced += buf.byteLength;
+    if (this.#sync && this.#unsynced >= WRITEBACK_BYTES && !this.#syncing) {
+      // Get the disk busy while we keep encoding, so the final fdatasync has little left to do
+      // (what dd's single fdatasync at the end cannot overlap).
+      this.#unsynced = 0;
+      const written = this.#pending;
+      this.#syncing = written.then(() => this.#file.syncData()).finally(() => (this.#syncing = undefined));
+      this.#syncing.catch(() => {});
+    }
     this.#current ^= 1;
     this.#fill = 0;
     // Avoid an unhandled rejection while nobody awaits; the error surfaces at the next await.
@@ -57,9 +73,11 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
   async close(): Promise<void> {
     await this.#flushCurrent();
     await this.#pending;
+    await this.#syncing;
   }
 
   async abort(): Promise<void> {
     await this.#pending?.catch(() => {});
+    await this.#syncing?.catch(() => {});
   }
 }

@@ -138,7 +138,7 @@ export async function saveCheckpoint(
   return await writeFileAtomic(path, async (file) => {
     const { readable, sha256: codecDigest } = encodeWithDigest(checkpoint, options);
     const hash = codecDigest ? undefined : sha256();
-    const sink = new StagedFileSink(file, hash);
+    const sink = new StagedFileSink(file, { hash, sync: options.sync ?? true });
     await readable.pipeTo(new WritableStream(sink));
     return { bytes: sink.bytes, sha256: codecDigest ? await codecDigest : hash!.digest("hex") };
   }, options);
