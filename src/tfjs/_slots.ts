@@ -129,7 +129,9 @@ export function modelSlots(model: TfModel, action: string): Slot[] {
     if (bad) throw new TypeError(`Cannot ${action}: ${bad}`);
     if (s.name.startsWith(OPTIMIZER_PREFIX)) {
       throw new TypeError(
-        `Cannot ${action}: weight name ${JSON.stringify(s.name)} starts with "${OPTIMIZER_PREFIX}", kept for optimizer state`,
+        `Cannot ${action}: weight name ${
+          JSON.stringify(s.name)
+        } starts with "${OPTIMIZER_PREFIX}", kept for optimizer state`,
       );
     }
     if (seen.has(s.name)) {
@@ -151,7 +153,9 @@ export function checkpointDType(tfDtype: string, name: string, action: string): 
   const d = Object.hasOwn(TF_DTYPES, tfDtype) ? TF_DTYPES[tfDtype] : undefined;
   if (!d) {
     throw new TypeError(
-      `Cannot ${action}: tensor ${JSON.stringify(name)} has dtype ${tfDtype}; only float32, int32 and bool are supported`,
+      `Cannot ${action}: tensor ${
+        JSON.stringify(name)
+      } has dtype ${tfDtype}; only float32, int32 and bool are supported`,
     );
   }
   return d;

@@ -232,7 +232,7 @@ export class CheckpointWriter implements AsyncDisposable {
 
   #settled(): void {
     this.#pending--;
-    if (this.#pending === 0) for (const wake of this.#idleWaiters.splice(0)) wake();
+    if (this.#pending === 0) { for (const wake of this.#idleWaiters.splice(0)) wake(); }
   }
 
   #takeUnreported(): Error | undefined {

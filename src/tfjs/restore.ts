@@ -7,13 +7,13 @@ import { type Optimizer, type Tensor, tensor, tidy, type Variable } from "@tenso
 import type { CheckpointInput, TensorInput } from "../types.ts";
 import { validateTensor } from "../dtype.ts";
 import {
-  ITER_NAME,
   isLayersModel,
+  ITER_NAME,
   modelSlots,
+  type NamedTensor,
   OPTIMIZER_GROUP,
   OPTIMIZER_PREFIX,
   optimizerTensorName,
-  type NamedTensor,
   type Slot,
   splitByPrefix,
   type TfModel,
@@ -213,6 +213,7 @@ async function planOptimizer(
   } catch (e) {
     throw new TypeError(`Cannot restore optimizer: ${(e as Error)?.message ?? e}`, { cause: e });
   }
+  for (const w of current) if (!isVariable(w.tensor)) w.tensor.dispose(); // the counter, made for us
   const have = new Set(entries.map((e) => e.name));
   current.forEach((w, i) => {
     const name = optimizerTensorName(w.name, i, registeredToStable);

@@ -8,7 +8,14 @@ import type { Checkpoint, DType, JsonValue, Metadata, Tensor as CheckpointTensor
 import { DTYPES, elementCount } from "../dtype.ts";
 import { validateMetadata } from "../metadata.ts";
 import { StagingPool } from "./staging_pool.ts";
-import { checkpointDType, modelSlots, OPTIMIZER_GROUP, optimizerTensorName, type NamedTensor, type TfModel } from "./_slots.ts";
+import {
+  checkpointDType,
+  modelSlots,
+  type NamedTensor,
+  OPTIMIZER_GROUP,
+  optimizerTensorName,
+  type TfModel,
+} from "./_slots.ts";
 
 /** Options for {@linkcode snapshot}: what to capture and the metadata to go with it. */
 export interface SnapshotOptions {
@@ -189,9 +196,10 @@ async function readBack(
         }
         let t = byVariable.get(w.tensor);
         if (!t) {
-          // Made by getWeights() itself during the call (the iteration counter): ours to dispose.
-          t = w.tensor;
-          held.push(w.tensor);
+          // A variable made after the call (a custom optimizer's), held from now; or a tensor
+          // made by getWeights() itself during the call (the iteration counter), ours to dispose.
+          t = typeof (w.tensor as Variable).assign === "function" ? w.tensor.clone() : w.tensor;
+          held.push(t);
         }
         items.push(pending(optimizerTensorName(w.name, i, stableByRegistered), OPTIMIZER_GROUP, t));
       });
