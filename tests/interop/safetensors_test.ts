@@ -371,19 +371,22 @@ Deno.test("safetensors streaming write rejects tensors that differ from the desc
   }
 });
 
+async function* tensorsOf(path: string): AsyncGenerator<TensorInput> {
+  for await (const record of decodeCheckpoint(path)) {
+    if (record.type === "tensor") yield record.tensor;
+  }
+}
+
 Deno.test("safetensors conversion of a binary checkpoint streams with descriptors from its index", async () => {
   const dir = await tmp();
   try {
     const ckpt = edgeCheckpoint();
     await saveCheckpoint(`${dir}/a.ckpt`, ckpt);
     const index = await readCheckpointIndex(`${dir}/a.ckpt`);
-    async function* tensors() {
-      for await (const record of decodeCheckpoint(`${dir}/a.ckpt`)) {
-        if (record.type === "tensor") yield record.tensor;
-      }
-    }
     const codec = createSafetensorsCodec({ tensors: index.tensors });
-    await saveCheckpoint(`${dir}/a.safetensors`, { metadata: index.metadata, tensors: tensors() }, { codec });
+    await saveCheckpoint(`${dir}/a.safetensors`, { metadata: index.metadata, tensors: tensorsOf(`${dir}/a.ckpt`) }, {
+      codec,
+    });
     assertSameCheckpoint(await loadCheckpoint(`${dir}/a.safetensors`, { codecs: [codec] }), ckpt);
   } finally {
     await Deno.remove(dir, { recursive: true });
