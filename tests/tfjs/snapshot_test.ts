@@ -2,6 +2,7 @@ import * as tf from "@tensorflow/tfjs";
 import assert from "node:assert/strict";
 import { snapshot, StagingPool } from "../../src/tfjs/mod.ts";
 import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
+import { takeOwnership } from "../../src/_background_transfer.ts";
 import { buildModel, compile, OPTIMIZERS, optimizerValues, train, weightValues } from "./_training.ts";
 
 tf.env().set("PROD", true);
@@ -225,4 +226,19 @@ Deno.test("snapshot refuses an optimizer that cannot list its state (tfjs Adamax
   );
   assert.equal(tf.memory().numTensors, before);
   model.dispose();
+});
+
+Deno.test("a snapshot's one buffer is wholly its tensors', so a background writer moves it without a copy", async () => {
+  const w = tf.variable(tf.ones([3]), true, "snapshot_move/w");
+  const flags = tf.variable(tf.tensor1d([1, 0, 1], "bool"), false, "snapshot_move/flags");
+  const n = tf.variable(tf.scalar(4, "int32"), false, "snapshot_move/n");
+  for (const staging of [undefined, new StagingPool()]) {
+    const c = await snapshot({ model: { flags, w, n }, step: 0, ...(staging ? { staging } : {}) });
+    assert.equal(c.tensors[0]!.data.buffer.byteLength, 3 + 12 + 4);
+    const owned = takeOwnership(c.tensors);
+    assert.equal(owned.copiedBytes, 0);
+    assert.equal(owned.transfer.length, 1);
+    assert.deepEqual(owned.tensors.map((t) => Array.from(t.data as Uint8Array)), [[1, 0, 1], [1, 1, 1], [4]]);
+  }
+  tf.dispose([w, flags, n]);
 });
