@@ -113,7 +113,7 @@ Deno.test("inspect rejects non-checkpoint, empty, truncated, missing and directo
   await Deno.writeFile(
     `${t.dir}/short.ckpt.gz`,
     (await new Response(
-      new Blob([bytes]).stream().pipeThrough(new CompressionStream("gzip")),
+      new Blob([bytes.slice()]).stream().pipeThrough(new CompressionStream("gzip")),
     ).bytes()).subarray(0, 200),
   );
   assertOneLineError(
