@@ -1161,7 +1161,6 @@ async function adopt(dir: string, o: Resolved): Promise<StoredEntry[]> {
     const step = o.pattern.parse(manifest ? f.name.slice(0, -MANIFEST_SUFFIX.length) : f.name);
     if (step !== undefined) found.push({ step, name: f.name, manifest });
   }
-  if (found.length === 0) return [];
   found.sort((a, b) => a.step - b.step || Number(a.manifest) - Number(b.manifest));
   const entries: StoredEntry[] = [];
   const quarantine = (name: string, why: string) => {
@@ -1225,8 +1224,9 @@ async function adopt(dir: string, o: Resolved): Promise<StoredEntry[]> {
       await quarantine(f.name, (e as Error).message);
     }
   }
+  // Written even when empty: from now on a checkpoint file the index does not list is uncommitted.
+  await writeIndex(dir, entries, o.sync);
   if (entries.length > 0) {
-    await writeIndex(dir, entries, o.sync);
     o.onWarning(
       `Adopted ${entries.length} checkpoint(s) found in ${dir} without an index: steps ${
         entries.map((e) => e.step).join(", ")
