@@ -65,7 +65,7 @@ Deno.test({
       const theirs = await python("read", `${dir}/ours.safetensors`);
       const ours = await loadCheckpoint(`${dir}/ours.safetensors`, { codecs: [safetensorsCodec] });
       assert.deepEqual(theirs.tensors, await manifestOf(ours));
-      assert.equal(theirs.tensors.length, 13);
+      assert.equal(theirs.tensors.length, (ckpt.tensors as unknown[]).length);
       assert.equal(theirs.metadata["ckpt.step"], "1234");
       assert.equal(theirs.metadata["ckpt.metrics"], '{"loss":0.125,"nanLoss":"NaN","inf":"Infinity","negZero":"-0"}');
     } finally {
