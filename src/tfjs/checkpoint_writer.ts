@@ -11,7 +11,8 @@ import {
   type WhenBusy,
 } from "../background_writer.ts";
 import type { SaveOptions, SaveResult } from "../save.ts";
-import type { Checkpoint } from "../types.ts";
+import type { Checkpoint, CheckpointInput } from "../types.ts";
+import type { CheckpointEntry, CheckpointManager } from "../manager/mod.ts";
 import { SavePromise } from "../_background_protocol.ts";
 import { beginSnapshot, type SnapshotOptions } from "./snapshot.ts";
 import { StagingPool } from "./staging_pool.ts";
@@ -50,7 +51,15 @@ export interface CheckpointWriterOptions {
 
 interface Failure {
   error: Error;
-  promise: SavePromise<SaveResult>;
+  promise: SavePromise<unknown>;
+}
+
+/** What `save()` needs of a `CheckpointManager`: its `save(checkpoint)`. */
+type ManagerLike = Pick<CheckpointManager, "save">;
+
+function isManager(target: unknown): target is ManagerLike {
+  return typeof target === "object" && target !== null && !(target instanceof URL) &&
+    typeof (target as ManagerLike).save === "function";
 }
 
 /**
@@ -65,6 +74,11 @@ interface Failure {
  * "coalesce"`). Each snapshot is staged in one buffer that is moved to the worker without a
  * copy and comes back for the next snapshot, so periodic checkpoints of the same model do not
  * allocate it again.
+ *
+ * With a `CheckpointManager` as the target, the snapshot is committed through the manager
+ * (file naming, index, retention, resume with `latest()`); open the manager with
+ * `writer: checkpointWriter.fileWriter` so that its files, too, are written in the worker and
+ * the staging buffers come back.
  *
  * Errors: bad arguments throw from `save()` at once. A save that fails (read-back or write)
  * rejects its promise; if nobody listened to that promise, the error is thrown by the next
@@ -92,6 +106,28 @@ interface Failure {
  *
  * const back = await loadCheckpoint(`${dir}/step-4.ckpt`);
  * assert.equal(back.metadata.step, 4);
+ * await Deno.remove(dir, { recursive: true });
+ * model.dispose();
+ * ```
+ *
+ * @example Through a checkpoint manager
+ * ```ts
+ * import * as tf from "@tensorflow/tfjs";
+ * import { CheckpointWriter, restore } from "./mod.ts";
+ * import { CheckpointManager } from "../manager/mod.ts";
+ * import assert from "node:assert/strict";
+ *
+ * await tf.setBackend("cpu");
+ * const model = tf.sequential({ layers: [tf.layers.dense({ name: "managed_fc", units: 1, inputShape: [2] })] });
+ * const dir = await Deno.makeTempDir();
+ * const writer = new CheckpointWriter();
+ * const manager = await CheckpointManager.open(dir, { maxToKeep: 2, writer: writer.fileWriter });
+ * for (const step of [10, 20, 30]) writer.save(manager, { model, step });
+ * await writer.close();
+ * assert.deepEqual((await manager.list()).map((e) => e.step), [20, 30]);
+ * const report = await restore((await manager.latest())!, { model });
+ * assert.equal(report.loaded.length, 2);
+ * await manager.close();
  * await Deno.remove(dir, { recursive: true });
  * model.dispose();
  * ```
@@ -125,6 +161,14 @@ export class CheckpointWriter implements AsyncDisposable {
     });
   }
 
+  /**
+   * The background writer behind this one, shaped as a `CheckpointManager`'s `writer` option:
+   * open a manager with it to have the manager's files written in the worker.
+   */
+  get fileWriter(): BackgroundWriter {
+    return this.#writer;
+  }
+
   /** The staging pool snapshots are copied into (its `allocations` shows how often it grew). */
   get staging(): StagingPool {
     return this.#pool;
@@ -141,28 +185,37 @@ export class CheckpointWriter implements AsyncDisposable {
   }
 
   /**
-   * Snapshots `state` now and writes it to `target` in the background. Returns at once; the
-   * promise settles when the file is written. Training may continue without awaiting it.
+   * Snapshots `state` now and writes it to `target` (a path, or a `CheckpointManager` that
+   * names, commits and prunes it) in the background. Returns at once; the promise settles when
+   * the file is written (for a manager: committed). Training may continue without awaiting it.
    *
    * Throws at once, capturing nothing, when the writer is closed, when an earlier save failed
    * unobserved (that error), or when an argument is bad (see {@linkcode snapshot}).
    *
-   * @param target Where to write: a path or a `file:` URL (written atomically).
+   * @param target Where to write: a path or a `file:` URL (written atomically), or a manager.
    * @param state The model, optimizer, step and metadata, as for {@linkcode snapshot}.
-   * @param options Codec (by name), compression and sync, over the writer's `saveOptions`.
-   * @returns Bytes written and their SHA-256.
+   * @param options For a path: codec (by name), compression and sync, over the writer's
+   *   `saveOptions`. A manager uses its own.
+   * @returns For a path, the bytes written and their SHA-256; for a manager, the committed entry.
    */
-  save(target: string | URL, state: Omit<SnapshotOptions, "staging">, options: SaveOptions = {}): Promise<SaveResult> {
+  save(target: ManagerLike, state: Omit<SnapshotOptions, "staging">): Promise<CheckpointEntry>;
+  save(target: string | URL, state: Omit<SnapshotOptions, "staging">, options?: SaveOptions): Promise<SaveResult>;
+  save(
+    target: string | URL | ManagerLike,
+    state: Omit<SnapshotOptions, "staging">,
+    options: SaveOptions = {},
+  ): Promise<SaveResult | CheckpointEntry> {
     if (this.#closed) throw new Error("Cannot save checkpoint: the CheckpointWriter is closed");
     const earlier = this.#takeUnreported();
     if (earlier) throw earlier;
-    if (typeof target !== "string" && !(target instanceof URL)) {
-      throw new TypeError("Cannot save checkpoint: target must be a path or a file: URL");
+    const manager = isManager(target) ? target : undefined;
+    if (!manager && typeof target !== "string" && !(target instanceof URL)) {
+      throw new TypeError("Cannot save checkpoint: target must be a path, a file: URL or a CheckpointManager");
     }
     if (typeof state !== "object" || state === null) throw new TypeError("Cannot save checkpoint: state is required");
     const merged = { ...this.#saveOptions, ...options };
     const taking = beginSnapshot({ ...state, staging: this.#pool });
-    const { promise, resolve, reject } = SavePromise.create<SaveResult>();
+    const { promise, resolve, reject } = SavePromise.create<SaveResult | CheckpointEntry>();
     const fail = (e: unknown) => {
       if (!(e instanceof SupersededError)) {
         this.#failures.push({ error: e instanceof Error ? e : new Error(String(e)), promise });
@@ -182,16 +235,23 @@ export class CheckpointWriter implements AsyncDisposable {
         return;
       }
       await previous; // hand saves over in call order
-      let written: Promise<SaveResult>;
+      let written: Promise<SaveResult | CheckpointEntry>;
       try {
-        written = this.#writer.save(target, checkpoint, merged);
+        written = manager
+          ? manager.save(checkpoint as CheckpointInput)
+          : this.#writer.save(target as string | URL, checkpoint, merged);
       } catch (e) {
         this.#pool.release(checkpoint);
         fail(e);
         this.#settled();
         return;
       }
-      written.then(resolve, fail).finally(() => this.#settled());
+      // Buffers moved to the worker come back through onReturn; those a manager wrote in this
+      // thread are still here, and free once the save has settled.
+      written.then(resolve, fail).finally(() => {
+        this.#pool.release(checkpoint);
+        this.#settled();
+      });
     })();
     return promise;
   }

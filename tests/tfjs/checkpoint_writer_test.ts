@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { CheckpointWriter, snapshot } from "../../src/tfjs/mod.ts";
 import { loadCheckpoint } from "../../mod.ts";
 import { SupersededError } from "../../src/background_writer.ts";
+import { CheckpointManager } from "../../src/manager/mod.ts";
 import { buildModel, compile, OPTIMIZERS, train } from "./_training.ts";
 
 tf.env().set("PROD", true);
@@ -89,7 +90,10 @@ Deno.test("CheckpointWriter throws bad arguments at once and starts nothing", as
   const { model, dir } = await setup();
   const writer = new CheckpointWriter();
   assert.throws(() => writer.save(`${dir}/a.ckpt`, { model, step: -1 }), /step is -1/);
-  assert.throws(() => writer.save(42 as never, { model, step: 1 }), /target must be a path or a file: URL/);
+  assert.throws(
+    () => writer.save(42 as never, { model, step: 1 }),
+    /target must be a path, a file: URL or a CheckpointManager/,
+  );
   assert.throws(() => writer.save(`${dir}/a.ckpt`, { model: "m" as never, step: 1 }), TypeError);
   assert.equal(writer.pending, 0);
   await writer.close();
@@ -115,6 +119,38 @@ Deno.test("CheckpointWriter with whenBusy coalesce drops waiting saves for the n
   const written = [...Deno.readDirSync(dir)].map((e) => e.name).sort();
   assert.equal(written.length, outcome.filter((o) => o === "saved").length);
   assert.ok(written.includes("step-6.ckpt"));
+  await Deno.remove(dir, { recursive: true });
+  model.dispose();
+});
+
+Deno.test("CheckpointWriter commits through a CheckpointManager opened with its fileWriter, reusing staging", async () => {
+  const { model, optimizer, dir } = await setup();
+  const writer = new CheckpointWriter();
+  const manager = await CheckpointManager.open(dir, { maxToKeep: 2, writer: writer.fileWriter });
+  let last: Awaited<ReturnType<typeof snapshot>> | undefined;
+  for (let step = 1; step <= 4; step++) {
+    await train(model, step, step + 1);
+    last = await snapshot({ model, optimizer, step });
+    const entry = await writer.save(manager, { model, optimizer, step });
+    assert.equal(entry.step, step);
+  }
+  await writer.close();
+  assert.equal(writer.staging.allocations, 1);
+  assert.deepEqual((await manager.list()).map((e) => e.step), [3, 4]);
+  const latest = (await manager.latest())!;
+  latest.tensors.forEach((t, i) => assert.deepEqual(t.data, last!.tensors[i]!.data, t.name));
+  await assert.rejects(
+    (async () => {
+      const w = new CheckpointWriter();
+      try {
+        await w.save(manager, { model, step: 2 }); // steps must increase
+      } finally {
+        await w.close().catch(() => {});
+      }
+    })(),
+    /steps must increase/,
+  );
+  await manager.close();
   await Deno.remove(dir, { recursive: true });
   model.dispose();
 });
