@@ -908,6 +908,7 @@ export class CheckpointManager {
     const known = new Map<string, number>();
     for (const e of this.#entries) for (const [k, size] of e.blobs ?? []) known.set(k, size);
     const created: string[] = [];
+    const touched = new Set<string>(); // blob shard directories this save wrote into
     const blobs = new Map<string, number>();
     const tensors: ManifestTensor[] = [];
     const names = new Set<string>();
@@ -922,6 +923,7 @@ export class CheckpointManager {
         const key = digestOf(t) + (gzip ? ".gz" : "");
         let size = blobs.get(key) ?? known.get(key);
         if (size === undefined) {
+          touched.add(key.slice(0, 2));
           try {
             size = await writeBlob(this.#dir, key, bytesOf(t.data), { gzip, sync: this.#o.sync });
           } catch (e) {
@@ -969,6 +971,10 @@ export class CheckpointManager {
       };
     } catch (e) {
       for (const key of created) await removeIfPresent(blobPath(this.#dir, key)).catch(() => {});
+      // Shard directories this save created are empty again; a non-empty one is not removed.
+      for (const shard of touched) {
+        await Deno.remove(join(this.#dir, BLOBS_DIR, shard)).catch(() => {});
+      }
       throw e;
     }
   }
