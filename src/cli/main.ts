@@ -45,12 +45,13 @@ import { ChecksumMismatchError } from "../../mod.ts";
 import { convertCommand } from "./convert.ts";
 import { diffCommand } from "./diff.ts";
 import { inspectCommand } from "./inspect.ts";
+import { lsCommand } from "./ls.ts";
 import { verifyCommand } from "./verify.ts";
 
 /** The version `ckpt --version` prints. */
 export const VERSION = "0.1.0";
 
-const COMMANDS: readonly Command[] = [inspectCommand, verifyCommand, convertCommand, diffCommand];
+const COMMANDS: readonly Command[] = [inspectCommand, verifyCommand, convertCommand, diffCommand, lsCommand];
 
 function topHelp(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

@@ -1,0 +1,199 @@
+/**
+ * `ckpt ls`: a checkpoint manager directory's checkpoints, with step, time, size, metrics,
+ * digest, status, and which ones retention keeps (as best, among the newest, every K steps).
+ *
+ * @module
+ */
+import { join } from "node:path";
+import { CheckpointManager, type ListedCheckpoint } from "../manager/mod.ts";
+import { INDEX_FILE } from "../manager/_index.ts";
+import { type Command, numberOption, type Values } from "./_command.ts";
+import {
+  BadCheckpointError,
+  type CliIO,
+  EXIT,
+  FileError,
+  humanBytes,
+  isOsError,
+  jsonNumber,
+  numberText,
+  osReason,
+  table,
+  UsageError,
+  write,
+} from "./_io.ts";
+
+/** `METRIC[:min|max]` as the manager's best policy. */
+function bestOption(values: Values): { metric: string; mode: "min" | "max"; keep: number } | undefined {
+  const raw = values.best;
+  const keep = numberOption(values, "keep-best", 1);
+  if (!Number.isSafeInteger(keep) || keep < 1) throw new UsageError("--keep-best must be a positive integer");
+  if (raw === undefined) {
+    if (values["keep-best"] !== undefined) throw new UsageError("--keep-best needs --best METRIC[:min|max]");
+    return undefined;
+  }
+  const text = String(raw);
+  const colon = text.lastIndexOf(":");
+  const suffix = colon >= 0 ? text.slice(colon + 1) : "";
+  const explicit = suffix === "min" || suffix === "max";
+  const metric = explicit ? text.slice(0, colon) : text;
+  const mode: "min" | "max" = explicit ? suffix : "min";
+  if (metric === "") {
+    throw new UsageError(`--best must be METRIC or METRIC:min or METRIC:max, got ${JSON.stringify(raw)}`);
+  }
+  return { metric, mode, keep };
+}
+
+function integerOption(values: Values, name: string): number | undefined {
+  if (values[name] === undefined) return undefined;
+  const v = numberOption(values, name, 0);
+  if (!Number.isSafeInteger(v) || v < 1) throw new UsageError(`--${name} must be a positive integer`);
+  return v;
+}
+
+async function listDir(dir: string, values: Values, warnings: string[]): Promise<ListedCheckpoint[]> {
+  const maxToKeep = integerOption(values, "max-to-keep");
+  const keepEvery = integerOption(values, "keep-every");
+  const best = bestOption(values);
+  let info: Deno.FileInfo;
+  try {
+    info = await Deno.stat(dir);
+  } catch (e) {
+    throw new FileError(`Cannot read ${JSON.stringify(dir)}: ${osReason(e)}`, { cause: e });
+  }
+  if (!info.isDirectory) throw new FileError(`Cannot list ${JSON.stringify(dir)}: it is not a directory`);
+  try {
+    await Deno.stat(join(dir, INDEX_FILE));
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) {
+      throw new FileError(
+        `Cannot list ${JSON.stringify(dir)}: not a checkpoint manager directory (no ${INDEX_FILE})`,
+      );
+    }
+    throw new FileError(`Cannot read ${JSON.stringify(join(dir, INDEX_FILE))}: ${osReason(e)}`, { cause: e });
+  }
+  let manager: CheckpointManager;
+  try {
+    manager = await CheckpointManager.open(dir, {
+      readOnly: true,
+      onWarning: (m) => warnings.push(m),
+      ...(maxToKeep !== undefined ? { maxToKeep } : {}),
+      ...(keepEvery !== undefined ? { keepEvery } : {}),
+      ...(best ? { best } : {}),
+    });
+  } catch (e) {
+    if (isOsError(e)) throw new FileError(`Cannot list ${JSON.stringify(dir)}: ${osReason(e)}`, { cause: e });
+    if (e instanceof SyntaxError || e instanceof RangeError) {
+      throw new BadCheckpointError(e.message);
+    }
+    throw e;
+  }
+  try {
+    return await manager.list();
+  } finally {
+    await manager.close();
+  }
+}
+
+function metricsText(e: ListedCheckpoint): string {
+  return Object.entries(e.metadata.metrics ?? {}).map(([k, v]) => `${k}=${numberText(v)}`).join(" ");
+}
+
+function asJson(entries: ListedCheckpoint[]): string {
+  return JSON.stringify(
+    entries.map((e) => ({
+      step: e.step,
+      epoch: e.metadata.epoch ?? null,
+      savedAt: e.savedAt,
+      path: e.path,
+      kind: e.kind,
+      bytes: e.bytes,
+      bytesWritten: e.bytesWritten,
+      sha256: e.sha256,
+      tensors: e.tensorCount,
+      metrics: Object.fromEntries(Object.entries(e.metadata.metrics ?? {}).map(([k, v]) => [k, jsonNumber(v)])),
+      best: e.best,
+      bestRank: e.bestRank ?? null,
+      keptBy: e.keptBy,
+      status: e.status,
+      problem: e.problem ?? null,
+    })),
+    null,
+    2,
+  ) + "\n";
+}
+
+function asText(entries: ListedCheckpoint[], showBest: boolean): string {
+  if (entries.length === 0) return "no checkpoints\n";
+  const header = ["step", "saved", "size", "kind", "tensors", "metrics"];
+  if (showBest) header.push("best");
+  header.push("kept", "status", "sha256");
+  const rows = [header];
+  for (const e of entries) {
+    const row = [
+      String(e.step),
+      e.savedAt.replace(/\.\d+Z$/, "Z"),
+      humanBytes(e.bytes),
+      e.kind,
+      String(e.tensorCount),
+      metricsText(e) || "-",
+    ];
+    if (showBest) row.push(e.best ? `#${e.bestRank}` : "-");
+    row.push(e.keptBy.length ? e.keptBy.join(",") : "no (retention would delete it)", e.status, e.sha256.slice(0, 12));
+    rows.push(row);
+  }
+  const total = entries.reduce((s, e) => s + e.bytes, 0);
+  return table(rows, [true, false, true, false, true]) +
+    `${entries.length} checkpoint${entries.length === 1 ? "" : "s"}, ${humanBytes(total)}\n`;
+}
+
+async function run(values: Values, positionals: string[], io: CliIO): Promise<number> {
+  const dir = positionals[0]!;
+  const warnings: string[] = [];
+  const entries = await listDir(dir, values, warnings);
+  await write(io.stdout, values.json ? asJson(entries) : asText(entries, values.best !== undefined));
+  const bad = entries.filter((e) => e.status !== "ok");
+  for (const e of bad) {
+    await write(io.stderr, `ckpt ls: step ${e.step} is ${e.status}: ${(e.problem ?? "").replace(/\s*\n\s*/g, " ")}\n`);
+  }
+  return bad.length > 0 ? EXIT.bad : EXIT.ok;
+}
+
+/** The `ls` command. */
+export const lsCommand: Command = {
+  name: "ls",
+  summary: "list a checkpoint manager directory: steps, times, sizes, metrics, best",
+  synopsis: "[options] DIR",
+  description: `
+Lists the checkpoints a CheckpointManager committed in DIR, ordered by step: when each was
+saved, its size on disk, full or incremental, tensor count, metrics, why retention keeps it
+(recent, every, best), its status and the start of its SHA-256 (--json gives it whole).
+
+The directory is opened read-only (no lock is taken; a training process may keep writing) and no
+tensor data is read: each file's header and index (or manifest) is checked, not every digest
+(use ckpt verify for that). A checkpoint whose file is missing or damaged is listed with its
+status and reported on standard error, and the exit code is then 4.
+
+Retention rules live in the training script, not in the directory: pass the ones it uses
+(--best, --keep-best, --max-to-keep, --keep-every; the manager's defaults otherwise) to see which
+checkpoints are kept as best and why each is kept.`,
+  options: {
+    best: {
+      type: "string",
+      arg: "METRIC[:min|max]",
+      help: "mark the best checkpoints by this metric (min by default)",
+    },
+    "keep-best": { type: "string", arg: "K", help: "how many best checkpoints are kept (default: 1)" },
+    "max-to-keep": { type: "string", arg: "N", help: "the manager's maxToKeep (default: 5)" },
+    "keep-every": { type: "string", arg: "K", help: "the manager's keepEvery" },
+    json: { type: "boolean", help: "print one JSON array instead of text" },
+  },
+  positionals: { min: 1, max: 1 },
+  examples: [
+    ["ckpt ls runs/mnist", "steps, times, sizes, metrics"],
+    ["ckpt ls runs/mnist --best val_loss:min --keep-best 3", "which are kept as best"],
+    ["ckpt ls --json runs/mnist | jq '.[-1].path'", "the latest checkpoint's file"],
+  ],
+  exits: [],
+  run,
+};

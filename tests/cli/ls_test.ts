@@ -1,0 +1,91 @@
+import assert from "node:assert/strict";
+import { CheckpointManager } from "../../src/manager/mod.ts";
+import { assertOneLineError, ckpt, tempDir } from "./_run.ts";
+
+/** A manager directory with steps 10..40 (loss 0.5, 0.1, 0.3, NaN), keeping the newest 3 and the best by loss. */
+async function run(dir: string): Promise<void> {
+  await using m = await CheckpointManager.open(dir, { maxToKeep: 3, best: { metric: "loss", mode: "min" } });
+  for (const [step, loss] of [[10, 0.5], [20, 0.1], [30, 0.3], [40, NaN], [50, 0.2]]) {
+    await m.save({
+      metadata: { step: step!, metrics: { loss: loss!, acc: step! / 100 } },
+      tensors: [{ name: "w", dtype: "float32", shape: [2], data: new Float32Array([step!, 1]) }],
+    });
+  }
+}
+
+Deno.test("ls lists step, time, size, metrics, why each is kept, status and digest", async () => {
+  await using t = await tempDir();
+  await run(t.dir);
+  const r = await ckpt(["ls", t.dir, "--best", "loss:min", "--max-to-keep", "3"]);
+  assert.equal(r.code, 0, r.err);
+  assert.equal(r.err, "");
+  const lines = r.out.trimEnd().split("\n");
+  assert.match(lines[0]!, /^step\s+saved\s+size\s+kind\s+tensors\s+metrics\s+best\s+kept\s+status\s+sha256$/);
+  assert.deepEqual(lines.slice(1, -1).map((l) => l.trim().split(/\s+/)[0]), ["20", "30", "40", "50"]);
+  assert.match(
+    lines[1]!,
+    /^\s*20\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\s+\d+ B\s+full\s+1\s+loss=0\.1 acc=0\.2\s+#1\s+best\s+ok\s+[0-9a-f]{12}$/,
+  );
+  assert.match(lines[2]!, /^\s*30\s.*loss=0\.3 acc=0\.3\s+-\s+recent\s+ok\s/);
+  assert.match(lines[3]!, /^\s*40\s.*loss=NaN acc=0\.4\s+-\s+recent\s+ok\s/);
+  assert.match(lines[4]!, /^\s*50\s.*loss=0\.2 acc=0\.5\s+-\s+recent\s+ok\s/);
+  assert.match(lines.at(-1)!, /^4 checkpoints, [\d.]+ KB$/);
+});
+
+Deno.test("ls --json gives whole digests, metrics as the JSON codec writes them, and best ranks", async () => {
+  await using t = await tempDir();
+  await run(t.dir);
+  const r = await ckpt(["ls", "--json", t.dir, "--best", "loss", "--keep-best", "2", "--max-to-keep", "3"]);
+  assert.equal(r.code, 0, r.err);
+  const listed = JSON.parse(r.out);
+  assert.deepEqual(listed.map((e: { step: number }) => e.step), [20, 30, 40, 50]);
+  assert.deepEqual(listed.map((e: { bestRank: number | null }) => e.bestRank), [1, null, null, 2]);
+  assert.deepEqual(listed[2].metrics, { loss: "NaN", acc: 0.4 });
+  const sums = new Map<string, string>();
+  await using m = await CheckpointManager.open(t.dir, { readOnly: true });
+  for (const e of await m.list()) sums.set(e.path, e.sha256);
+  for (const e of listed) {
+    assert.equal(e.sha256, sums.get(e.path));
+    assert.equal(e.bytes, (await Deno.stat(e.path)).size);
+    assert.equal(e.status, "ok");
+  }
+});
+
+Deno.test("ls reports a missing or damaged checkpoint on stderr and exits 4, still listing the rest", async () => {
+  await using t = await tempDir();
+  await run(t.dir);
+  const listed = JSON.parse((await ckpt(["ls", "--json", t.dir])).out);
+  await Deno.remove(listed[0].path);
+  const bytes = await Deno.readFile(listed[1].path);
+  bytes[bytes.length - 60]! ^= 0xff; // inside the index record
+  await Deno.writeFile(listed[1].path, bytes);
+  const r = await ckpt(["ls", t.dir]);
+  assert.equal(r.code, 4);
+  assert.match(r.out, /^\s*20\s.*\smissing\s/m);
+  assert.match(r.out, /^\s*30\s.*\sdamaged\s/m);
+  assert.match(r.out, /^\s*50\s.*\sok\s/m);
+  const errs = r.err.trimEnd().split("\n");
+  assert.equal(errs.length, 2);
+  assert.match(errs[0]!, /^ckpt ls: step 20 is missing: /);
+  assert.match(errs[1]!, /^ckpt ls: step 30 is damaged: /);
+});
+
+Deno.test("ls rejects what is not a manager directory, and bad retention options", async () => {
+  await using t = await tempDir();
+  assertOneLineError(await ckpt(["ls", `${t.dir}/nope`]), 3, /Cannot read ".*nope": No such file/);
+  assertOneLineError(await ckpt(["ls", t.dir]), 3, /not a checkpoint manager directory \(no index\.json\)/);
+  await Deno.writeTextFile(`${t.dir}/file`, "x");
+  assertOneLineError(await ckpt(["ls", `${t.dir}/file`]), 3, /it is not a directory/);
+  await Deno.writeTextFile(`${t.dir}/index.json`, "{ not json");
+  assertOneLineError(await ckpt(["ls", t.dir]), 4, /^ckpt ls: .*index/);
+  assertOneLineError(await ckpt(["ls", t.dir, "--best", ":max"]), 2, /--best must be METRIC/);
+  assertOneLineError(await ckpt(["ls", t.dir, "--keep-best", "2"]), 2, /--keep-best needs --best/);
+  assertOneLineError(await ckpt(["ls", t.dir, "--max-to-keep", "0"]), 2, /--max-to-keep must be a positive integer/);
+});
+
+Deno.test("ls of an empty manager directory says so", async () => {
+  await using t = await tempDir();
+  await (await CheckpointManager.open(t.dir)).close();
+  const r = await ckpt(["ls", t.dir]);
+  assert.deepEqual([r.code, r.out, r.err], [0, "no checkpoints\n", ""]);
+});
