@@ -277,7 +277,17 @@ export function weightToTensor(spec: WeightSpec, bytes: Uint8Array, original?: D
   return make(dtype, data);
 }
 
-/** Whether a dtype needs {@linkcode WeightOptions.narrow} to become a TF.js weight. */
+/**
+ * Whether a dtype needs {@linkcode WeightOptions.narrow} to become a TF.js weight.
+ *
+ * @example
+ * ```ts
+ * import { needsNarrowing } from "./tfjs_weights.ts";
+ * import assert from "node:assert/strict";
+ * assert.ok(needsNarrowing("float64"));
+ * assert.ok(!needsNarrowing("bfloat16"));
+ * ```
+ */
 export function needsNarrowing(dtype: DType): boolean {
   return NARROWED.has(dtype);
 }
