@@ -59,7 +59,26 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
   return EXIT.ok;
 }
 
-/** The `convert` command. */
+/**
+ * The `convert` command, as `ckpt convert` runs it.
+ *
+ * @example
+ * ```ts
+ * import { convertCommand } from "./convert.ts";
+ * import { main } from "./main.ts";
+ * import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
+ * import assert from "node:assert/strict";
+ * const dir = await Deno.makeTempDir();
+ * await saveCheckpoint(`${dir}/a.ckpt`, {
+ *   metadata: { step: 2 },
+ *   tensors: [{ name: "w", dtype: "float64", shape: [1], data: new Float64Array([0.1]) }],
+ * });
+ * assert.equal(await main([convertCommand.name, `${dir}/a.ckpt`, `${dir}/a.jsonl.gz`, "--codec", "json", "--gzip"]), 0);
+ * const back = await loadCheckpoint(`${dir}/a.jsonl.gz`);
+ * assert.deepEqual(back.tensors[0]!.data, new Float64Array([0.1]));
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
 export const convertCommand: Command = {
   name: "convert",
   summary: "re-encode a checkpoint (binary or JSON, gzip or not), file or pipe",

@@ -333,7 +333,30 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
   return differ ? EXIT.differ : EXIT.ok;
 }
 
-/** The `diff` command. */
+/**
+ * The `diff` command, as `ckpt diff` runs it.
+ *
+ * @example
+ * ```ts
+ * import { diffCommand } from "./diff.ts";
+ * import { main } from "./main.ts";
+ * import { saveCheckpoint } from "../../mod.ts";
+ * import assert from "node:assert/strict";
+ * const dir = await Deno.makeTempDir();
+ * for (const [name, v] of [["a", 1], ["b", 1.5]] as const) {
+ *   await saveCheckpoint(`${dir}/${name}.ckpt`, {
+ *     metadata: { step: 1 },
+ *     tensors: [{ name: "w", dtype: "float32", shape: [1], data: new Float32Array([v]) }],
+ *   });
+ * }
+ * let out = "";
+ * const stdout = new WritableStream<Uint8Array>({ write: (c) => void (out += new TextDecoder().decode(c)) });
+ * assert.equal(await main([diffCommand.name, "--json", `${dir}/a.ckpt`, `${dir}/b.ckpt`], { stdout }), 1);
+ * assert.equal(JSON.parse(out).compared[0].maxAbs, 0.5);
+ * assert.equal(await main([diffCommand.name, "-t", "0.5", `${dir}/a.ckpt`, `${dir}/b.ckpt`], { stdout: new WritableStream() }), 0);
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
 export const diffCommand: Command = {
   name: "diff",
   summary: "compare two checkpoints tensor by tensor",

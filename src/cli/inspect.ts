@@ -257,7 +257,27 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
   return EXIT.ok;
 }
 
-/** The `inspect` command. */
+/**
+ * The `inspect` command, as `ckpt inspect` runs it.
+ *
+ * @example
+ * ```ts
+ * import { inspectCommand } from "./inspect.ts";
+ * import { main } from "./main.ts";
+ * import { saveCheckpoint } from "../../mod.ts";
+ * import assert from "node:assert/strict";
+ * const path = await Deno.makeTempFile();
+ * await saveCheckpoint(path, {
+ *   metadata: { step: 7 },
+ *   tensors: [{ name: "w", dtype: "int32", shape: [3], data: new Int32Array([1, 2, 3]) }],
+ * });
+ * let out = "";
+ * const stdout = new WritableStream<Uint8Array>({ write: (c) => void (out += new TextDecoder().decode(c)) });
+ * assert.equal(await main([inspectCommand.name, "--json", "--stats", path], { stdout }), 0);
+ * assert.equal(JSON.parse(out).tensors[0].max, 3);
+ * await Deno.remove(path);
+ * ```
+ */
 export const inspectCommand: Command = {
   name: "inspect",
   summary: "show metadata, tensors, totals, codec, compression and digest",

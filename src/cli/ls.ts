@@ -159,7 +159,26 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
   return bad.length > 0 ? EXIT.bad : EXIT.ok;
 }
 
-/** The `ls` command. */
+/**
+ * The `ls` command, as `ckpt ls` runs it.
+ *
+ * @example
+ * ```ts
+ * import { lsCommand } from "./ls.ts";
+ * import { main } from "./main.ts";
+ * import { CheckpointManager } from "../manager/mod.ts";
+ * import assert from "node:assert/strict";
+ * const dir = await Deno.makeTempDir();
+ * const manager = await CheckpointManager.open(dir);
+ * await manager.save({ metadata: { step: 10, metrics: { loss: 0.5 } }, tensors: [] });
+ * await manager.close();
+ * let out = "";
+ * const stdout = new WritableStream<Uint8Array>({ write: (c) => void (out += new TextDecoder().decode(c)) });
+ * assert.equal(await main([lsCommand.name, "--json", dir], { stdout }), 0);
+ * assert.deepEqual(JSON.parse(out).map((e: { step: number }) => e.step), [10]);
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
 export const lsCommand: Command = {
   name: "ls",
   summary: "list a checkpoint manager directory: steps, times, sizes, metrics, best",

@@ -48,7 +48,18 @@ import { inspectCommand } from "./inspect.ts";
 import { lsCommand } from "./ls.ts";
 import { verifyCommand } from "./verify.ts";
 
-/** The version `ckpt --version` prints. */
+export type { CliIO } from "./_io.ts";
+
+/**
+ * The version `ckpt --version` prints.
+ *
+ * @example
+ * ```ts
+ * import { VERSION } from "./main.ts";
+ * import assert from "node:assert/strict";
+ * assert.match(VERSION, /^\d+\.\d+\.\d+$/);
+ * ```
+ */
 export const VERSION = "0.1.0";
 
 const COMMANDS: readonly Command[] = [inspectCommand, verifyCommand, convertCommand, diffCommand, lsCommand];

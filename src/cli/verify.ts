@@ -86,7 +86,24 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
   return code;
 }
 
-/** The `verify` command. */
+/**
+ * The `verify` command, as `ckpt verify` runs it.
+ *
+ * @example
+ * ```ts
+ * import { verifyCommand } from "./verify.ts";
+ * import { main } from "./main.ts";
+ * import { saveCheckpoint } from "../../mod.ts";
+ * import assert from "node:assert/strict";
+ * const path = await Deno.makeTempFile();
+ * const { sha256 } = await saveCheckpoint(path, { metadata: { step: 1 }, tensors: [] }, { codec: "json" });
+ * let out = "";
+ * const stdout = new WritableStream<Uint8Array>({ write: (c) => void (out += new TextDecoder().decode(c)) });
+ * assert.equal(await main([verifyCommand.name, "--sha256", sha256, path], { stdout }), 0);
+ * assert.match(out, /^ok .*: json, step 1, 0 tensors/);
+ * await Deno.remove(path);
+ * ```
+ */
 export const verifyCommand: Command = {
   name: "verify",
   summary: "check every tensor digest and the whole-stream digest",

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { main } from "../../src/cli/main.ts";
 import { assertOneLineError, ckpt, tempDir, writeSample } from "./_run.ts";
 
-const COMMANDS = ["inspect", "verify", "convert", "diff"];
+const COMMANDS = ["inspect", "verify", "convert", "diff", "ls"];
 
 Deno.test("ckpt --help lists every command with examples and exit codes, on stdout", async () => {
   const r = await ckpt(["--help"]);
