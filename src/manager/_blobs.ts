@@ -81,7 +81,21 @@ export function digestOf(tensor: TensorInput): string {
   return sha256().update(bytesOf(tensor.data)).digest("hex");
 }
 
-/** Writes a blob atomically; returns its size on disk. */
+async function isDirectory(path: string): Promise<boolean> {
+  try {
+    return (await Deno.stat(path)).isDirectory;
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return false;
+    throw e;
+  }
+}
+
+async function syncDir(path: string): Promise<void> {
+  using d = await Deno.open(path, { read: true });
+  await d.sync();
+}
+
+/** Writes a blob atomically (and durably when `sync`), creating its shard directory; returns its size on disk. */
 export async function writeBlob(
   dir: string,
   key: string,
@@ -89,7 +103,17 @@ export async function writeBlob(
   options: { gzip: boolean; sync: boolean },
 ): Promise<number> {
   const bytes = options.gzip ? await gzip(data) : data;
-  await Deno.mkdir(join(dir, BLOBS_DIR, key.slice(0, 2)), { recursive: true });
+  const blobs = join(dir, BLOBS_DIR);
+  const shard = join(blobs, key.slice(0, 2));
+  if (!(await isDirectory(shard))) {
+    // A new directory's entry must reach the disk too, or a power loss could drop the blob with it.
+    const newStore = !(await isDirectory(blobs));
+    await Deno.mkdir(shard, { recursive: true });
+    if (options.sync) {
+      await syncDir(blobs);
+      if (newStore) await syncDir(dir);
+    }
+  }
   await writeFileAtomic(blobPath(dir, key), (f) => writeAll(f, bytes), { sync: options.sync });
   return bytes.byteLength;
 }

@@ -37,6 +37,8 @@ export class DirectoryLockedError extends Error {
   readonly pid: number | undefined;
 
   /**
+   * An error naming the lock file and its owner.
+   *
    * @param lockPath The lock file.
    * @param owner What the lock file says about its owner, when readable.
    */

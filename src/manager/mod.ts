@@ -29,6 +29,7 @@
  * @module
  */
 import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { Codec } from "../codec.ts";
 import { loadCheckpoint } from "../load.ts";
 import { readCheckpointIndex } from "../codecs/binary_file.ts";
@@ -484,7 +485,7 @@ export class CheckpointManager {
       if (dir.protocol !== "file:") {
         throw new TypeError(`Cannot open checkpoint directory ${dir.href}: only file: URLs`);
       }
-      dir = decodeURIComponent(dir.pathname);
+      dir = fileURLToPath(dir);
     }
     if (typeof dir !== "string" || dir === "") throw new TypeError("Cannot open checkpoint directory: expected a path");
     const o = resolveOptions(options);
