@@ -1,0 +1,150 @@
+// `deno task train` as a user runs it: a real subprocess, killed with SIGKILL (twice) and with
+// SIGINT mid-run, restarted, and compared with a run that was never interrupted.
+import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
+
+const SCRIPT = fileURLToPath(new URL("../../demo/train.ts", import.meta.url));
+const PERMISSIONS = ["--allow-read", "--allow-write", "--allow-env", "--allow-net=127.0.0.1"];
+const FLAGS = ["--steps", "300", "--every", "25"];
+
+interface Run {
+  code: number;
+  signal: Deno.Signal | null;
+  lines: string[];
+}
+
+/**
+ * Runs the demo; `stopWhen` sees each stdout line as it comes and may return a signal to send,
+ * once. Resolves when the process has exited.
+ */
+async function runDemo(args: string[], stopWhen?: (line: string) => Deno.Signal | undefined): Promise<Run> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", ...PERMISSIONS, SCRIPT, ...args],
+    stdout: "piped",
+    stderr: "piped",
+    env: { NO_COLOR: "1" },
+  }).spawn();
+  const stderr = new Response(child.stderr).text();
+  const lines: string[] = [];
+  let sent = false;
+  let pending = "";
+  for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
+    pending += chunk;
+    const parts = pending.split("\n");
+    pending = parts.pop()!;
+    for (const line of parts) {
+      lines.push(line);
+      const signal = !sent && stopWhen?.(line);
+      if (signal) {
+        sent = true;
+        child.kill(signal);
+      }
+    }
+  }
+  if (pending) lines.push(pending);
+  const status = await child.status;
+  const err = await stderr;
+  if (err.trim()) lines.push(...err.trim().split("\n").map((l) => `stderr: ${l}`));
+  return { code: status.code, signal: status.signal, lines };
+}
+
+function finalLine(run: Run): string {
+  const line = run.lines.find((l) => l.startsWith("final loss "));
+  assert.ok(line, `a final line in:\n${run.lines.join("\n")}`);
+  assert.match(line, /^final loss \d+\.\d{6} {2}accuracy \d\.\d{4} {2}weights sha256 [0-9a-f]{64}$/);
+  return line;
+}
+
+let reference: Promise<string> | undefined;
+/** The final line of an uninterrupted run, computed once. */
+function uninterrupted(): Promise<string> {
+  reference ??= (async () => {
+    const dir = await Deno.makeTempDir({ prefix: "ckpt_train_ref_" });
+    try {
+      const run = await runDemo(["--dir", dir, ...FLAGS]);
+      assert.equal(run.code, 0, run.lines.join("\n"));
+      assert.ok(run.lines.includes(`training from step 0 into ${dir} (cpu, momentum)`), run.lines.join("\n"));
+      return finalLine(run);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  })();
+  return reference;
+}
+
+function stepOf(line: string, pattern: RegExp): number | undefined {
+  const m = pattern.exec(line);
+  return m ? Number(m[1]) : undefined;
+}
+
+Deno.test("train killed with SIGKILL twice resumes from its last checkpoint and ends exactly as an uninterrupted run", async () => {
+  const want = await uninterrupted();
+  const dir = await Deno.makeTempDir({ prefix: "ckpt_train_kill_" });
+  try {
+    // First run: killed right after a checkpoint is committed and training went on.
+    const first = await runDemo(["--dir", dir, ...FLAGS], (line) => {
+      const step = stepOf(line, /^step +(\d+)\//);
+      return step !== undefined && step >= 100 ? "SIGKILL" : undefined;
+    });
+    assert.equal(first.signal, "SIGKILL", first.lines.join("\n"));
+    assert.ok(!first.lines.some((l) => l.startsWith("final loss")), "killed before the end");
+
+    // Second run: resumes, and is killed again a few steps later.
+    let resumedAt: number | undefined;
+    const second = await runDemo(["--dir", dir, ...FLAGS], (line) => {
+      resumedAt ??= stepOf(line, /^resumed from step (\d+) /);
+      const step = stepOf(line, /^step +(\d+)\//);
+      return step !== undefined && resumedAt !== undefined && step >= resumedAt + 50 ? "SIGKILL" : undefined;
+    });
+    assert.equal(second.signal, "SIGKILL", second.lines.join("\n"));
+    assert.ok(resumedAt !== undefined && resumedAt >= 50 && resumedAt % 25 === 0, second.lines.join("\n"));
+
+    // Third run: resumes past the second kill and finishes.
+    const third = await runDemo(["--dir", dir, ...FLAGS]);
+    assert.equal(third.code, 0, third.lines.join("\n"));
+    const resumedAgain = stepOf(third.lines.find((l) => l.startsWith("resumed from"))!, /^resumed from step (\d+) /)!;
+    assert.ok(resumedAgain > resumedAt!, third.lines.join("\n"));
+    assert.equal(finalLine(third), want);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("train stopped with SIGINT saves the current step, exits 130, and resumes to the same result", async () => {
+  const want = await uninterrupted();
+  const dir = await Deno.makeTempDir({ prefix: "ckpt_train_int_" });
+  try {
+    const first = await runDemo(["--dir", dir, ...FLAGS, "--delay", "5"], (line) => {
+      const step = stepOf(line, /^step +(\d+)\//);
+      return step !== undefined && step >= 50 ? "SIGINT" : undefined;
+    });
+    assert.equal(first.code, 130, first.lines.join("\n"));
+    const stopped = stepOf(first.lines.find((l) => l.startsWith("stopped at step")) ?? "", /^stopped at step (\d+);/);
+    assert.ok(stopped !== undefined && stopped >= 50 && stopped < 300, first.lines.join("\n"));
+    const second = await runDemo(["--dir", dir, ...FLAGS]);
+    assert.equal(second.code, 0, second.lines.join("\n"));
+    assert.ok(second.lines.includes(`resumed from step ${stopped} (${dir})`), second.lines.join("\n"));
+    assert.equal(finalLine(second), want);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("train refuses to resume a directory trained with other settings, and bad flags, with clear messages", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "ckpt_train_flags_" });
+  try {
+    const done = await runDemo(["--dir", dir, "--steps", "5", "--every", "5", "--quiet"]);
+    assert.equal(done.code, 0, done.lines.join("\n"));
+    const other = await runDemo(["--dir", dir, "--steps", "10", "--hidden", "16"]);
+    assert.equal(other.code, 1);
+    assert.ok(other.lines.some((l) => /holds a run with different settings/.test(l)), other.lines.join("\n"));
+    const bad = await runDemo(["--dir", dir, "--steps", "ten"]);
+    assert.equal(bad.code, 2);
+    assert.ok(bad.lines.some((l) => l === 'stderr: train: --steps must be an integer of at least 1, got "ten"'));
+    const unknown = await runDemo(["--dir", dir, "--speed", "9"]);
+    assert.equal(unknown.code, 2);
+    assert.ok(unknown.lines.some((l) => /Unknown option '--speed'/.test(l)), unknown.lines.join("\n"));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
