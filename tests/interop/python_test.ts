@@ -8,7 +8,8 @@ import { SAFETENSORS_DTYPES, safetensorsCodec } from "../../src/interop/safetens
 import type { Checkpoint } from "../../src/types.ts";
 import { edgeCheckpoint } from "../_util.ts";
 
-const PYTHON = "/usr/bin/python3";
+// Debian installs python3-numpy for /usr/bin/python3 (not a pyenv python3 on PATH); CKPT_PYTHON overrides.
+const PYTHON = Deno.env.get("CKPT_PYTHON") ?? "/usr/bin/python3";
 const SCRIPT = new URL("./python/st_spec.py", import.meta.url).pathname;
 
 interface Manifest {
