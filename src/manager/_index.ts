@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { metadataFromJson, metadataToJson } from "../metadata.ts";
 import { writeFileAtomic } from "../save.ts";
 import type { Metadata } from "../types.ts";
+import type { RetentionPolicy } from "./_retention.ts";
 
 /** The index file's name inside a checkpoint directory. */
 export const INDEX_FILE = "index.json";
@@ -94,8 +95,37 @@ function entryFromJson(v: unknown, i: number, path: string): StoredEntry {
   return entry;
 }
 
-/** The index's entries ordered by step, or `undefined` when there is no index file. */
-export async function readIndex(dir: string): Promise<StoredEntry[] | undefined> {
+/** What an index file holds. */
+export interface IndexContents {
+  /** Committed checkpoints, ordered by step. */
+  entries: StoredEntry[];
+  /** The retention rules of the manager that wrote it, so a read-only view can show what is kept and why. */
+  retention: RetentionPolicy | undefined;
+}
+
+function retentionFromJson(v: unknown, path: string): RetentionPolicy | undefined {
+  if (v === undefined) return undefined;
+  const bad = (): never => fail(path, "retention is malformed");
+  if (typeof v !== "object" || v === null) bad();
+  const o = v as Record<string, unknown>;
+  const positive = (x: unknown) => typeof x === "number" && Number.isSafeInteger(x) && x > 0;
+  const maxToKeep = o.maxToKeep === null ? Infinity : o.maxToKeep;
+  if (!positive(maxToKeep) && maxToKeep !== Infinity) bad();
+  if (o.keepEvery !== null && !positive(o.keepEvery)) bad();
+  let best: RetentionPolicy["best"];
+  if (o.best !== null) {
+    const b = o.best as Record<string, unknown> | undefined;
+    if (
+      typeof b !== "object" || b === null || typeof b.metric !== "string" || (b.mode !== "min" && b.mode !== "max") ||
+      !positive(b.keep)
+    ) bad();
+    best = { metric: b!.metric as string, mode: b!.mode as "min" | "max", keep: b!.keep as number };
+  }
+  return { maxToKeep: maxToKeep as number, keepEvery: (o.keepEvery ?? undefined) as number | undefined, best };
+}
+
+/** The index's entries ordered by step and its retention rules, or `undefined` when there is no index file. */
+export async function readIndex(dir: string): Promise<IndexContents | undefined> {
   const path = join(dir, INDEX_FILE);
   let bytes: Uint8Array;
   try {
@@ -130,7 +160,7 @@ export async function readIndex(dir: string): Promise<StoredEntry[] | undefined>
     if (files.has(e.file)) fail(path, `file ${e.file} is listed twice`);
     files.add(e.file);
   }
-  return entries;
+  return { entries, retention: retentionFromJson(o.retention, path) };
 }
 
 /** The JSON form of an entry (metadata in its canonical form). */
@@ -150,9 +180,23 @@ function entryToJson(e: StoredEntry): Record<string, unknown> {
   return out;
 }
 
-/** Replaces the index atomically with these entries (already ordered by step). */
-export async function writeIndex(dir: string, entries: readonly StoredEntry[], sync: boolean): Promise<void> {
-  const text = JSON.stringify({ format: FORMAT, version: VERSION, checkpoints: entries.map(entryToJson) }, null, 1);
+/** Replaces the index atomically with these entries (already ordered by step) and retention rules. */
+export async function writeIndex(
+  dir: string,
+  entries: readonly StoredEntry[],
+  policy: RetentionPolicy,
+  sync: boolean,
+): Promise<void> {
+  const retention = {
+    maxToKeep: policy.maxToKeep === Infinity ? null : policy.maxToKeep,
+    keepEvery: policy.keepEvery ?? null,
+    best: policy.best ?? null,
+  };
+  const text = JSON.stringify(
+    { format: FORMAT, version: VERSION, retention, checkpoints: entries.map(entryToJson) },
+    null,
+    1,
+  );
   const bytes = new TextEncoder().encode(text + "\n");
   await writeFileAtomic(join(dir, INDEX_FILE), async (file) => {
     let off = 0;

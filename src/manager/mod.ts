@@ -167,7 +167,9 @@ export interface CheckpointManagerOptions {
   sync?: boolean;
   /**
    * Open without the lock and without cleaning up, to look at a directory another process may
-   * be writing (as `ckpt ls` does). `save()` and `delete()` then throw.
+   * be writing (as `ckpt ls` does). `save()` and `delete()` then throw. The view re-reads the
+   * index on every call, and takes the retention rules (`maxToKeep`, `keepEvery`, `best`) that
+   * the writer recorded there for any of them not given, so `list()` shows what is kept and why.
    *
    * @default {false}
    */
@@ -293,6 +295,10 @@ interface Resolved {
   maxToKeep: number;
   keepEvery: number | undefined;
   best: RetentionPolicy["best"];
+  /** Which retention options the caller gave; a read-only view takes the others from the index. */
+  given: { maxToKeep: boolean; keepEvery: boolean; best: boolean };
+  /** The retention rules recorded in the index (read-only views). */
+  stored?: RetentionPolicy | undefined;
   codec: CodecName | Codec;
   compression: Compression;
   pattern: FilenamePattern;
@@ -365,6 +371,11 @@ function resolveOptions(options: CheckpointManagerOptions): Resolved {
     maxToKeep,
     keepEvery: options.keepEvery,
     best,
+    given: {
+      maxToKeep: options.maxToKeep !== undefined,
+      keepEvery: options.keepEvery !== undefined,
+      best: options.best !== undefined,
+    },
     codec,
     compression,
     pattern: compilePattern(options.filename ?? DEFAULT_FILENAME),
@@ -377,6 +388,19 @@ function resolveOptions(options: CheckpointManagerOptions): Resolved {
     onWarning: options.onWarning ?? ((m) => console.warn(m)),
     limits: resolveLimits(options.limits),
     codecs: typeof codec === "string" ? [] : [resolvedCodec],
+  };
+}
+
+/**
+ * The retention rules in force: the options given; for a read-only view, the rules recorded in
+ * the index by the writer for each option not given.
+ */
+function policyOf(o: Resolved): RetentionPolicy {
+  const stored = o.readOnly ? o.stored : undefined;
+  return {
+    maxToKeep: !o.given.maxToKeep && stored ? stored.maxToKeep : o.maxToKeep,
+    keepEvery: !o.given.keepEvery && stored ? stored.keepEvery : o.keepEvery,
+    best: !o.given.best && stored ? stored.best : o.best,
   };
 }
 
@@ -503,14 +527,15 @@ export class CheckpointManager {
     if (!info.isDirectory) throw new TypeError(`Cannot open checkpoint directory ${path}: it is not a directory`);
     const lock = o.readOnly ? undefined : await DirectoryLock.acquire(path, o.onWarning);
     try {
-      let entries = await readIndex(path).catch((e) => {
+      const index = await readIndex(path).catch((e) => {
         if (e instanceof SyntaxError && !o.readOnly) {
           o.onWarning(`${e.message}; rebuilding it from the checkpoint files in ${path}`);
           return undefined;
         }
         throw e;
       });
-      if (entries === undefined) entries = o.readOnly ? [] : await adopt(path, o);
+      if (o.readOnly) o.stored = index?.retention;
+      const entries = index?.entries ?? (o.readOnly ? [] : await adopt(path, o));
       const manager = new CheckpointManager(path, o, lock, entries);
       if (!o.readOnly) await manager.#cleanUp();
       await manager.#checkFiles();
@@ -697,7 +722,7 @@ export class CheckpointManager {
   async list(): Promise<ListedCheckpoint[]> {
     const entries = await this.#current();
     const reasons = retention(entries, this.#policy());
-    const ranks = bestSteps(entries, this.#o.best);
+    const ranks = bestSteps(entries, this.#policy().best);
     const out: ListedCheckpoint[] = [];
     for (const e of entries) {
       const listed: ListedCheckpoint = {
@@ -747,7 +772,7 @@ export class CheckpointManager {
       }
       const keep = this.#entries.filter((e) => e !== entry);
       try {
-        await writeIndex(this.#dir, keep, this.#o.sync);
+        await writeIndex(this.#dir, keep, this.#policy(), this.#o.sync);
       } catch (e) {
         throw ioError(`Cannot delete checkpoint step ${step} in ${this.#dir}: the index could not be written`, e);
       }
@@ -809,13 +834,17 @@ export class CheckpointManager {
   }
 
   #policy(): RetentionPolicy {
-    return { maxToKeep: this.#o.maxToKeep, keepEvery: this.#o.keepEvery, best: this.#o.best };
+    return policyOf(this.#o);
   }
 
   async #current(): Promise<StoredEntry[]> {
     if (this.#closed) throw new TypeError(`Cannot read checkpoints: the manager of ${this.#dir} is closed`);
     // A read-only view follows the writer: it re-reads the index, which is replaced atomically.
-    if (this.#o.readOnly) this.#entries = (await readIndex(this.#dir)) ?? [];
+    if (this.#o.readOnly) {
+      const index = await readIndex(this.#dir);
+      this.#entries = index?.entries ?? [];
+      this.#o.stored = index?.retention;
+    }
     return this.#entries;
   }
 
@@ -987,7 +1016,7 @@ export class CheckpointManager {
     const keep = all.filter((e) => reasons.get(e.step)!.length > 0);
     const drop = all.filter((e) => reasons.get(e.step)!.length === 0);
     try {
-      await writeIndex(this.#dir, keep, this.#o.sync);
+      await writeIndex(this.#dir, keep, this.#policy(), this.#o.sync);
     } catch (e) {
       // Not committed: take the new files away again so nothing half-done is left behind.
       await this.#removeFiles([entry], this.#entries).catch(() => {});
@@ -1232,7 +1261,7 @@ async function adopt(dir: string, o: Resolved): Promise<StoredEntry[]> {
     }
   }
   // Written even when empty: from now on a checkpoint file the index does not list is uncommitted.
-  await writeIndex(dir, entries, o.sync);
+  await writeIndex(dir, entries, policyOf(o), o.sync);
   if (entries.length > 0) {
     o.onWarning(
       `Adopted ${entries.length} checkpoint(s) found in ${dir} without an index: steps ${

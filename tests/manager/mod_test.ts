@@ -603,3 +603,27 @@ Deno.test("the real BackgroundWriter saves for the manager: buffers handed off a
     await manager.close();
   });
 });
+
+Deno.test("a read-only view shows which checkpoints are best by the rules the writer recorded", async () => {
+  await withDir(async (dir) => {
+    const writer = await CheckpointManager.open(dir, {
+      maxToKeep: 1,
+      keepEvery: 4,
+      best: { metric: "loss", mode: "min" },
+      ...quiet,
+    });
+    for (const [step, loss] of [[2, 0.1], [4, 0.5], [5, 0.9]] as const) {
+      await writer.save({ metadata: { step, metrics: { loss } }, tensors: [] });
+    }
+    const view = await CheckpointManager.open(dir, { readOnly: true });
+    assert.deepEqual((await view.list()).map((e) => [e.step, e.best, e.keptBy]), [
+      [2, true, ["best"]],
+      [4, false, ["every"]],
+      [5, false, ["recent"]],
+    ]);
+    // Options given to the view win over the recorded ones.
+    const other = await CheckpointManager.open(dir, { readOnly: true, best: { metric: "loss", mode: "max" } });
+    assert.deepEqual((await other.list()).map((e) => e.best), [false, false, true]);
+    await writer.close();
+  });
+});
