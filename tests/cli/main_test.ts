@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { main } from "../../src/cli/main.ts";
-import { assertOneLineError, ckpt, tempDir, writeSample } from "./_run.ts";
+import { assertOneLineError, CKPT, ckpt, tempDir, writeSample } from "./_run.ts";
 
 const COMMANDS = ["inspect", "verify", "convert", "diff", "ls"];
 
@@ -129,4 +129,45 @@ Deno.test("main draws bytes and rate on stderr when it is a terminal, and clears
   assert.match(err, /reading stdin: [\d.]+ K?B \([\d.]+ K?B\/s\)/);
   assert.ok(err.endsWith("\r\x1b[K"), "the progress line is cleared at the end");
   assert.match(out, /^ok stdin: binary, step 100, 4 tensors/);
+});
+
+/** Whether util-linux `script` (a pseudo-terminal for a command) is installed. */
+const hasScript = (() => {
+  try {
+    return new Deno.Command("script", { args: ["--version"], stdout: "null", stderr: "null" }).outputSync().success;
+  } catch {
+    return false;
+  }
+})();
+
+Deno.test({
+  name: "the real program draws progress when stderr is a terminal and stays silent on a pipe",
+  ignore: !hasScript,
+  async fn() {
+    await using t = await tempDir();
+    const a = `${t.dir}/a.ckpt`;
+    await writeSample(a);
+    const quote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
+    const slow = `(head -c 100 ${quote(a)}; sleep 1; tail -c +101 ${quote(a)}) | ${CKPT.map(quote).join(" ")} verify -`;
+    // On a pseudo-terminal (stdout and stderr both go to it): the progress line, then the result.
+    const tty = await new Deno.Command("script", {
+      args: ["-qec", slow, "/dev/null"],
+      stdout: "piped",
+      stderr: "piped",
+      env: { NO_COLOR: "1" },
+    }).output();
+    const screen = new TextDecoder().decode(tty.stdout);
+    assert.equal(tty.code, 0, screen);
+    assert.ok(screen.startsWith("\r\x1b[Kreading stdin: "), JSON.stringify(screen));
+    assert.match(screen, /reading stdin: [\d.]+ K?B \([\d.]+ K?B\/s\)/);
+    assert.ok(
+      screen.includes("\r\x1b[Kok stdin: binary, step 100, 4 tensors"),
+      "the line is cleared before the result",
+    );
+    // The same slow input with stderr on a pipe: nothing there.
+    const piped = await new Deno.Command("sh", { args: ["-c", slow], stdout: "piped", stderr: "piped" }).output();
+    assert.equal(piped.code, 0);
+    assert.equal(new TextDecoder().decode(piped.stderr), "");
+    assert.match(new TextDecoder().decode(piped.stdout), /^ok stdin: binary, step 100, 4 tensors/);
+  },
 });
