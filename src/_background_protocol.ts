@@ -18,6 +18,8 @@ export interface SaveRequest {
   metadata: Metadata;
   tensors: TensorInput[];
   options: WorkerSaveOptions;
+  /** What to do with this request if another is still waiting when it arrives. */
+  whenBusy: "wait" | "coalesce";
 }
 
 /** An error as it crosses the thread boundary. */
@@ -30,7 +32,11 @@ export interface SerializedError {
 /** Worker to main thread: the outcome, with the tensors (their buffers transferred back). */
 export type SaveReply =
   & { id: number; tensors: TensorInput[] }
-  & ({ ok: true; result: SaveResult } | { ok: false; error: SerializedError });
+  & (
+    | { status: "saved"; result: SaveResult }
+    | { status: "failed"; error: SerializedError }
+    | { status: "superseded"; by: { step: number; path: string } }
+  );
 
 /**
  * A key of the BackgroundWriter options, kept out of the public types: the URL of the worker

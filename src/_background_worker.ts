@@ -1,9 +1,10 @@
-// The worker a BackgroundWriter runs: it saves one checkpoint per message with the core's
-// saveCheckpoint (encode, SHA-256, optional gzip, atomic write) and sends the tensors back,
-// transferring their buffers, whether the save succeeded or not.
+// The worker a BackgroundWriter runs: it saves each requested checkpoint with the core's
+// saveCheckpoint (encode, SHA-256, optional gzip, atomic write), one at a time in arrival order,
+// and sends the tensors back, transferring their buffers, whatever the outcome.
 
 import { saveCheckpoint } from "./save.ts";
 import { type SaveReply, type SaveRequest, serializeError } from "./_background_protocol.ts";
+import { SaveQueue } from "./_background_queue.ts";
 import { buffersOf } from "./_background_transfer.ts";
 
 const port = globalThis as unknown as {
@@ -11,22 +12,27 @@ const port = globalThis as unknown as {
   addEventListener(type: "message", listener: (e: MessageEvent<SaveRequest>) => void): void;
 };
 
-async function save(request: SaveRequest): Promise<SaveReply> {
-  const { id, path, metadata, tensors, options } = request;
-  try {
-    const result = await saveCheckpoint(path, { metadata, tensors }, options);
-    return { id, ok: true, result, tensors };
-  } catch (e) {
-    return { id, ok: false, error: serializeError(e), tensors };
-  }
-}
-
-port.addEventListener("message", async (e) => {
-  const reply = await save(e.data);
+function send(reply: SaveReply): void {
   try {
     port.postMessage(reply, buffersOf(reply.tensors));
   } catch {
     // The tensors could not be sent back (never expected): still report how the save went.
     port.postMessage({ ...reply, tensors: [] }, []);
   }
+}
+
+async function save(request: SaveRequest): Promise<void> {
+  const { id, path, metadata, tensors, options } = request;
+  try {
+    const result = await saveCheckpoint(path, { metadata, tensors }, options);
+    send({ id, status: "saved", result, tensors });
+  } catch (e) {
+    send({ id, status: "failed", error: serializeError(e), tensors });
+  }
+}
+
+const queue = new SaveQueue<SaveRequest>(save, (old, by) => {
+  send({ id: old.id, status: "superseded", by: { step: by.metadata.step, path: by.path }, tensors: old.tensors });
 });
+
+port.addEventListener("message", (e) => queue.push(e.data, e.data.whenBusy === "coalesce"));

@@ -123,9 +123,8 @@ export class SupersededError extends Error {
 }
 
 interface Job {
-  request: SaveRequest;
-  transfer: ArrayBuffer[];
   step: number;
+  path: string;
   /** "Cannot save checkpoint (step N) to PATH", the start of every error about this save. */
   context: string;
   promise: SavePromise<SaveResult>;
@@ -209,13 +208,23 @@ function checkTensors(tensors: unknown): readonly TensorInput[] {
  * **Ordering.** At most one save is in flight; saves run in call order. A save that arrives
  * while one is in flight waits (the default) or replaces the one still waiting
  * (`whenBusy: "coalesce"`; the replaced save's promise rejects with {@linkcode SupersededError}).
+ * The queue lives in the worker, so queued saves start on time even while the calling thread is
+ * busy.
+ *
+ * **The calling thread's event loop.** Promises settle, `onReturn` runs and `pending` goes down
+ * only when the calling thread's event loop gets to the worker's replies. A training loop that
+ * only awaits promises that are already settled (such as tfjs `trainOnBatch` on the cpu
+ * backend) never lets it: the files are still written on time, but the buffers come back only
+ * when the loop yields, e.g. `await new Promise((r) => setTimeout(r, 0))` once per step or before
+ * each snapshot.
  *
  * **Errors.** A bad argument throws from `save()` at once (`TypeError`, `RangeError`). A save
  * that fails in the worker rejects its promise with an error of the worker's error class (such
  * as `Deno.errors.NotFound`) whose message names the step and path. A failure whose promise
  * nobody listened to (`await`, `then`, `catch`) is thrown by the next `save()`, `flush()` or
  * `close()`, so it is never lost; a failure you did listen to is not reported twice. A crashed
- * worker fails its save with an error saying so, and the next save starts a fresh worker.
+ * worker fails every save it held with an error saying so, and the next save starts a fresh
+ * worker.
  *
  * **Lifetime.** `close()` waits for every save, reports any unreported failure, and terminates
  * the worker so it no longer keeps the process alive; after it, `save()` throws. `await using`
@@ -255,8 +264,8 @@ export class BackgroundWriter implements AsyncDisposable {
   #workerUrl: URL;
   #worker: Worker | undefined;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
-  #active: Job | undefined;
-  #queue: Job[] = [];
+  /** Saves handed to the worker and not settled yet, oldest first. */
+  #jobs = new Map<number, Job>();
   #failures: Failure[] = [];
   #idleWaiters: (() => void)[] = [];
   #nextId = 1;
@@ -287,9 +296,9 @@ export class BackgroundWriter implements AsyncDisposable {
     this.#becameIdle();
   }
 
-  /** Saves requested and not yet settled: the one in flight plus those waiting. */
+  /** Saves requested and not yet settled: the one in flight plus those waiting (see the class docs on the event loop). */
   get pending(): number {
-    return this.#queue.length + (this.#active ? 1 : 0);
+    return this.#jobs.size;
   }
 
   /** Whether {@linkcode BackgroundWriter.close} was called. */
@@ -340,21 +349,27 @@ export class BackgroundWriter implements AsyncDisposable {
     validateMetadata(checkpoint.metadata);
     const metadata = structuredClone(checkpoint.metadata);
     const owned = takeOwnership(checkTensors(checkpoint.tensors));
-    const { promise, resolve, reject } = SavePromise.create<SaveResult>();
-    const job: Job = {
-      request: { id: this.#nextId++, path, metadata, tensors: owned.tensors, options: workerOptions },
-      transfer: owned.transfer,
-      step: metadata.step,
-      context: `Cannot save checkpoint (step ${metadata.step}) to ${JSON.stringify(path)}`,
-      promise,
-      resolve,
-      reject,
+    const id = this.#nextId++;
+    const request: SaveRequest = {
+      id,
+      path,
+      metadata,
+      tensors: owned.tensors,
+      options: workerOptions,
+      whenBusy: this.#whenBusy,
     };
-    if (this.#whenBusy === "coalesce") {
-      for (const old of this.#queue.splice(0)) this.#supersede(old, job);
+    const context = `Cannot save checkpoint (step ${metadata.step}) to ${JSON.stringify(path)}`;
+    try {
+      this.#worker ??= this.#spawn();
+      this.#worker.postMessage(request, owned.transfer);
+    } catch (e) {
+      queueMicrotask(() => this.#giveBack(owned.tensors));
+      throw new Error(`${context}: cannot hand it to the worker: ${(e as Error)?.message ?? e}`, { cause: e });
     }
-    this.#queue.push(job);
-    this.#pump();
+    clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
+    const { promise, resolve, reject } = SavePromise.create<SaveResult>();
+    this.#jobs.set(id, { step: metadata.step, path, context, promise, resolve, reject });
     return promise;
   }
 
@@ -374,7 +389,7 @@ export class BackgroundWriter implements AsyncDisposable {
    * ```
    */
   async flush(): Promise<void> {
-    while (this.pending > 0) await new Promise<void>((r) => this.#idleWaiters.push(r));
+    while (this.#jobs.size > 0) await new Promise<void>((r) => this.#idleWaiters.push(r));
     const error = this.#takeUnreported();
     if (error) throw error;
   }
@@ -413,29 +428,6 @@ export class BackgroundWriter implements AsyncDisposable {
     }
   }
 
-  #pump(): void {
-    if (this.#active) return;
-    const job = this.#queue.shift();
-    if (!job) {
-      this.#becameIdle();
-      return;
-    }
-    clearTimeout(this.#idleTimer);
-    this.#idleTimer = undefined;
-    this.#active = job;
-    try {
-      this.#worker ??= this.#spawn();
-      this.#worker.postMessage(job.request, job.transfer);
-    } catch (e) {
-      this.#active = undefined;
-      this.#fail(
-        job,
-        new Error(`${job.context}: cannot hand it to the worker: ${(e as Error)?.message ?? e}`, { cause: e }),
-      );
-      this.#pump();
-    }
-  }
-
   #spawn(): Worker {
     const worker = new Worker(this.#workerUrl, { type: "module" });
     worker.onmessage = (e: MessageEvent<SaveReply>) => this.#onReply(worker, e.data);
@@ -448,29 +440,24 @@ export class BackgroundWriter implements AsyncDisposable {
   }
 
   #onReply(worker: Worker, reply: SaveReply): void {
-    const job = this.#active;
-    if (worker !== this.#worker || !job || reply?.id !== job.request.id) return;
-    this.#active = undefined;
+    const job = this.#jobs.get(reply?.id);
+    if (worker !== this.#worker || !job) return;
+    this.#jobs.delete(reply.id);
     this.#giveBack(reply.tensors);
-    if (reply.ok) job.resolve(reply.result);
-    else this.#fail(job, rebuildError(reply.error, job.context));
-    this.#pump();
+    if (reply.status === "saved") job.resolve(reply.result);
+    else if (reply.status === "failed") this.#fail(job, rebuildError(reply.error, job.context));
+    else job.reject(new SupersededError({ path: job.path, step: job.step }, reply.by));
+    if (this.#jobs.size === 0) this.#becameIdle();
   }
 
+  /** The worker died: every save it held fails (their buffers went down with it). */
   #onCrash(worker: Worker, why: string): void {
     if (worker !== this.#worker) return;
     this.#stopWorker();
-    const job = this.#active;
-    this.#active = undefined;
-    if (job) this.#fail(job, new Error(`${job.context}: the background worker crashed: ${why}`));
-    this.#pump();
-  }
-
-  #supersede(old: Job, by: Job): void {
-    old.reject(
-      new SupersededError({ path: old.request.path, step: old.step }, { path: by.request.path, step: by.step }),
-    );
-    queueMicrotask(() => this.#giveBack(old.request.tensors));
+    const jobs = [...this.#jobs.values()];
+    this.#jobs.clear();
+    for (const job of jobs) this.#fail(job, new Error(`${job.context}: the background worker crashed: ${why}`));
+    this.#becameIdle();
   }
 
   #giveBack(tensors: TensorInput[] | undefined): void {
@@ -503,7 +490,7 @@ export class BackgroundWriter implements AsyncDisposable {
     clearTimeout(this.#idleTimer);
     this.#idleTimer = setTimeout(() => {
       this.#idleTimer = undefined;
-      if (this.pending === 0) this.#stopWorker();
+      if (this.#jobs.size === 0) this.#stopWorker();
     }, this.#idleTimeout);
   }
 

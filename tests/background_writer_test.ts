@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { BackgroundWriter, SupersededError } from "../src/background_writer.ts";
 import { WORKER_URL } from "../src/_background_protocol.ts";
+import { SaveQueue } from "../src/_background_queue.ts";
 import { loadCheckpoint } from "../src/load.ts";
 import { saveCheckpoint } from "../src/save.ts";
 import type { Codec } from "../src/codec.ts";
@@ -69,24 +70,6 @@ function crashingWorker(step: number): URL {
       if (e.data.metadata.step === ${step}) { e.stopImmediatePropagation(); throw new Error("boom at step ${step}"); }
     });
     await import(${JSON.stringify(REAL_WORKER)});`;
-  return new URL(`data:application/javascript,${encodeURIComponent(source)}`);
-}
-
-/**
- * A worker module that saves nothing: it holds each request for a while, then answers with how
- * many requests it was holding at most (as `bytes`) and the order it got them (as `sha256`).
- */
-function countingWorker(): URL {
-  const source = `
-    let holding = 0, most = 0, seen = 0;
-    self.onmessage = async (e) => {
-      const order = ++seen;
-      most = Math.max(most, ++holding);
-      await new Promise((r) => setTimeout(r, 30));
-      holding--;
-      const { id, tensors } = e.data;
-      self.postMessage({ id, ok: true, result: { bytes: most, sha256: String(order) }, tensors });
-    };`;
   return new URL(`data:application/javascript,${encodeURIComponent(source)}`);
 }
 
@@ -230,21 +213,58 @@ Deno.test("BackgroundWriter copies the metadata at the call, so later changes do
   }
 });
 
-Deno.test("BackgroundWriter keeps at most one save in flight and settles saves in call order", async () => {
-  await using writer = new BackgroundWriter({ [WORKER_URL]: countingWorker() } as object);
-  const order: number[] = [];
-  const saves = [1, 2, 3, 4].map((step) =>
-    writer.save(`/unused/${step}.ckpt`, { metadata: { step }, tensors: [] }).then((r) => {
-      order.push(step);
-      return r;
-    })
-  );
-  assert.equal(writer.pending, 4);
-  const results = await Promise.all(saves);
-  assert.deepEqual(order, [1, 2, 3, 4]);
-  assert.deepEqual(results.map((r) => r.sha256), ["1", "2", "3", "4"], "the worker got them in call order");
-  assert.deepEqual(results.map((r) => r.bytes), [1, 1, 1, 1], "the worker never held two at once");
-  assert.equal(writer.pending, 0);
+Deno.test("SaveQueue runs one item at a time in arrival order, coalescing only waiting items", async () => {
+  let running = 0;
+  let most = 0;
+  const ran: number[] = [];
+  const superseded: string[] = [];
+  let release!: () => void;
+  const queue = new SaveQueue<number>(async (n) => {
+    most = Math.max(most, ++running);
+    await new Promise<void>((r) => (release = r));
+    ran.push(n);
+    running--;
+  }, (old, by) => superseded.push(`${old}->${by}`));
+
+  queue.push(1, false); // runs
+  queue.push(2, false); // waits
+  queue.push(3, false); // waits
+  assert.equal(queue.waiting, 2);
+  queue.push(4, true); // replaces 2 and 3, not the running 1
+  assert.deepEqual(superseded, ["2->4", "3->4"]);
+  queue.push(5, false); // waits behind 4
+  while (ran.length < 3) {
+    release();
+    await new Promise((r) => setTimeout(r, 0));
+  }
+  assert.deepEqual(ran, [1, 4, 5]);
+  assert.equal(most, 1);
+  assert.equal(queue.waiting, 0);
+});
+
+Deno.test("BackgroundWriter queues saves in the worker: they are written while the calling thread never yields", async () => {
+  const dir = await Deno.makeTempDir();
+  await using writer = new BackgroundWriter();
+  try {
+    const steps = [1, 2, 3];
+    const saves = steps.map((step) => writer.save(`${dir}/s${step}.ckpt`, { metadata: { step }, tensors: [] }));
+    const giveUp = Date.now() + 60_000; // a hang guard, not a timing assertion
+    const written = () =>
+      steps.every((step) => {
+        try {
+          return Deno.statSync(`${dir}/s${step}.ckpt`).isFile;
+        } catch {
+          return false;
+        }
+      });
+    while (!written() && Date.now() < giveUp) { /* block this thread */ }
+    assert.ok(written(), "all three saves ran while this thread was blocked");
+    assert.equal(writer.pending, 3, "their promises settle only once this thread yields");
+    await Promise.all(saves);
+    assert.equal(writer.pending, 0);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });
 
 Deno.test("BackgroundWriter in the default wait mode writes every queued save, in order, with real files", async () => {
@@ -283,7 +303,7 @@ Deno.test("BackgroundWriter in coalesce mode replaces the waiting save with the 
     const second = save(2); // waits...
     const third = save(3); // ...replaces 2
     const fourth = save(4); // ...replaces 3
-    assert.equal(writer.pending, 2);
+    assert.equal(writer.pending, 4, "settled only when the worker's replies arrive");
 
     await assert.rejects(second, (e) => e instanceof SupersededError && e.step === 2 && e.supersededByStep === 3);
     await assert.rejects(third, (e) => e instanceof SupersededError && e.step === 3 && e.supersededByStep === 4);
