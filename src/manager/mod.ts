@@ -952,6 +952,11 @@ export class CheckpointManager {
         names.add(t.name);
         const key = digestOf(t) + (gzip ? ".gz" : "");
         let size = blobs.get(key) ?? known.get(key);
+        if (size !== undefined && !blobs.has(key)) {
+          // Reuse a stored blob only if it is still there with its size; otherwise write it again.
+          const onDisk = (await Deno.stat(blobPath(this.#dir, key)).catch(() => undefined))?.size;
+          if (onDisk !== size) size = undefined;
+        }
         if (size === undefined) {
           touched.add(key.slice(0, 2));
           try {

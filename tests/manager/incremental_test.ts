@@ -197,3 +197,17 @@ Deno.test("a manifest with a shape that disagrees with its byte count is refused
     await reopened.close();
   });
 });
+
+Deno.test("a stored blob that has gone missing is written again rather than referenced", async () => {
+  await withDir(async (dir) => {
+    const manager = await CheckpointManager.open(dir, { incremental: true, ...quiet });
+    await manager.save(makeCheckpoint(1));
+    const manifest = JSON.parse(await Deno.readTextFile(join(dir, "step-000000001.ckpt.manifest.json")));
+    const frozen = manifest.tensors[0].blob as string;
+    await Deno.remove(join(dir, "blobs", frozen.slice(0, 2), frozen));
+    const second = await manager.save(makeCheckpoint(2));
+    assert.ok(second.bytesWritten > 64 * 4, "the frozen tensor was written again");
+    assert.deepEqual(exact((await manager.load(2)).tensors), exact(makeCheckpoint(2).tensors as never));
+    await manager.close();
+  });
+});

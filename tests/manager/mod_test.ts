@@ -627,3 +627,23 @@ Deno.test("a read-only view shows which checkpoints are best by the rules the wr
     await writer.close();
   });
 });
+
+Deno.test("verify checks the whole file's recorded SHA-256 on load; verify: false relies on the codec's digests", async () => {
+  await withDir(async (dir) => {
+    const manager = await CheckpointManager.open(dir, quiet);
+    const entry = await manager.save(makeCheckpoint(1));
+    await manager.close();
+    // Replace the file by another valid checkpoint of the same step: every digest inside it is right.
+    await saveCheckpoint(entry.path, makeCheckpoint(1, { trained: 8 }));
+    const verified = await CheckpointManager.open(dir, quiet);
+    await assert.rejects(() => verified.load(1), (e: unknown) => {
+      assert.ok(e instanceof ChecksumMismatchError);
+      assert.equal(e.expected, entry.sha256);
+      return true;
+    });
+    await verified.close();
+    const trusting = await CheckpointManager.open(dir, { verify: false, ...quiet });
+    assert.equal((await trusting.load(1)).tensors[1]!.shape[0], 8);
+    await trusting.close();
+  });
+});
