@@ -30,16 +30,13 @@
  */
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { Codec } from "../codec.ts";
 import { loadCheckpoint } from "../load.ts";
 import { readCheckpointIndex } from "../codecs/binary_file.ts";
 import { bytesOf, validateTensor } from "../dtype.ts";
-import { type CodecName, type Compression, resolveCodec } from "../encode.ts";
 import { ChecksumMismatchError } from "../errors.ts";
-import { type DecodeLimits, resolveLimits } from "../limits.ts";
 import { validateMetadata } from "../metadata.ts";
-import { saveCheckpoint, type SaveOptions, type SaveResult, writeFileAtomic } from "../save.ts";
-import type { Checkpoint, CheckpointInput, DType, Metadata, TensorInput } from "../types.ts";
+import { type SaveResult, writeFileAtomic } from "../save.ts";
+import type { Checkpoint, CheckpointInput, TensorInput } from "../types.ts";
 import { sha256 } from "../_hash.ts";
 import { SavePromise } from "../_background_protocol.ts";
 import {
@@ -52,374 +49,28 @@ import {
   readIncremental,
   writeBlob,
 } from "./_blobs.ts";
+import type { CheckpointEntry, ListedCheckpoint, TensorSummary } from "./entry.ts";
+import type { CheckpointManagerOptions } from "./options.ts";
+import { ioError, isDamage } from "./_errors.ts";
 import { readIndex, type StoredEntry, writeIndex } from "./_index.ts";
 import { DirectoryLock } from "./_lock.ts";
-import { compilePattern, type FilenamePattern, isTemporaryName, MANIFEST_SUFFIX } from "./_pattern.ts";
-import { bestSteps, type KeepReason, retention, type RetentionPolicy } from "./_retention.ts";
+import { isTemporaryName, MANIFEST_SUFFIX } from "./_pattern.ts";
+import { adopt, startsWithBinary } from "./_recovery.ts";
+import { inProcessWriter, policyOf, type Resolved, resolveOptions } from "./_resolve.ts";
+import { bestSteps, retention, type RetentionPolicy } from "./_retention.ts";
 
+export type { CheckpointEntry, ListedCheckpoint, TensorSummary } from "./entry.ts";
+export {
+  type BestPolicy,
+  type CheckpointManagerOptions,
+  type CheckpointWriter,
+  DEFAULT_FILENAME,
+  DEFAULT_MAX_TO_KEEP,
+  INFERENCE_PRESET,
+  TRAINING_PRESET,
+} from "./options.ts";
 export { DirectoryLockedError } from "./_lock.ts";
 export type { KeepReason } from "./_retention.ts";
-
-/** The default of {@linkcode CheckpointManagerOptions.maxToKeep}: the newest 5 checkpoints are kept. */
-export const DEFAULT_MAX_TO_KEEP = 5;
-/** The default of {@linkcode CheckpointManagerOptions.filename}: `step-000000100.ckpt` for step 100. */
-export const DEFAULT_FILENAME = "step-{step:9}.ckpt";
-
-/**
- * Anything that saves a checkpoint to a path atomically, as `saveCheckpoint` does: the
- * background writer of the tfjs adapter fits, so encoding and hashing leave the training thread.
- */
-export interface CheckpointWriter {
-  /** Writes `checkpoint` to `path` atomically and resolves with the bytes written and their SHA-256. */
-  save(path: string, checkpoint: CheckpointInput, options: SaveOptions): Promise<SaveResult>;
-}
-
-/** Keep the best checkpoints by a metric, whatever their age. */
-export interface BestPolicy {
-  /** The metric's name in `metadata.metrics`, such as `"val_loss"`. */
-  metric: string;
-  /** Whether lower (`"min"`) or higher (`"max"`) is better. */
-  mode: "min" | "max";
-  /**
-   * How many of the best to keep.
-   *
-   * @default {1}
-   */
-  keep?: number;
-}
-
-/** Options for {@linkcode CheckpointManager.open}. */
-export interface CheckpointManagerOptions {
-  /**
-   * The newest checkpoints to keep (by step); older ones are deleted after each save unless
-   * `keepEvery` or `best` keeps them. `Infinity` keeps all.
-   *
-   * @default {5}
-   */
-  maxToKeep?: number;
-  /**
-   * Keep every checkpoint whose step is a multiple of this, forever.
-   *
-   * @default {undefined} (none)
-   */
-  keepEvery?: number;
-  /**
-   * Never delete the best `keep` checkpoints by a metric. Checkpoints without the metric (or
-   * with NaN) never count as best.
-   *
-   * @default {undefined} (none)
-   */
-  best?: BestPolicy;
-  /**
-   * The codec of full checkpoint files. A codec object of your own is also recognised on load.
-   *
-   * @default {"binary"}
-   */
-  codec?: CodecName | Codec;
-  /**
-   * Compression of full checkpoint files, or of the tensor blobs of incremental ones.
-   *
-   * @default {"none"}
-   */
-  compression?: Compression;
-  /**
-   * The file name of each checkpoint: `{step}` is the step, `{step:N}` the step zero-padded to N
-   * digits. An incremental checkpoint's manifest is this name plus `.manifest.json`.
-   *
-   * @default {"step-{step:9}.ckpt"}
-   */
-  filename?: string;
-  /**
-   * Incremental checkpoints: tensors are stored once each, by the SHA-256 of their bytes, under
-   * `blobs/`; each checkpoint is a manifest that references them, so a tensor whose bytes did
-   * not change (frozen layers, buffers) is not written again.
-   *
-   * @default {false}
-   */
-  incremental?: boolean;
-  /**
-   * Save only tensors of these groups (such as `["params"]`); the others are left out.
-   *
-   * @default {undefined} (all groups)
-   */
-  groups?: readonly string[];
-  /**
-   * On load, check a full checkpoint file's SHA-256 against the one recorded when it was saved,
-   * on top of the per-record digests the codec always checks. Blobs and manifests of incremental
-   * checkpoints are always checked.
-   *
-   * @default {true}
-   */
-  verify?: boolean;
-  /**
-   * What writes full checkpoint files, such as a background writer; never used for incremental
-   * checkpoints (their blobs are written by the manager itself).
-   *
-   * @default {undefined} (`saveCheckpoint` in this thread)
-   */
-  writer?: CheckpointWriter;
-  /**
-   * Flush files and directories to disk before a save counts as committed. Turning it off keeps
-   * atomicity against crashes of the process, not against power loss.
-   *
-   * @default {true}
-   */
-  sync?: boolean;
-  /**
-   * Open without the lock and without cleaning up, to look at a directory another process may
-   * be writing (as `ckpt ls` does). `save()` and `delete()` then throw. The view re-reads the
-   * index on every call, and takes the retention rules (`maxToKeep`, `keepEvery`, `best`) that
-   * the writer recorded there for any of them not given, so `list()` shows what is kept and why.
-   *
-   * @default {false}
-   */
-  readOnly?: boolean;
-  /**
-   * Where warnings go: a skipped corrupt or missing checkpoint, a stale lock taken over, leftovers
-   * of an interrupted save removed.
-   *
-   * @default {console.warn}
-   */
-  onWarning?: (message: string) => void;
-  /**
-   * Limits applied when loading.
-   *
-   * @default {DEFAULT_LIMITS}
-   */
-  limits?: DecodeLimits;
-}
-
-/**
- * The training preset: the whole state (model, buffers and optimizer), uncompressed for speed,
- * and verified against the recorded SHA-256 on load. Spread it into the options:
- * `CheckpointManager.open(dir, { ...TRAINING_PRESET, maxToKeep: 3 })`.
- *
- * @example
- * ```ts
- * import { TRAINING_PRESET } from "./mod.ts";
- * import assert from "node:assert/strict";
- * assert.equal(TRAINING_PRESET.compression, "none");
- * assert.equal(TRAINING_PRESET.verify, true);
- * ```
- */
-export const TRAINING_PRESET: Readonly<CheckpointManagerOptions> = Object.freeze({
-  codec: "binary",
-  compression: "none",
-  verify: true,
-});
-
-/**
- * The inference preset: parameters only (group `"params"`; optimizer state and other groups left
- * out), gzip-compressed, verified on load.
- *
- * @example
- * ```ts
- * import { CheckpointManager, INFERENCE_PRESET } from "./mod.ts";
- * import assert from "node:assert/strict";
- * const dir = await Deno.makeTempDir();
- * const manager = await CheckpointManager.open(dir, INFERENCE_PRESET);
- * await manager.save({
- *   metadata: { step: 1 },
- *   tensors: [
- *     { name: "w", dtype: "float32", shape: [1], data: new Float32Array([1]) },
- *     { name: "adam/m", dtype: "float32", shape: [1], data: new Float32Array([0]), group: "optimizer" },
- *   ],
- * });
- * assert.deepEqual((await manager.load()).tensors.map((t) => t.name), ["w"]);
- * await manager.close();
- * await Deno.remove(dir, { recursive: true });
- * ```
- */
-export const INFERENCE_PRESET: Readonly<CheckpointManagerOptions> = Object.freeze({
-  codec: "binary",
-  compression: "gzip",
-  groups: Object.freeze(["params"]),
-  verify: true,
-});
-
-/** A committed checkpoint: what `save()` resolves with and what `list()` describes. */
-export interface CheckpointEntry {
-  /** Training step, from the checkpoint's metadata. */
-  step: number;
-  /** The checkpoint file, or for an incremental checkpoint its manifest. */
-  path: string;
-  /** `"full"`: one checkpoint file; `"incremental"`: a manifest referencing tensor blobs. */
-  kind: "full" | "incremental";
-  /** Bytes the checkpoint occupies on disk (for an incremental one: manifest plus all the blobs it references). */
-  bytes: number;
-  /** Bytes its save wrote (for an incremental one: the manifest and only the blobs that were new). */
-  bytesWritten: number;
-  /** SHA-256 of the checkpoint file (or manifest), lowercase hex: what `sha256sum` prints for it. */
-  sha256: string;
-  /** When the save was committed, ISO 8601 (wall clock; not part of the checkpoint's bytes). */
-  savedAt: string;
-  /** The checkpoint's metadata: step, epoch, createdAt, metrics, custom. */
-  metadata: Metadata;
-  /** How many tensors it holds. */
-  tensorCount: number;
-}
-
-/** A tensor as {@linkcode CheckpointManager.list} describes it, without its data. */
-export interface TensorSummary {
-  /** Tensor name. */
-  name: string;
-  /** Element type. */
-  dtype: DType;
-  /** Dimensions. */
-  shape: number[];
-  /** Group, such as `"params"`. */
-  group: string;
-}
-
-/** One checkpoint as {@linkcode CheckpointManager.list} reports it. */
-export interface ListedCheckpoint extends CheckpointEntry {
-  /** Why retention keeps it: `"recent"` (among the newest), `"every"` (a `keepEvery` multiple), `"best"`. */
-  keptBy: KeepReason[];
-  /** Whether it is among the best `best.keep` by the `best` metric. */
-  best: boolean;
-  /** Its rank among the best (1 = best), when it is one of them. */
-  bestRank?: number;
-  /**
-   * `"ok"` when its files are present with the recorded sizes and (binary files, manifests) their
-   * headers and indexes verify; `"missing"` or `"damaged"` otherwise, with `problem` saying why.
-   * Tensor data is not read: `load()` checks every digest.
-   */
-  status: "ok" | "missing" | "damaged";
-  /** What is wrong, when `status` is not `"ok"`. */
-  problem?: string;
-  /** The tensors, read from the binary file's index or the manifest; absent for gzip and JSON files. */
-  tensors?: TensorSummary[];
-}
-
-interface Resolved {
-  maxToKeep: number;
-  keepEvery: number | undefined;
-  best: RetentionPolicy["best"];
-  /** Which retention options the caller gave; a read-only view takes the others from the index. */
-  given: { maxToKeep: boolean; keepEvery: boolean; best: boolean };
-  /** The retention rules recorded in the index (read-only views). */
-  stored?: RetentionPolicy | undefined;
-  codec: CodecName | Codec;
-  compression: Compression;
-  pattern: FilenamePattern;
-  incremental: boolean;
-  groups: ReadonlySet<string> | undefined;
-  verify: boolean;
-  writer: CheckpointWriter;
-  sync: boolean;
-  readOnly: boolean;
-  onWarning: (message: string) => void;
-  limits: Required<DecodeLimits>;
-  codecs: Codec[];
-}
-
-const inProcessWriter: CheckpointWriter = {
-  save: (path, checkpoint, options) => saveCheckpoint(path, checkpoint, options),
-};
-
-function positiveInteger(v: unknown, name: string, allowInfinity = false): void {
-  if (allowInfinity && v === Infinity) return;
-  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1) {
-    throw new TypeError(
-      `Invalid option ${name}: ${String(v)} is not a positive integer${allowInfinity ? " or Infinity" : ""}`,
-    );
-  }
-}
-
-function resolveOptions(options: CheckpointManagerOptions): Resolved {
-  if (typeof options !== "object" || options === null) throw new TypeError("Invalid options: expected an object");
-  const maxToKeep = options.maxToKeep ?? DEFAULT_MAX_TO_KEEP;
-  positiveInteger(maxToKeep, "maxToKeep", true);
-  if (options.keepEvery !== undefined) positiveInteger(options.keepEvery, "keepEvery");
-  let best: RetentionPolicy["best"];
-  if (options.best !== undefined) {
-    const b = options.best;
-    if (typeof b !== "object" || b === null || typeof b.metric !== "string" || b.metric === "") {
-      throw new TypeError("Invalid option best: expected { metric, mode, keep? } with a metric name");
-    }
-    if (b.mode !== "min" && b.mode !== "max") {
-      throw new TypeError(`Invalid option best.mode: ${JSON.stringify(b.mode)}, expected "min" or "max"`);
-    }
-    positiveInteger(b.keep ?? 1, "best.keep");
-    best = { metric: b.metric, mode: b.mode, keep: b.keep ?? 1 };
-  }
-  const codec = options.codec ?? "binary";
-  const resolvedCodec = resolveCodec(codec);
-  const compression = options.compression ?? "none";
-  if (compression !== "none" && compression !== "gzip") {
-    throw new TypeError(`Invalid option compression: ${JSON.stringify(compression)}, expected "none" or "gzip"`);
-  }
-  const incremental = options.incremental ?? false;
-  if (typeof incremental !== "boolean") throw new TypeError("Invalid option incremental: expected a boolean");
-  if (incremental && options.writer !== undefined) {
-    throw new TypeError("Invalid options: writer is not used with incremental: true (the manager writes blobs itself)");
-  }
-  if (options.writer !== undefined && typeof options.writer?.save !== "function") {
-    throw new TypeError("Invalid option writer: expected an object with save(path, checkpoint, options)");
-  }
-  let groups: Set<string> | undefined;
-  if (options.groups !== undefined) {
-    if (!Array.isArray(options.groups) || options.groups.some((g) => typeof g !== "string")) {
-      throw new TypeError("Invalid option groups: expected an array of group names");
-    }
-    groups = new Set(options.groups);
-  }
-  if (options.onWarning !== undefined && typeof options.onWarning !== "function") {
-    throw new TypeError("Invalid option onWarning: expected a function");
-  }
-  return {
-    maxToKeep,
-    keepEvery: options.keepEvery,
-    best,
-    given: {
-      maxToKeep: options.maxToKeep !== undefined,
-      keepEvery: options.keepEvery !== undefined,
-      best: options.best !== undefined,
-    },
-    codec,
-    compression,
-    pattern: compilePattern(options.filename ?? DEFAULT_FILENAME),
-    incremental,
-    groups,
-    verify: options.verify ?? true,
-    writer: options.writer ?? inProcessWriter,
-    sync: options.sync ?? true,
-    readOnly: options.readOnly ?? false,
-    onWarning: options.onWarning ?? ((m) => console.warn(m)),
-    limits: resolveLimits(options.limits),
-    codecs: typeof codec === "string" ? [] : [resolvedCodec],
-  };
-}
-
-/**
- * The retention rules in force: the options given; for a read-only view, the rules recorded in
- * the index by the writer for each option not given.
- */
-function policyOf(o: Resolved): RetentionPolicy {
-  const stored = o.readOnly ? o.stored : undefined;
-  return {
-    maxToKeep: !o.given.maxToKeep && stored ? stored.maxToKeep : o.maxToKeep,
-    keepEvery: !o.given.keepEvery && stored ? stored.keepEvery : o.keepEvery,
-    best: !o.given.best && stored ? stored.best : o.best,
-  };
-}
-
-/** Rewraps an I/O error with a message saying what failed, keeping its class (`Deno.errors.*`) and `code`. */
-function ioError(what: string, e: unknown): Error {
-  if (!(e instanceof Error)) return new Error(`${what}: ${String(e)}`, { cause: e });
-  if (e instanceof TypeError || e instanceof RangeError || e instanceof SyntaxError) return e;
-  if (e instanceof ChecksumMismatchError) return e;
-  const Ctor = e.constructor as new (message: string, options?: ErrorOptions) => Error;
-  let out: Error;
-  try {
-    out = new Ctor(`${what}: ${e.message}`, { cause: e });
-  } catch {
-    out = new Error(`${what}: ${e.message}`, { cause: e });
-  }
-  const code = (e as { code?: unknown }).code;
-  if (code !== undefined) Object.defineProperty(out, "code", { value: code, enumerable: true });
-  return out;
-}
 
 async function removeIfPresent(path: string): Promise<void> {
   try {
@@ -427,19 +78,6 @@ async function removeIfPresent(path: string): Promise<void> {
   } catch (e) {
     if (!(e instanceof Deno.errors.NotFound)) throw e;
   }
-}
-
-async function fileSha256(path: string): Promise<string> {
-  const hash = sha256();
-  using file = await Deno.open(path, { read: true });
-  for await (const chunk of file.readable) hash.update(chunk);
-  return hash.digest("hex");
-}
-
-/** Errors that mean "this checkpoint's files are unusable", as opposed to a failing disk or a bad argument. */
-function isDamage(e: unknown): boolean {
-  return e instanceof Deno.errors.NotFound || e instanceof ChecksumMismatchError || e instanceof SyntaxError ||
-    e instanceof RangeError;
 }
 
 /**
@@ -1174,105 +812,4 @@ export class CheckpointManager {
       }
     }
   }
-}
-
-async function startsWithBinary(path: string): Promise<boolean> {
-  using f = await Deno.open(path, { read: true });
-  const head = new Uint8Array(8);
-  let n = 0;
-  while (n < head.byteLength) {
-    const r = await f.read(head.subarray(n));
-    if (r === null) break;
-    n += r;
-  }
-  const magic = [0x89, 0x43, 0x4b, 0x50, 0x54, 0x0d, 0x0a, 0x1a];
-  return n === 8 && magic.every((b, i) => head[i] === b);
-}
-
-/**
- * Builds an index from the checkpoint files in a directory that has none (or a damaged one):
- * each file matching the pattern is read and verified in full; files that do not verify are left
- * alone and reported.
- */
-async function adopt(dir: string, o: Resolved): Promise<StoredEntry[]> {
-  const found: { step: number; name: string; manifest: boolean }[] = [];
-  for await (const f of Deno.readDir(dir)) {
-    if (!f.isFile) continue;
-    const manifest = f.name.endsWith(MANIFEST_SUFFIX);
-    const step = o.pattern.parse(manifest ? f.name.slice(0, -MANIFEST_SUFFIX.length) : f.name);
-    if (step !== undefined) found.push({ step, name: f.name, manifest });
-  }
-  found.sort((a, b) => a.step - b.step || Number(a.manifest) - Number(b.manifest));
-  const entries: StoredEntry[] = [];
-  const quarantine = (name: string, why: string) => {
-    o.onWarning(`Not adopting ${join(dir, name)}: ${why}; it is renamed to .${name}.unverified`);
-    return Deno.rename(join(dir, name), join(dir, `.${name}.unverified`)).catch(() => {});
-  };
-  for (const f of found) {
-    const path = join(dir, f.name);
-    if (entries.at(-1)?.step === f.step) {
-      await quarantine(f.name, `step ${f.step} is already adopted from another file`);
-      continue;
-    }
-    try {
-      const stat = await Deno.stat(path);
-      const digest = await fileSha256(path);
-      let entry: StoredEntry;
-      if (f.manifest) {
-        const bytes = await Deno.readFile(path);
-        const manifest = decodeManifest(bytes, path, o.limits);
-        const blobs = new Map<string, number>();
-        for (const t of manifest.tensors) {
-          const size = (await Deno.stat(blobPath(dir, t.blob))).size;
-          blobs.set(t.blob, size);
-        }
-        const checkpoint = await readIncremental(dir, manifest);
-        let total = bytes.byteLength;
-        for (const size of blobs.values()) total += size;
-        entry = {
-          step: f.step,
-          file: f.name,
-          kind: "incremental",
-          bytes: total,
-          bytesWritten: total,
-          sha256: digest,
-          savedAt: stat.mtime?.toISOString() ?? new Date().toISOString(),
-          metadata: checkpoint.metadata,
-          tensorCount: checkpoint.tensors.length,
-          blobs,
-        };
-      } else {
-        const checkpoint = await loadCheckpoint(path, { ...o.limits, codecs: o.codecs, sha256: digest });
-        entry = {
-          step: f.step,
-          file: f.name,
-          kind: "full",
-          bytes: stat.size,
-          bytesWritten: stat.size,
-          sha256: digest,
-          savedAt: stat.mtime?.toISOString() ?? new Date().toISOString(),
-          metadata: checkpoint.metadata,
-          tensorCount: checkpoint.tensors.length,
-        };
-      }
-      if (entry.metadata.step !== f.step) {
-        await quarantine(f.name, `its name says step ${f.step} but it holds step ${entry.metadata.step}`);
-        continue;
-      }
-      entries.push(entry);
-    } catch (e) {
-      if (!isDamage(e)) throw e;
-      await quarantine(f.name, (e as Error).message);
-    }
-  }
-  // Written even when empty: from now on a checkpoint file the index does not list is uncommitted.
-  await writeIndex(dir, entries, policyOf(o), o.sync);
-  if (entries.length > 0) {
-    o.onWarning(
-      `Adopted ${entries.length} checkpoint(s) found in ${dir} without an index: steps ${
-        entries.map((e) => e.step).join(", ")
-      }`,
-    );
-  }
-  return entries;
 }
