@@ -431,8 +431,9 @@ Deno.test("a manager in another process holding the directory locks this one out
 Deno.test("a stale lock of a dead process is taken over with a warning", async () => {
   await withDir(async (dir) => {
     // A pid that is certainly not running: a child that has exited.
-    const { pid } = new Deno.Command("true").spawn();
-    await new Promise((r) => setTimeout(r, 50));
+    const exited = new Deno.Command("true").spawn();
+    await exited.status;
+    const pid = exited.pid;
     await Deno.writeTextFile(join(dir, "ckpt.lock"), JSON.stringify({ pid, since: "2026-01-01T00:00:00.000Z" }));
     const w = warnings();
     const manager = await CheckpointManager.open(dir, { onWarning: w.onWarning });
