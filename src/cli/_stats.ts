@@ -54,20 +54,35 @@ export function tensorStats(t: Tensor): TensorStats {
     }
     return { min, max, mean: sum / n, nan: 0 };
   }
-  const at = numberAt(t);
   let min = Infinity;
   let max = -Infinity;
   let sum = 0;
   let nan = 0;
-  for (let i = 0; i < n; i++) {
-    const v = at(i);
-    if (v !== v) {
-      nan++;
-      continue;
+  if (t.dtype === "float16" || t.dtype === "bfloat16") {
+    const at = numberAt(t);
+    for (let i = 0; i < n; i++) {
+      const v = at(i);
+      if (v !== v) {
+        nan++;
+        continue;
+      }
+      if (v < min) min = v;
+      if (v > max) max = v;
+      sum += v;
     }
-    if (v < min) min = v;
-    if (v > max) max = v;
-    sum += v;
+  } else {
+    // Plain typed arrays of numbers: index them directly (no per-element call).
+    const d = t.data as Float64Array;
+    for (let i = 0; i < n; i++) {
+      const v = d[i]!;
+      if (v !== v) {
+        nan++;
+        continue;
+      }
+      if (v < min) min = v;
+      if (v > max) max = v;
+      sum += v;
+    }
   }
   const counted = n - nan;
   if (counted === 0) return { min: null, max: null, mean: null, nan };
@@ -95,10 +110,13 @@ export function compareTensors(a: Tensor, b: Tensor, tolerance: { atol: number; 
   let changed = 0;
   let outside = 0;
   const big = isBig(a);
+  const widened = a.dtype === "float16" || a.dtype === "bfloat16";
   const atA = numberAt(a);
   const atB = numberAt(b);
   const bigA = a.data as BigInt64Array;
   const bigB = b.data as BigInt64Array;
+  const plainA = a.data as Float64Array;
+  const plainB = b.data as Float64Array;
   for (let i = 0; i < n; i++) {
     let abs: number;
     let x: number;
@@ -111,11 +129,11 @@ export function compareTensors(a: Tensor, b: Tensor, tolerance: { atol: number; 
       x = Number(p);
       y = Number(q);
     } else {
-      x = atA(i);
-      y = atB(i);
+      x = widened ? atA(i) : plainA[i]!;
+      y = widened ? atB(i) : plainB[i]!;
       if (x === y || (x !== x && y !== y)) continue;
+      // NaN against a number, or Infinity against -Infinity: an infinite difference.
       abs = x !== x || y !== y ? Infinity : Math.abs(x - y);
-      if (abs !== abs) abs = Infinity; // Infinity against -Infinity, or against itself never reaches here
     }
     changed++;
     const scale = Math.max(Math.abs(x), Math.abs(y));

@@ -64,9 +64,6 @@ class Matcher {
     this.#tolerance = tolerance;
   }
 
-  /** The largest number of bytes held at once, for the record. */
-  peak = 0;
-
   compare(a: Tensor, b: Tensor): void {
     if (a.dtype !== b.dtype || a.shape.join() !== b.shape.join()) return;
     this.results.set(a.name, compareTensors(a, b, this.#tolerance));
@@ -92,7 +89,6 @@ class Matcher {
     }
     wait.set(t.name, t);
     this.#held += t.data.byteLength;
-    this.peak = Math.max(this.peak, this.#held);
     while (this.#held > this.#budget) this.#evict();
   }
 
