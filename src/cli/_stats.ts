@@ -97,7 +97,7 @@ export interface Difference {
   maxRel: number;
   /** Elements that are not identical (NaN equals NaN). */
   changed: number;
-  /** Elements outside the tolerance `|a - b| <= atol + rtol * |b|`. */
+  /** Elements outside the tolerance `|a - b| <= atol + rtol * |b|` (an infinite difference always is). */
   outside: number;
 }
 
@@ -140,7 +140,8 @@ export function compareTensors(a: Tensor, b: Tensor, tolerance: { atol: number; 
     const rel = abs === Infinity ? Infinity : scale === 0 ? 0 : abs / scale;
     if (abs > maxAbs) maxAbs = abs;
     if (rel > maxRel) maxRel = rel;
-    if (!(abs <= atol + rtol * Math.abs(y))) outside++;
+    // An infinite difference is outside any tolerance (even one scaled by an infinite |b|).
+    if (abs === Infinity || !(abs <= atol + rtol * Math.abs(y))) outside++;
   }
   return { maxAbs, maxRel, changed, outside };
 }
