@@ -360,9 +360,10 @@ export const diffCommand: Command = {
   description: `
 Lists tensors only in A, only in B, tensors whose dtype or shape changed, and for every common
 tensor how many elements changed and the largest absolute difference |a - b| and relative
-difference |a - b| / max(|a|, |b|). NaN equals NaN; NaN against a number counts as an infinite
-difference. Metadata changes (step, epoch, metrics, custom) are listed too but do not count as
-a difference. By default only common tensors that changed are listed (--all lists every one).
+difference |a - b| / max(|a|, |b|). NaN equals NaN; NaN against a number (or Infinity against
+-Infinity) is an infinite difference, outside any tolerance. Metadata changes (step, epoch,
+metrics, custom) are listed too but do not count as a difference. By default only common
+tensors that changed are listed (--all lists every one).
 
 A common tensor differs when an element lies outside |a - b| <= TOLERANCE + RTOL * |b|
 (both 0 by default: any change differs). The exit code is 1 when anything differs: a tensor
