@@ -89,7 +89,7 @@ export function tensorStats(t: Tensor): TensorStats {
   return { min, max, mean: sum / counted, nan };
 }
 
-/** How two tensors of the same dtype and shape differ. */
+/** How two tensors of the same shape differ. */
 export interface Difference {
   /** Largest `|a - b|` over the elements (NaN against a number counts as Infinity). */
   maxAbs: number;
@@ -101,7 +101,7 @@ export interface Difference {
   outside: number;
 }
 
-/** Compares two tensors of the same dtype and shape element by element. */
+/** Compares two tensors of the same shape element by element (of different dtypes, as numbers). */
 export function compareTensors(a: Tensor, b: Tensor, tolerance: { atol: number; rtol: number }): Difference {
   const n = a.data.length;
   const { atol, rtol } = tolerance;
@@ -109,8 +109,10 @@ export function compareTensors(a: Tensor, b: Tensor, tolerance: { atol: number; 
   let maxRel = 0;
   let changed = 0;
   let outside = 0;
-  const big = isBig(a);
-  const widened = a.dtype === "float16" || a.dtype === "bfloat16";
+  // Same dtype: 64-bit integers subtract exactly, plain arrays are indexed directly. Different
+  // dtypes (float32 against float16, say) are compared as numbers.
+  const big = isBig(a) && a.dtype === b.dtype;
+  const widened = a.dtype !== b.dtype || a.dtype === "float16" || a.dtype === "bfloat16" || isBig(a);
   const atA = numberAt(a);
   const atB = numberAt(b);
   const bigA = a.data as BigInt64Array;

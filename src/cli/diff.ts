@@ -65,7 +65,7 @@ class Matcher {
   }
 
   compare(a: Tensor, b: Tensor): void {
-    if (a.dtype !== b.dtype || a.shape.join() !== b.shape.join()) return;
+    if (a.shape.join() !== b.shape.join()) return;
     this.results.set(a.name, compareTensors(a, b, this.#tolerance));
   }
 
@@ -131,7 +131,7 @@ async function compareDeferred(m: Matcher, a: string, b: string, budget: number,
   let size = 0;
   const same = (name: string) => {
     const [x, y] = [m.descA.get(name)!, m.descB.get(name)!];
-    return x.dtype === y.dtype && x.shape.join() === y.shape.join();
+    return x.shape.join() === y.shape.join();
   };
   for (const name of m.deferred.filter(same)) {
     const bytes = m.descA.get(name)!.bytes;
@@ -264,6 +264,7 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
         return {
           name: d.name,
           dtype: d.dtype,
+          ...(m.descB.get(d.name)!.dtype !== d.dtype ? { dtypeB: m.descB.get(d.name)!.dtype } : {}),
           shape: d.shape,
           elements: d.shape.reduce((x, y) => x * y, 1),
           changed: r.changed,
@@ -311,7 +312,7 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
       const n = d.shape.reduce((x, y) => x * y, 1);
       rows.push([
         "  " + d.name,
-        d.dtype,
+        d.dtype === m.descB.get(d.name)!.dtype ? d.dtype : `${d.dtype}->${m.descB.get(d.name)!.dtype}`,
         shapeText(d.shape),
         `${r.changed}/${n}`,
         numberText(r.maxAbs),
@@ -362,7 +363,9 @@ Lists tensors only in A, only in B, tensors whose dtype or shape changed, and fo
 tensor how many elements changed and the largest absolute difference |a - b| and relative
 difference |a - b| / max(|a|, |b|). NaN equals NaN; NaN against a number (or Infinity against
 -Infinity) is an infinite difference, outside any tolerance. Metadata changes (step, epoch,
-metrics, custom) are listed too but do not count as a difference. By default only common
+metrics, custom) are listed too but do not count as a difference. Tensors of the same shape
+but different dtypes (float32 against float16, say) are compared as numbers too, and listed as
+a dtype change. By default only common
 tensors that changed are listed (--all lists every one).
 
 A common tensor differs when an element lies outside |a - b| <= TOLERANCE + RTOL * |b|
@@ -390,7 +393,7 @@ second pass needs files: with standard input it fails with a clear message inste
   examples: [
     ["ckpt diff step-100.ckpt step-200.ckpt", "what training changed"],
     ["ckpt diff a.ckpt b.ckpt.gz --tolerance 1e-6", "equal up to 1e-6?"],
-    ["ckpt diff --rtol 1e-3 fp32.ckpt fp16.ckpt", "relative tolerance"],
+    ["ckpt diff --rtol 1e-3 fp32.ckpt fp16.ckpt", "values across dtypes, relative tolerance"],
     ["ckpt convert old.jsonl - | ckpt diff - new.ckpt", "one side from a pipe"],
   ],
   exits: [[1, "the checkpoints differ beyond the tolerance"]],

@@ -49,7 +49,7 @@ Deno.test("diff lists tensors only in A or B, dtype and shape changes, value dif
   assert.match(r.out, /^ {2}dense\/kernel\s+float32\s+\[2, 3\]\s+1\/6\s+0\.5\s+0\.2\s+no \(1 outside\)$/m);
   assert.match(
     r.out,
-    /^3 common tensors: 0 identical, 0 within tolerance, 1 outside; 2 changed dtype or shape; 1 only in A, 1 only in B$/m,
+    /^3 common tensors: 1 identical, 0 within tolerance, 1 outside; 2 changed dtype or shape; 1 only in A, 1 only in B$/m,
   );
 
   const j = await ckpt(["diff", "--json", `${t.dir}/a.ckpt`, `${t.dir}/b.ckpt`]);
@@ -72,7 +72,23 @@ Deno.test("diff lists tensors only in A or B, dtype and shape changes, value dif
     outside: 1,
     maxAbs: 0.5,
     maxRel: 0.2,
+  }, {
+    name: "dense/bias",
+    dtype: "float16",
+    dtypeB: "float32",
+    shape: [3],
+    elements: 3,
+    changed: 0,
+    outside: 0,
+    maxAbs: 0,
+    maxRel: 0,
   }]);
+  const all = await ckpt(["diff", "--all", `${t.dir}/a.ckpt`, `${t.dir}/b.ckpt`]);
+  assert.match(
+    all.out,
+    /^ {2}dense\/bias\s+float16->float32\s+\[3\]\s+0\/3\s+0\s+0\s+yes$/m,
+    "values compared across dtypes",
+  );
 });
 
 Deno.test("diff --tolerance and --rtol decide the exit code", async () => {

@@ -84,3 +84,17 @@ Deno.test("compareTensors subtracts 64-bit integers exactly and widens 16-bit fl
   });
   assert.deepEqual(h, { maxAbs: 1, maxRel: 0.5, changed: 1, outside: 1 });
 });
+
+Deno.test("compareTensors compares tensors of different dtypes as numbers", () => {
+  const f32 = t("float32", new Float32Array([1, 2, 0.1]));
+  const f16 = t("float16", new Uint16Array([0x3c00, 0x4000, 0x2e66])); // 1, 2, 0.0999755859375
+  const d = compareTensors(f32, f16, { atol: 1e-4, rtol: 0 });
+  assert.equal(d.changed, 1);
+  assert.ok(Math.abs(d.maxAbs - (Math.fround(0.1) - 0.0999755859375)) < 1e-12);
+  assert.equal(d.outside, 0);
+  const ints = compareTensors(t("int64", new BigInt64Array([5n, -7n])), t("int32", new Int32Array([5, -8])), {
+    atol: 0,
+    rtol: 0,
+  });
+  assert.deepEqual([ints.changed, ints.maxAbs], [1, 1]);
+});
