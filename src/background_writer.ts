@@ -105,6 +105,8 @@ export class SupersededError extends Error {
   readonly supersededByStep: number;
 
   /**
+   * The rejection of `save`, replaced by `by` before it started.
+   *
    * @param save The save that was replaced.
    * @param by The save that replaced it.
    */
@@ -272,7 +274,11 @@ export class BackgroundWriter implements AsyncDisposable {
   #closed = false;
   #closing: Promise<void> | undefined;
 
-  /** @param options See {@linkcode BackgroundWriterOptions}. */
+  /**
+   * Creates a writer and starts its worker (once, now, rather than in the middle of training).
+   *
+   * @param options See {@linkcode BackgroundWriterOptions}.
+   */
   constructor(options: BackgroundWriterOptions = {}) {
     const whenBusy = options.whenBusy ?? DEFAULT_WHEN_BUSY;
     if (whenBusy !== "wait" && whenBusy !== "coalesce") {
