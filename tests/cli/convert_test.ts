@@ -129,8 +129,10 @@ Deno.test("convert reports unwritable targets and missing inputs in one line wit
     3,
     /Cannot read ".*missing\.ckpt": No such file/,
   );
-  if (Deno.uid() !== 0) {
-    await Deno.mkdir(`${t.dir}/ro`, { mode: 0o555 });
+  // A read-only directory (root writes there anyway, so the check runs only where it can fail).
+  await Deno.mkdir(`${t.dir}/ro`, { mode: 0o555 });
+  const writable = await Deno.writeTextFile(`${t.dir}/ro/probe`, "").then(() => true, () => false);
+  if (!writable) {
     assertOneLineError(
       await ckpt(["convert", a, `${t.dir}/ro/out.ckpt`]),
       3,
@@ -160,19 +162,17 @@ Deno.test("convert exits quietly with 141 when the reader of stdout goes away", 
   assert.equal(err, "");
 });
 
-/** Peak resident memory of a running process, sampled from /proc until it exits. */
-function watchPeak(pid: number): { stop(): number } {
-  let peak = 0;
-  const timer = setInterval(() => {
-    try {
-      const m = /VmHWM:\s+(\d+) kB/.exec(Deno.readTextFileSync(`/proc/${pid}/status`));
-      if (m) peak = Math.max(peak, Number(m[1]) * 1024);
-    } catch { /* exited */ }
-  }, 20);
+/**
+ * Peak resident memory (VmHWM) of a running process, sampled by a shell loop until it exits.
+ * (Deno reads /proc only under --allow-all; the tests run with the task's narrower permissions.)
+ */
+function watchPeak(pid: number): { stop(): Promise<number> } {
+  const loop = "while [ -e /proc/$1 ]; do grep VmHWM /proc/$1/status 2>/dev/null; sleep 0.02; done";
+  const watcher = new Deno.Command("sh", { args: ["-c", loop, "sh", String(pid)], stdout: "piped" }).output();
   return {
-    stop() {
-      clearInterval(timer);
-      return peak;
+    async stop() {
+      const text = new TextDecoder().decode((await watcher).stdout);
+      return Math.max(0, ...[...text.matchAll(/VmHWM:\s+(\d+) kB/g)].map((m) => Number(m[1]) * 1024));
     },
   };
 }
@@ -218,7 +218,7 @@ Deno.test({
     );
     await Promise.all([feeding, piping]);
     const [s1, s2] = await Promise.all([first.status, second.status]);
-    const [p1, p2] = peaks.map((p) => p.stop());
+    const [p1, p2] = await Promise.all(peaks.map((p) => p.stop()));
     const errs = await Promise.all([new Response(first.stderr).text(), new Response(second.stderr).text()]);
     assert.deepEqual([s1.code, s2.code, ...errs], [0, 0, "", ""]);
     assert.equal(bytes, saved.bytes);
