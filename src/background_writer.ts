@@ -302,7 +302,10 @@ export class BackgroundWriter implements AsyncDisposable {
     this.#becameIdle();
   }
 
-  /** Saves requested and not yet settled: the one in flight plus those waiting (see the class docs on the event loop). */
+  /**
+   * Saves requested and not yet settled: the one in flight plus those waiting. A save settles when
+   * this thread's event loop handles the worker's reply (see the class docs).
+   */
   get pending(): number {
     return this.#jobs.size;
   }
@@ -369,6 +372,7 @@ export class BackgroundWriter implements AsyncDisposable {
       this.#worker ??= this.#spawn();
       this.#worker.postMessage(request, owned.transfer);
     } catch (e) {
+      // Never expected (everything sent was checked); the buffers were already taken, so give them back.
       queueMicrotask(() => this.#giveBack(owned.tensors));
       throw new Error(`${context}: cannot hand it to the worker: ${(e as Error)?.message ?? e}`, { cause: e });
     }
