@@ -40,8 +40,15 @@ export class ChunkReader {
   #position = 0;
   #label: string;
   #file: Deno.FsFile | undefined;
+  #reuse: boolean;
+  #body: ArrayBuffer | undefined;
 
-  constructor(source: AsyncIterable<Uint8Array> | Deno.FsFile, label = "checkpoint") {
+  /**
+   * With `reuseBuffers`, bodies that need a buffer of their own share one, grown as needed: each
+   * body is valid only until the next readBody.
+   */
+  constructor(source: AsyncIterable<Uint8Array> | Deno.FsFile, label = "checkpoint", reuseBuffers = false) {
+    this.#reuse = reuseBuffers;
     if (source instanceof Deno.FsFile) {
       this.#file = source;
       this.#it = fileChunks(source);
@@ -49,6 +56,13 @@ export class ChunkReader {
       this.#it = source[Symbol.asyncIterator]();
     }
     this.#label = label;
+  }
+
+  #scratch(n: number): Uint8Array {
+    if (!this.#body || this.#body.byteLength < n) {
+      this.#body = new ArrayBuffer(Math.max(n, (this.#body?.byteLength ?? 0) * 2));
+    }
+    return new Uint8Array(this.#body, 0, n);
   }
 
   /** Offset, from the start of the stream, of the next byte to be read. */
@@ -114,7 +128,7 @@ export class ChunkReader {
    * grows with the bytes that arrive, never with `n` alone, so a hostile length cannot make the
    * reader allocate before the bytes exist.
    */
-  async readExact(n: number, what: string): Promise<Uint8Array> {
+  async readExact(n: number, what: string, into?: (n: number) => Uint8Array): Promise<Uint8Array> {
     if (n === 0) return new Uint8Array(0);
     while (this.#buffered - this.#head < n) {
       if (!(await this.#fill())) this.#fail(n, what);
@@ -125,7 +139,7 @@ export class ChunkReader {
       this.#consume(n);
       return out;
     }
-    const out = new Uint8Array(n);
+    const out = into ? into(n) : new Uint8Array(n);
     let filled = 0;
     while (filled < n) {
       const c = this.#chunks[0]!;
@@ -145,7 +159,7 @@ export class ChunkReader {
   async readBody(n: number, what: string, hash: Hash): Promise<Uint8Array> {
     const buffered = this.#buffered - this.#head;
     if (!this.#file || n <= buffered + FILE_CHUNK) {
-      const b = await this.readExact(n, what);
+      const b = await this.readExact(n, what, this.#reuse ? (k) => this.#scratch(k) : undefined);
       hash.update(b);
       return b;
     }
@@ -159,7 +173,7 @@ export class ChunkReader {
         } bytes of ${what} missing (read from offset ${start})`,
       );
     }
-    const out = new Uint8Array(n);
+    const out = this.#reuse ? this.#scratch(n) : new Uint8Array(n);
     let have = 0;
     while (this.#buffered - this.#head > 0) {
       const part = await this.readSome(n);

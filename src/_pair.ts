@@ -4,7 +4,9 @@
 export function generatorPair<I, O>(
   body: (input: AsyncIterable<I>) => AsyncGenerator<O>,
 ): { writable: WritableStream<I>; readable: ReadableStream<O> } {
-  const pass = new TransformStream<I, I>();
+  // No queue on either side: a record is taken from upstream only when the generator asks for
+  // it, so at most one record is held here at a time.
+  const pass = new TransformStream<I, I>({}, { highWaterMark: 0 }, { highWaterMark: 0 });
   return { writable: pass.writable, readable: ReadableStream.from(body(pass.readable)) };
 }
 

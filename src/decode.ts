@@ -22,6 +22,15 @@ export type CheckpointSource =
 /** Options for {@linkcode decodeCheckpoint} and `loadCheckpoint`. */
 export interface DecodeOptions extends DecodeLimits {
   /**
+   * For one-pass consumers (verify, statistics, conversion): tensors share one data buffer, so
+   * memory stays flat however many tensors stream by, and each tensor's data is valid only until
+   * the next record is requested. The binary codec honours it (codecs may ignore it);
+   * `loadCheckpoint` never uses it.
+   *
+   * @default {false}
+   */
+  reuseBuffers?: boolean;
+  /**
    * Codecs of your own to recognise, tried before the built-in ones.
    *
    * @default {[]}

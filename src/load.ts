@@ -98,7 +98,7 @@ export async function loadCheckpoint(source: CheckpointSource, options: LoadOpti
   let metadata: Metadata | undefined;
   const tensors: Tensor[] = [];
   const found = new Set<string>();
-  for await (const record of decodeCheckpoint(bytes, options)) {
+  for await (const record of decodeCheckpoint(bytes, { ...options, reuseBuffers: false })) {
     if (record.type === "metadata") metadata = record.metadata;
     else {
       found.add(record.tensor.name);

@@ -467,10 +467,10 @@ async function* encodeRecords(
  */
 export async function* decodeRecords(
   input: AsyncIterable<Uint8Array> | Deno.FsFile,
-  limits?: DecodeLimits,
+  limits?: DecodeLimits & { reuseBuffers?: boolean },
 ): AsyncGenerator<CheckpointRecord> {
   const lim = resolveLimits(limits);
-  const r = new ChunkReader(input);
+  const r = new ChunkReader(input, "checkpoint", limits?.reuseBuffers ?? false);
   const stream = sha256();
   const read = async (n: number, what: string, record?: Hash): Promise<Uint8Array> => {
     const b = await r.readExact(n, what);
@@ -579,7 +579,7 @@ export const binaryCodec: Codec = Object.freeze({
   encoder(): CheckpointEncoder {
     return digestingEncoder(encodeRecords);
   },
-  decoder(limits?: DecodeLimits) {
+  decoder(limits?: DecodeLimits & { reuseBuffers?: boolean }) {
     return generatorPair((chunks: AsyncIterable<Uint8Array>) => decodeRecords(chunks, limits));
   },
 });

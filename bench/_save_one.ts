@@ -1,0 +1,135 @@
+// One measured operation in its own process, so peak RSS belongs to it alone. Prints one JSON line.
+// Used by bench/compare_save.ts; not meant to be run by hand.
+import { parseArgs } from "node:util";
+import { loadCheckpoint, saveCheckpoint, type TensorInput } from "../mod.ts";
+import { decodeCheckpoint } from "../mod.ts";
+
+const { values } = parseArgs({
+  options: {
+    op: { type: "string" },
+    mib: { type: "string" },
+    out: { type: "string" },
+    codec: { type: "string", default: "binary" },
+    gzip: { type: "boolean", default: false },
+  },
+});
+const TENSOR_MIB = 16;
+const total = Number(values.mib) * 2 ** 20;
+const out = values.out!;
+
+/** Deterministic weights-like floats (compressible like real weights, unlike random bytes). */
+export function fillWeights(a: Float32Array, seed: number): void {
+  let x = seed * 2654435761 >>> 0;
+  for (let i = 0; i < a.length; i++) {
+    x = (x * 1664525 + 1013904223) >>> 0;
+    a[i] = ((x >>> 8) / 16777216 - 0.5) * 0.02;
+  }
+}
+
+/** The model: one reused buffer per tensor slot would hide allocation; we hold real tensors. */
+function model(): TensorInput[] {
+  const n = Math.ceil(total / (TENSOR_MIB * 2 ** 20));
+  const tensors: TensorInput[] = [];
+  for (let i = 0; i < n; i++) {
+    const bytes = Math.min(TENSOR_MIB * 2 ** 20, total - i * TENSOR_MIB * 2 ** 20);
+    const data = new Float32Array(bytes / 4);
+    fillWeights(data, i + 1);
+    tensors.push({ name: `layer${i}/kernel`, dtype: "float32", shape: [data.length], data });
+  }
+  return tensors;
+}
+
+function peakRss(): number {
+  const m = /VmHWM:\s+(\d+) kB/.exec(Deno.readTextFileSync("/proc/self/status"));
+  return m ? Number(m[1]) * 1024 : NaN;
+}
+function rss(): number {
+  return Deno.memoryUsage().rss;
+}
+
+const op = values.op;
+if (op === "raw") {
+  // The raw tensor bytes, for dd to copy.
+  const f = await Deno.open(out, { write: true, create: true, truncate: true });
+  for (const t of model()) {
+    const b = new Uint8Array(t.data.buffer);
+    let o = 0;
+    while (o < b.length) o += await f.write(b.subarray(o));
+  }
+  f.close();
+  console.log(JSON.stringify({ ok: true }));
+} else if (op === "save") {
+  const tensors = model();
+  const before = rss();
+  const t0 = performance.now();
+  const r = await saveCheckpoint(out, { metadata: { step: 1 }, tensors }, {
+    codec: values.codec as "binary" | "json",
+    compression: values.gzip ? "gzip" : "none",
+  });
+  const seconds = (performance.now() - t0) / 1000;
+  console.log(JSON.stringify({ seconds, bytes: r.bytes, sha256: r.sha256, peakRss: peakRss(), baseRss: before }));
+} else if (op === "save-lazy") {
+  // Tensors produced one at a time and dropped after writing: memory must stay bounded.
+  const before = rss();
+  const n = Math.ceil(total / (TENSOR_MIB * 2 ** 20));
+  const lazy = async function* (): AsyncGenerator<TensorInput> {
+    for (let i = 0; i < n; i++) {
+      const data = new Float32Array(TENSOR_MIB * 2 ** 18);
+      fillWeights(data, i + 1);
+      yield { name: `layer${i}/kernel`, dtype: "float32", shape: [data.length], data };
+    }
+  };
+  const t0 = performance.now();
+  const r = await saveCheckpoint(out, { metadata: { step: 1 }, tensors: lazy() });
+  const seconds = (performance.now() - t0) / 1000;
+  console.log(JSON.stringify({ seconds, bytes: r.bytes, peakRss: peakRss(), baseRss: before }));
+} else if (op === "save-lazy-pooled") {
+  // Like save-lazy, but the producer cycles through two buffers, as a snapshot staging pool does:
+  // what remains is ckpt's own footprint.
+  const before = rss();
+  const n = Math.ceil(total / (TENSOR_MIB * 2 ** 20));
+  const pool = [new Float32Array(TENSOR_MIB * 2 ** 18), new Float32Array(TENSOR_MIB * 2 ** 18)];
+  const lazy = async function* (): AsyncGenerator<TensorInput> {
+    for (let i = 0; i < n; i++) {
+      const data = pool[i % 2]!;
+      fillWeights(data, i + 1);
+      yield { name: `layer${i}/kernel`, dtype: "float32", shape: [data.length], data };
+    }
+  };
+  const t0 = performance.now();
+  const r = await saveCheckpoint(out, { metadata: { step: 1 }, tensors: lazy() });
+  const seconds = (performance.now() - t0) / 1000;
+  console.log(JSON.stringify({ seconds, bytes: r.bytes, sha256: r.sha256, peakRss: peakRss(), baseRss: before }));
+} else if (op === "load") {
+  const before = rss();
+  const t0 = performance.now();
+  const c = await loadCheckpoint(out);
+  const seconds = (performance.now() - t0) / 1000;
+  console.log(JSON.stringify({ seconds, tensors: c.tensors.length, peakRss: peakRss(), baseRss: before }));
+} else if (op === "load-stream") {
+  // Tensor by tensor, each dropped after use: memory must stay bounded.
+  const before = rss();
+  const t0 = performance.now();
+  let n = 0;
+  for await (const r of decodeCheckpoint(out, { reuseBuffers: true })) if (r.type === "tensor") n++;
+  const seconds = (performance.now() - t0) / 1000;
+  console.log(JSON.stringify({ seconds, tensors: n, peakRss: peakRss(), baseRss: before }));
+} else if (op === "naive") {
+  // The naive way: a fresh 1 MiB chunk per write, awaited one by one, then fsync.
+  const tensors = model();
+  const t0 = performance.now();
+  const f = await Deno.open(out, { write: true, create: true, truncate: true });
+  for (const t of tensors) {
+    const b = new Uint8Array(t.data.buffer);
+    for (let o = 0; o < b.length; o += 2 ** 20) {
+      const chunk = b.slice(o, o + 2 ** 20);
+      let w = 0;
+      while (w < chunk.length) w += await f.write(chunk.subarray(w));
+    }
+  }
+  await f.syncData();
+  f.close();
+  console.log(JSON.stringify({ seconds: (performance.now() - t0) / 1000, peakRss: peakRss() }));
+} else {
+  throw new TypeError(`unknown --op ${op}`);
+}

@@ -1,0 +1,79 @@
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { decodeCheckpoint, saveCheckpoint } from "../mod.ts";
+import type { TensorInput } from "../src/types.ts";
+import { collect, edgeCheckpoint, feeds } from "./_util.ts";
+import { encodeCheckpoint } from "../mod.ts";
+import { bytesOf } from "../src/dtype.ts";
+
+function bigTensors(n = 300_000): TensorInput[] {
+  return Array.from({ length: 6 }, (_, i) => ({
+    name: `t${i}`,
+    dtype: "float32" as const,
+    shape: [n + i],
+    data: new Float32Array(n + i).map((_, j) => i * 1e6 + j),
+  }));
+}
+
+Deno.test("decodeCheckpoint({ reuseBuffers }) gives each tensor intact while it is current, from files and streams", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const path = join(dir, "a.ckpt");
+    // Large bodies from a file (read straight into the shared buffer); small ones fed three ways.
+    const tensors = bigTensors();
+    await saveCheckpoint(path, { metadata: { step: 1 }, tensors });
+    for (const source of [() => path]) {
+      let i = 0;
+      const buffers = new Set<ArrayBufferLike>();
+      for await (const r of decodeCheckpoint(source(), { reuseBuffers: true })) {
+        if (r.type !== "tensor") continue;
+        assert.deepEqual(bytesOf(r.tensor.data), bytesOf(tensors[i]!.data), `tensor ${i}`);
+        buffers.add(r.tensor.data.buffer);
+        i++;
+      }
+      assert.equal(i, tensors.length);
+      // One shared buffer from a file, grown once when a larger tensor comes.
+      if (typeof source() === "string") assert.equal(buffers.size, 2);
+    }
+    const small = bigTensors(2_000);
+    const bytes = await collect(encodeCheckpoint({ metadata: { step: 1 }, tensors: small }));
+    for (const feed of feeds(bytes, 5)) {
+      let i = 0;
+      for await (const r of decodeCheckpoint(feed.stream(), { reuseBuffers: true })) {
+        if (r.type !== "tensor") continue;
+        assert.deepEqual(bytesOf(r.tensor.data), bytesOf(small[i]!.data), `${feed.name}: tensor ${i}`);
+        i++;
+      }
+      assert.equal(i, small.length);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("decodeCheckpoint from a binary file path verifies like the stream path", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const path = join(dir, "a.ckpt");
+    await saveCheckpoint(path, { metadata: { step: 1 }, tensors: bigTensors() });
+    const bytes = await Deno.readFile(path);
+    bytes[bytes.length - 200_000]! ^= 1; // inside the last body
+    await Deno.writeFile(path, bytes);
+    await assert.rejects(async () => {
+      for await (const _ of decodeCheckpoint(path)) { /* drain */ }
+    }, /Checksum mismatch for tensor "t5"/);
+    await Deno.writeFile(path, bytes.subarray(0, bytes.length - 300_000));
+    await assert.rejects(async () => {
+      for await (const _ of decodeCheckpoint(path)) { /* drain */ }
+    }, /stream ends at offset \d+ with \d+ bytes of tensor "t5" missing/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("decodeCheckpoint hands out metadata before reading any tensor", async () => {
+  const reader = decodeCheckpoint(encodeCheckpoint(edgeCheckpoint())).getReader();
+  const first = await reader.read();
+  assert.equal(first.value?.type, "metadata");
+  await reader.cancel();
+});

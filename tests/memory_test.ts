@@ -1,0 +1,38 @@
+// Bounded memory, measured for real: a 1 GiB checkpoint saved from lazily produced tensors and
+// read back tensor by tensor, each in its own process, whose peak RSS (VmHWM) is compared with
+// its RSS before the operation. Sizes, not timings, are asserted.
+import assert from "node:assert/strict";
+import { join } from "node:path";
+
+const ONE = new URL("../bench/_save_one.ts", import.meta.url).pathname;
+const LIMIT = 64 * 2 ** 20;
+
+async function child(args: string[]): Promise<{ peakRss: number; baseRss: number; bytes?: number; tensors?: number }> {
+  const out = await new Deno.Command(Deno.execPath(), { args: ["run", "-A", ONE, ...args], stderr: "piped" }).output();
+  assert.ok(out.success, new TextDecoder().decode(out.stderr));
+  return JSON.parse(new TextDecoder().decode(out.stdout).trim());
+}
+
+Deno.test({
+  name: "saving 1 GiB of lazily produced tensors and reading it back tensor by tensor each add under 64 MiB of RSS",
+  ignore: Deno.build.os !== "linux", // VmHWM comes from /proc
+  async fn() {
+    const dir = await Deno.makeTempDir();
+    try {
+      const path = join(dir, "big.ckpt");
+      const save = await child(["--op", "save-lazy-pooled", "--mib", "1024", "--out", path]);
+      assert.ok(save.bytes! > 2 ** 30);
+      const saveGrowth = save.peakRss - save.baseRss;
+      assert.ok(saveGrowth < LIMIT, `save grew RSS by ${(saveGrowth / 2 ** 20).toFixed(1)} MiB`);
+      const load = await child(["--op", "load-stream", "--mib", "1024", "--out", path]);
+      assert.equal(load.tensors, 64);
+      const loadGrowth = load.peakRss - load.baseRss;
+      assert.ok(loadGrowth < LIMIT, `tensor-by-tensor load grew RSS by ${(loadGrowth / 2 ** 20).toFixed(1)} MiB`);
+      console.log(
+        `peak RSS growth: save ${(saveGrowth / 2 ** 20).toFixed(1)} MiB, load ${(loadGrowth / 2 ** 20).toFixed(1)} MiB`,
+      );
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
