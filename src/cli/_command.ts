@@ -124,7 +124,8 @@ export function choiceOption<T extends string>(values: Values, name: string, cho
   const raw = values[name];
   if (raw === undefined) return fallback;
   if (typeof raw !== "string" || !(choices as readonly string[]).includes(raw)) {
-    throw new UsageError(`--${name} must be ${choices.join(" or ")}, got ${JSON.stringify(raw)}`);
+    const list = choices.length > 1 ? `${choices.slice(0, -1).join(", ")} or ${choices.at(-1)}` : choices[0];
+    throw new UsageError(`--${name} must be ${list}, got ${JSON.stringify(raw)}`);
   }
   return raw as T;
 }

@@ -6,10 +6,13 @@ import {
   type CheckpointRecord,
   ChecksumMismatchError,
   type Compression,
+  DETECT_BYTES,
   type Metadata,
   sniffCheckpoint,
   type Tensor,
 } from "../../mod.ts";
+import { safetensorsCodec } from "../interop/safetensors.ts";
+import { BINARY_MAGIC } from "../codecs/binary.ts";
 import {
   BadCheckpointError,
   type CliIO,
@@ -19,8 +22,20 @@ import {
   openInput,
   osReason,
   Progress,
+  readHead,
   UsageError,
 } from "./_io.ts";
+
+/**
+ * Codecs recognised besides the built-in ones: safetensors (from the interop module, which
+ * imports no ML framework). Its loose detection never claims ckpt's binary or JSON bytes.
+ */
+export const EXTRA_CODECS = [safetensorsCodec] as const;
+
+/** Whether a codec stores a digest after every record (ckpt's own do; safetensors has none). */
+export function hasDigests(codec: string): boolean {
+  return codec === "binary" || codec === "json";
+}
 
 /** A checkpoint being read: its metadata is already decoded, its tensors come one at a time. */
 export interface OpenCheckpoint {
@@ -34,7 +49,10 @@ export interface OpenCheckpoint {
   readonly compression: Compression;
   /** The metadata record. */
   readonly metadata: Metadata;
-  /** The tensors, each verified before it is handed out; the stream digest is checked when they end. */
+  /**
+   * The tensors, each checked before it is handed out (against its digest, for codecs that have
+   * them; the stream digest is checked when they end).
+   */
   tensors(): AsyncGenerator<Tensor>;
   /** Bytes of input read so far. */
   bytes(): number;
@@ -84,7 +102,7 @@ export async function openCheckpoint(
     } catch { /* already failed or finished */ }
   };
   try {
-    const found = await sniffCheckpoint(metered.stream);
+    const found = await sniffCheckpoint(metered.stream, { codecs: EXTRA_CODECS });
     reader = found.bytes.pipeThrough(found.codec.decoder()).getReader();
     const first = await reader.read();
     if (first.done || first.value.type !== "metadata") {
@@ -122,4 +140,21 @@ export async function openCheckpoint(
     await close();
     throw readError(input.label, e);
   }
+}
+
+/**
+ * What lets a file be read without reading its tensor data: an uncompressed binary file's
+ * trailing index, a safetensors header, or nothing (gzip, JSON).
+ */
+export async function indexedKind(path: string): Promise<"index" | "header" | undefined> {
+  let head: Uint8Array;
+  try {
+    head = await readHead(path, DETECT_BYTES);
+  } catch (e) {
+    throw new FileError(`Cannot read ${JSON.stringify(path)}: ${osReason(e)}`, { cause: e });
+  }
+  if (head.byteLength >= BINARY_MAGIC.byteLength && BINARY_MAGIC.every((b, i) => head[i] === b)) return "index";
+  if (head[0] === 0x1f && head[1] === 0x8b) return undefined;
+  if (safetensorsCodec.detect(head)) return "header";
+  return undefined;
 }

@@ -5,10 +5,15 @@
  * @module
  */
 import { dirname } from "node:path";
-import { type CodecName, type Compression, saveCheckpoint } from "../../mod.ts";
+import { type Codec, type CodecName, type Compression, readCheckpointIndex, saveCheckpoint } from "../../mod.ts";
+import {
+  createSafetensorsCodec,
+  readSafetensorsHeader,
+  type SafetensorsTensorDescriptor,
+} from "../interop/safetensors.ts";
 import { choiceOption, type Command, type Values } from "./_command.ts";
 import { type CliIO, EXIT, FileError, isOsError, osReason, UsageError } from "./_io.ts";
-import { openCheckpoint } from "./_source.ts";
+import { indexedKind, openCheckpoint, readError } from "./_source.ts";
 
 async function checkTarget(path: string): Promise<void> {
   const fail = (why: string): never => {
@@ -31,14 +36,44 @@ async function checkTarget(path: string): Promise<void> {
   }
 }
 
+/**
+ * Every tensor's name, dtype, shape and group, known before the first byte of a safetensors
+ * output is written (its header lists them all): from a binary file's index or a safetensors
+ * header without reading data, else from a first verified pass over the file. Standard input
+ * cannot be read twice: undefined, and the safetensors encoder then holds every tensor.
+ */
+async function descriptors(from: string, io: CliIO): Promise<SafetensorsTensorDescriptor[] | undefined> {
+  if (from === "-") return undefined;
+  const kind = await indexedKind(from);
+  try {
+    if (kind === "index") return (await readCheckpointIndex(from)).tensors;
+    if (kind === "header") return (await readSafetensorsHeader(from)).tensors;
+  } catch (e) {
+    throw readError(from, e);
+  }
+  const ckpt = await openCheckpoint(from, io);
+  const out: SafetensorsTensorDescriptor[] = [];
+  try {
+    for await (const t of ckpt.tensors()) {
+      out.push({ name: t.name, dtype: t.dtype, shape: [...t.shape], group: t.group });
+    }
+  } finally {
+    await ckpt.close();
+  }
+  return out;
+}
+
 async function run(values: Values, positionals: string[], io: CliIO): Promise<number> {
   const [from, to] = positionals as [string, string];
-  const codec = choiceOption<CodecName>(values, "codec", ["binary", "json"], "binary");
+  const name = choiceOption<CodecName | "safetensors">(values, "codec", ["binary", "json", "safetensors"], "binary");
   const compression: Compression = values.gzip ? "gzip" : "none";
-  if (to === "-" && io.stdoutIsTerminal && (codec === "binary" || compression === "gzip")) {
+  if (to === "-" && io.stdoutIsTerminal && (name !== "json" || compression === "gzip")) {
     throw new UsageError("refusing to write binary data to a terminal: redirect standard output, or use --codec json");
   }
   if (to !== "-") await checkTarget(to);
+  const codec: CodecName | Codec = name === "safetensors"
+    ? createSafetensorsCodec({ tensors: await descriptors(from, io) })
+    : name;
   const ckpt = await openCheckpoint(from, io);
   try {
     const checkpoint = { metadata: ckpt.metadata, tensors: ckpt.tensors() };
@@ -86,7 +121,13 @@ export const convertCommand: Command = {
   description: `
 Decodes IN record by record (verifying each tensor's digest) and encodes it again with the
 chosen codec and compression, one tensor at a time: memory stays constant whatever the size, so
-it works between pipes. The codec and compression of IN are recognised from its bytes.
+it works between pipes. The codec and compression of IN are recognised from its bytes; IN may
+also be a .safetensors file (which holds no digests: its structure is checked).
+
+A safetensors output starts with a header listing every tensor, so the tensors must be known
+first: from a binary file's index or a safetensors header (no data read), or from a first pass
+over a JSON or gzip file (read twice). From standard input in such a format they cannot be, and
+the whole checkpoint is then held in memory until it can be written.
 
 OUT is written atomically (a temporary file beside it, fsync, rename), so a failed conversion
 leaves any existing OUT untouched; an existing OUT is replaced. With OUT as -, the bytes go to
@@ -94,7 +135,12 @@ standard output; if IN turns out to be damaged midway, the output stops early an
 truncated checkpoint that no reader accepts, and ckpt exits with code 4. Binary output is never
 written to a terminal.`,
   options: {
-    codec: { type: "string", short: "c", arg: "binary|json", help: "codec of the output (default: binary)" },
+    codec: {
+      type: "string",
+      short: "c",
+      arg: "binary|json|safetensors",
+      help: "codec of the output (default: binary)",
+    },
     gzip: { type: "boolean", short: "z", help: "gzip the output" },
   },
   positionals: { min: 2, max: 2 },
@@ -103,6 +149,7 @@ written to a terminal.`,
     ["ckpt convert model.ckpt model.ckpt.gz --gzip", "compress"],
     ["ckpt convert - - --codec json < model.ckpt | jq -c 'select(.tensor)'", "stream to jq"],
     ["ssh host cat model.ckpt.gz | ckpt convert - model.ckpt", "from a pipe to a file"],
+    ["ckpt convert model.ckpt model.safetensors -c safetensors", "for Python tools"],
   ],
   exits: [],
   run,

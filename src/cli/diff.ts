@@ -5,24 +5,10 @@
  *
  * @module
  */
-import { BINARY_MAGIC } from "../codecs/binary.ts";
 import { loadCheckpoint, type Metadata, type Tensor } from "../../mod.ts";
 import { type Command, numberOption, type Values } from "./_command.ts";
-import {
-  type CliIO,
-  EXIT,
-  FileError,
-  humanBytes,
-  jsonNumber,
-  numberText,
-  osReason,
-  readHead,
-  shapeText,
-  table,
-  UsageError,
-  write,
-} from "./_io.ts";
-import { openCheckpoint, readError } from "./_source.ts";
+import { type CliIO, EXIT, humanBytes, jsonNumber, numberText, shapeText, table, UsageError, write } from "./_io.ts";
+import { EXTRA_CODECS, indexedKind, openCheckpoint, readError } from "./_source.ts";
 import { compareTensors, type Difference } from "./_stats.ts";
 
 /** A tensor without its data. */
@@ -102,18 +88,9 @@ class Matcher {
   }
 }
 
-async function isUncompressedBinary(path: string): Promise<boolean> {
-  try {
-    const head = await readHead(path, BINARY_MAGIC.byteLength);
-    return head.byteLength === BINARY_MAGIC.byteLength && head.every((b, i) => b === BINARY_MAGIC[i]);
-  } catch (e) {
-    throw new FileError(`Cannot read ${JSON.stringify(path)}: ${osReason(e)}`, { cause: e });
-  }
-}
-
 async function loadOnly(path: string, names: string[]): Promise<Map<string, Tensor>> {
   try {
-    const { tensors } = await loadCheckpoint(path, { only: names });
+    const { tensors } = await loadCheckpoint(path, { only: names, codecs: EXTRA_CODECS });
     return new Map(tensors.map((t) => [t.name, t]));
   } catch (e) {
     throw readError(path, e);
@@ -144,7 +121,7 @@ async function compareDeferred(m: Matcher, a: string, b: string, budget: number,
     size += bytes;
   }
   if (batch.length > 0) batches.push(batch);
-  const seekB = await isUncompressedBinary(b);
+  const seekB = (await indexedKind(b)) === "index";
   for (const names of batches) {
     const fromA = await loadOnly(a, names);
     if (seekB) {

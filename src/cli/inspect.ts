@@ -5,22 +5,10 @@
  * @module
  */
 import { type Compression, DTYPES, type Metadata, readCheckpointIndex } from "../../mod.ts";
-import { BINARY_MAGIC } from "../codecs/binary.ts";
+import { readSafetensorsHeader } from "../interop/safetensors.ts";
 import type { Command, Values } from "./_command.ts";
-import {
-  type CliIO,
-  EXIT,
-  FileError,
-  humanBytes,
-  jsonNumber,
-  numberText,
-  osReason,
-  readHead,
-  shapeText,
-  table,
-  write,
-} from "./_io.ts";
-import { openCheckpoint, readError } from "./_source.ts";
+import { type CliIO, EXIT, humanBytes, jsonNumber, numberText, shapeText, table, write } from "./_io.ts";
+import { hasDigests, indexedKind, openCheckpoint, readError } from "./_source.ts";
 import { type TensorStats, tensorStats } from "./_stats.ts";
 
 /** One row of the tensor table. */
@@ -47,6 +35,8 @@ interface Report {
   storedStreamSha256: string | undefined;
   /** Whether every record digest and the stream digest were checked. */
   verified: boolean;
+  /** How the input was read: streamed whole, or only its index or header. */
+  read: "stream" | "index" | "header";
   metadata: Metadata;
   tensors: Row[];
 }
@@ -89,6 +79,7 @@ function asJson(r: Report): string {
       sha256: r.sha256 ?? null,
       storedStreamSha256: r.storedStreamSha256 ?? null,
       verified: r.verified,
+      read: r.read,
       metadata: metadataJson(r.metadata),
       tensors: r.tensors.map((row) => ({
         name: row.name,
@@ -121,6 +112,13 @@ function asJson(r: Report): string {
   ) + "\n";
 }
 
+function verifiedText(r: Report): string {
+  if (r.verified) return "yes: every tensor digest and the stream digest";
+  if (r.read === "index") return "metadata and index only (tensor data not read; use --full or ckpt verify)";
+  if (r.read === "header") return `header only (tensor data not read; ${r.codec} has no digests)`;
+  return `structure only (${r.codec} has no digests)`;
+}
+
 function asText(r: Report): string {
   const m = r.metadata;
   const head: string[][] = [
@@ -131,12 +129,7 @@ function asText(r: Report): string {
   ];
   if (r.sha256) head.push(["sha256", r.sha256]);
   if (r.storedStreamSha256) head.push(["stream sha256", `${r.storedStreamSha256} (stored in the footer)`]);
-  head.push([
-    "verified",
-    r.verified
-      ? "yes: every tensor digest and the stream digest"
-      : "metadata and index only (tensor data not read; use --full or ckpt verify)",
-  ]);
+  head.push(["verified", verifiedText(r)]);
   head.push(["step", String(m.step)]);
   if (m.epoch !== undefined) head.push(["epoch", String(m.epoch)]);
   if (m.createdAt !== undefined) head.push(["created", m.createdAt]);
@@ -176,14 +169,32 @@ function asText(r: Report): string {
     (groups.length ? ` (${groups.join("; ")})` : "") + "\n";
 }
 
-async function isUncompressedBinary(path: string): Promise<boolean> {
-  let head: Uint8Array;
+async function fromHeader(path: string): Promise<Report> {
+  let header;
   try {
-    head = await readHead(path, BINARY_MAGIC.byteLength);
+    header = await readSafetensorsHeader(path);
   } catch (e) {
-    throw new FileError(`Cannot read ${JSON.stringify(path)}: ${osReason(e)}`, { cause: e });
+    throw readError(path, e);
   }
-  return head.byteLength === BINARY_MAGIC.byteLength && head.every((b, i) => b === BINARY_MAGIC[i]);
+  return {
+    source: path,
+    codec: "safetensors",
+    compression: "none",
+    bytes: header.fileBytes,
+    sha256: undefined,
+    storedStreamSha256: undefined,
+    verified: false,
+    read: "header",
+    metadata: header.metadata,
+    tensors: header.tensors.map((e) => ({
+      name: e.name,
+      group: e.group,
+      dtype: e.dtype,
+      shape: e.shape,
+      elements: e.byteLength / DTYPES[e.dtype].bytes,
+      bytes: e.byteLength,
+    })),
+  };
 }
 
 async function fromIndex(path: string): Promise<Report> {
@@ -201,6 +212,7 @@ async function fromIndex(path: string): Promise<Report> {
     sha256: undefined,
     storedStreamSha256: index.streamSha256,
     verified: false,
+    read: "index",
     metadata: index.metadata,
     tensors: index.tensors.map((e) => {
       const elements = e.shape.reduce((a, b) => a * b, 1);
@@ -242,7 +254,8 @@ async function fromStream(spec: string, io: CliIO, stats: boolean): Promise<Repo
     bytes: ckpt.bytes(),
     sha256: ckpt.sha256(),
     storedStreamSha256: undefined,
-    verified: true,
+    verified: hasDigests(ckpt.codec),
+    read: "stream",
     metadata: ckpt.metadata,
     tensors,
   };
@@ -251,8 +264,12 @@ async function fromStream(spec: string, io: CliIO, stats: boolean): Promise<Repo
 async function run(values: Values, positionals: string[], io: CliIO): Promise<number> {
   const spec = positionals[0]!;
   const stats = values.stats === true;
-  const quick = spec !== "-" && !stats && values.full !== true && await isUncompressedBinary(spec);
-  const report = quick ? await fromIndex(spec) : await fromStream(spec, io, stats);
+  const quick = spec !== "-" && !stats && values.full !== true ? await indexedKind(spec) : undefined;
+  const report = quick === "index"
+    ? await fromIndex(spec)
+    : quick === "header"
+    ? await fromHeader(spec)
+    : await fromStream(spec, io, stats);
   await write(io.stdout, values.json ? asJson(report) : asText(report));
   return EXIT.ok;
 }
@@ -286,12 +303,14 @@ export const inspectCommand: Command = {
 Prints a checkpoint's metadata, then a table of its tensors (name, group, dtype, shape,
 elements, bytes), totals per group with human sizes, the codec, the compression and the digest.
 
-An uncompressed binary file is read through its trailing index: the metadata and the tensor
-table come without reading tensor data, at any file size. The tensor data is then neither read
-nor verified, and the SHA-256 of the file is not computed (the stream digest stored in the
-footer is shown). Any other input (gzip, JSON, standard input), and any input with --stats or
---full, is streamed: records are decoded and verified one at a time in constant memory, and the
-SHA-256 of the input bytes (what sha256sum prints) is computed on the way.
+An uncompressed binary file is read through its trailing index (a .safetensors file through
+its header): the metadata and the tensor table come without reading tensor data, at any file
+size. The tensor data is then neither read nor verified, and the SHA-256 of the file is not
+computed (a binary file's stream digest stored in the footer is shown). Any other input (gzip,
+JSON, standard input), and any input with --stats or --full, is streamed: records are decoded
+and verified one at a time in constant memory, and the SHA-256 of the input bytes (what
+sha256sum prints) is computed on the way. Safetensors files hold no digests: their structure
+is checked, nothing more.
 
 --stats adds min, max and mean (NaN ignored) and the number of NaN elements per tensor.
 --json prints one JSON document instead of the text (NaN and Infinity as strings, 64-bit

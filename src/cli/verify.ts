@@ -5,8 +5,10 @@
  * @module
  */
 import type { Command, Values } from "./_command.ts";
-import { BadCheckpointError, type CliIO, EXIT, FileError, humanBytes, UsageError, write } from "./_io.ts";
-import { openCheckpoint } from "./_source.ts";
+import { basename } from "node:path";
+import { readSha256Sidecar } from "../interop/sidecar.ts";
+import { BadCheckpointError, type CliIO, EXIT, FileError, humanBytes, osReason, UsageError, write } from "./_io.ts";
+import { hasDigests, openCheckpoint } from "./_source.ts";
 
 /** What verifying one input found. */
 interface Outcome {
@@ -18,7 +20,20 @@ interface Outcome {
   tensors?: number;
   bytes?: number;
   sha256?: string;
+  /** What vouches for the data: record digests, a `.sha256` sidecar, the --sha256 option, or nothing but structure. */
+  checked?: string[];
   error?: string;
+}
+
+/** The digest a `FILE.sha256` sidecar gives for FILE, or undefined when there is no sidecar. */
+async function sidecarDigest(path: string): Promise<string | undefined> {
+  try {
+    return await readSha256Sidecar(path);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return undefined;
+    if (e instanceof SyntaxError) throw new BadCheckpointError(e.message);
+    throw new FileError(`Cannot read ${JSON.stringify(`${path}.sha256`)}: ${osReason(e)}`, { cause: e });
+  }
 }
 
 async function verifyOne(spec: string, io: CliIO, expected: string | undefined): Promise<Outcome> {
@@ -30,8 +45,20 @@ async function verifyOne(spec: string, io: CliIO, expected: string | undefined):
     await ckpt.close();
   }
   const sha256 = ckpt.sha256()!;
-  if (expected !== undefined && sha256 !== expected) {
-    throw new BadCheckpointError(`${ckpt.label}: file sha256 is ${sha256}, expected ${expected}`);
+  const checked: string[] = [];
+  if (hasDigests(ckpt.codec)) checked.push("record digests");
+  if (expected !== undefined) {
+    if (sha256 !== expected) {
+      throw new BadCheckpointError(`${ckpt.label}: file sha256 is ${sha256}, expected ${expected}`);
+    }
+    checked.push("--sha256");
+  }
+  const sidecar = ckpt.path === undefined ? undefined : await sidecarDigest(ckpt.path);
+  if (sidecar !== undefined) {
+    if (sidecar !== sha256) {
+      throw new BadCheckpointError(`${ckpt.label}: file sha256 is ${sha256}, but ${ckpt.label}.sha256 says ${sidecar}`);
+    }
+    checked.push(`${basename(ckpt.path!)}.sha256`);
   }
   return {
     source: ckpt.label,
@@ -42,7 +69,20 @@ async function verifyOne(spec: string, io: CliIO, expected: string | undefined):
     tensors,
     bytes: ckpt.bytes(),
     sha256,
+    checked,
   };
+}
+
+function okLine(o: Outcome): string {
+  const codec = `${o.codec}${o.compression === "gzip" ? "+gzip" : ""}`;
+  const tensors = `${o.tensors} tensor${o.tensors === 1 ? "" : "s"}`;
+  const extra = o.checked!.filter((c) => c !== "record digests");
+  const note = o.checked!.length === 0
+    ? ` (${o.codec} has no digests: structure checked only)`
+    : extra.length > 0
+    ? ` (matches ${extra.join(" and ")})`
+    : "";
+  return `ok ${o.source}: ${codec}, step ${o.step}, ${tensors}, ${humanBytes(o.bytes!)}, sha256 ${o.sha256}${note}\n`;
 }
 
 async function run(values: Values, positionals: string[], io: CliIO): Promise<number> {
@@ -72,16 +112,7 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
       continue;
     }
     if (values.json) await write(io.stdout, JSON.stringify(outcome) + "\n");
-    else if (!values.quiet) {
-      await write(
-        io.stdout,
-        `ok ${outcome.source}: ${outcome.codec}${
-          outcome.compression === "gzip" ? "+gzip" : ""
-        }, step ${outcome.step}, ${outcome.tensors} tensor${outcome.tensors === 1 ? "" : "s"}, ${
-          humanBytes(outcome.bytes!)
-        }, sha256 ${outcome.sha256}\n`,
-      );
-    }
+    else if (!values.quiet) await write(io.stdout, okLine(outcome));
   }
   return code;
 }
@@ -110,11 +141,13 @@ export const verifyCommand: Command = {
   synopsis: "[options] FILE|- [FILE...]",
   description: `
 Reads each checkpoint through, in constant memory, and checks every record's SHA-256 and the
-whole-stream SHA-256 (and, with --sha256, the digest of the file's bytes, such as the one
-saveCheckpoint returned or a manager lists). Codec and gzip are recognised from the bytes.
+whole-stream SHA-256. Codec and gzip are recognised from the bytes. The SHA-256 of the file's
+bytes is also checked against --sha256 when given (the digest saveCheckpoint returned or a
+manager lists) and against a sha256sum sidecar FILE.sha256 when one exists. A .safetensors file
+holds no digests of its own: its structure is checked, and its sidecar if it has one.
 
 For each intact checkpoint one line goes to standard output:
-  ok FILE: CODEC, step N, T tensors, SIZE, sha256 HEX
+  ok FILE: CODEC, step N, T tensors, SIZE, sha256 HEX [(matches FILE.sha256)]
 For each damaged or unreadable one, one line goes to standard error, naming the first bad
 tensor (or what else is wrong) and its byte offset. Every file is checked even after a failure;
 the exit code is that of the first failure.`,

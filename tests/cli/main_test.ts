@@ -48,7 +48,11 @@ Deno.test("ckpt reports each usage error as one line with exit code 2", async ()
   assertOneLineError(await ckpt(["inspect"]), 2, /^ckpt inspect: missing argument: expected FILE\|-/);
   assertOneLineError(await ckpt(["inspect", a, a]), 2, /unexpected argument/);
   assertOneLineError(await ckpt(["diff", a]), 2, /^ckpt diff: missing argument/);
-  assertOneLineError(await ckpt(["convert", a, "x", "--codec", "xml"]), 2, /--codec must be binary or json, got "xml"/);
+  assertOneLineError(
+    await ckpt(["convert", a, "x", "--codec", "xml"]),
+    2,
+    /--codec must be binary, json or safetensors, got "xml"/,
+  );
   assertOneLineError(await ckpt(["convert", a, "x", "--codec"]), 2, /argument missing/);
   assertOneLineError(await ckpt(["diff", a, a, "--tolerance", "abc"]), 2, /--tolerance must be a non-negative number/);
   assertOneLineError(await ckpt(["diff", "-", "-"]), 2, /only one of A and B can be standard input/);

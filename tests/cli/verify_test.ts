@@ -107,6 +107,7 @@ Deno.test("verify -q prints nothing and --json prints one object per checkpoint"
     tensors: 4,
     bytes,
     sha256,
+    checked: ["record digests"],
   });
   assert.equal(failed.ok, false);
   assert.match(failed.error, /Checksum mismatch for tensor "dense\/kernel"/);
