@@ -158,8 +158,9 @@ export const TRAINING_PRESET: Readonly<CheckpointManagerOptions> = Object.freeze
 });
 
 /**
- * The inference preset: parameters only (group `"params"`; optimizer state and other groups left
- * out), gzip-compressed, verified on load.
+ * The inference preset: what a model needs to run — parameters and buffers (groups `"params"` and
+ * `"buffers"`, such as batch-norm moving statistics; optimizer state and other groups left out),
+ * gzip-compressed, verified on load.
  *
  * @example
  * ```ts
@@ -182,6 +183,6 @@ export const TRAINING_PRESET: Readonly<CheckpointManagerOptions> = Object.freeze
 export const INFERENCE_PRESET: Readonly<CheckpointManagerOptions> = Object.freeze({
   codec: "binary",
   compression: "gzip",
-  groups: Object.freeze(["params"]),
+  groups: Object.freeze(["params", "buffers"]),
   verify: true,
 });
