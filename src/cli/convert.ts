@@ -116,7 +116,7 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
  */
 export const convertCommand: Command = {
   name: "convert",
-  summary: "re-encode a checkpoint (binary or JSON, gzip or not), file or pipe",
+  summary: "re-encode a checkpoint (binary, JSON or safetensors, gzip or not), file or pipe",
   synopsis: "[options] IN|- OUT|-",
   description: `
 Decodes IN record by record (verifying each tensor's digest) and encodes it again with the
