@@ -43,6 +43,7 @@ export { type DecodeLimits, DEFAULT_LIMITS } from "./src/limits.ts";
 export { type CheckpointEncoder, type Codec, DETECT_BYTES } from "./src/codec.ts";
 export { binaryCodec } from "./src/codecs/binary.ts";
 export { jsonCodec } from "./src/codecs/json.ts";
+export { type IndexEntry } from "./src/codecs/binary.ts";
 export { type CheckpointIndex, readCheckpointIndex } from "./src/codecs/binary_file.ts";
 export { type CodecName, type Compression, encodeCheckpoint, type EncodeOptions } from "./src/encode.ts";
 export {
@@ -54,4 +55,30 @@ export {
 } from "./src/decode.ts";
 export { type CheckpointTarget, saveCheckpoint, type SaveOptions, type SaveResult } from "./src/save.ts";
 export { loadCheckpoint, type LoadOptions } from "./src/load.ts";
-export { DTYPES, validateTensor } from "./src/dtype.ts";
+export { type DTypeInfo, DTYPES, type TypedArrayConstructor, validateTensor } from "./src/dtype.ts";
+export {
+  type BestPolicy,
+  type CheckpointEntry,
+  CheckpointManager,
+  type CheckpointManagerOptions,
+  type CheckpointWriter,
+  DEFAULT_FILENAME,
+  DEFAULT_MAX_TO_KEEP,
+  DirectoryLockedError,
+  INFERENCE_PRESET,
+  type KeepReason,
+  type ListedCheckpoint,
+  type TensorSummary,
+  TRAINING_PRESET,
+} from "./src/manager/mod.ts";
+export {
+  createSafetensorsCodec,
+  readSafetensorsHeader,
+  readSafetensorsTensors,
+  safetensorsCodec,
+  type SafetensorsCodecOptions,
+  type SafetensorsEntry,
+  type SafetensorsHeader,
+  type SafetensorsTensorDescriptor,
+} from "./src/interop/safetensors.ts";
+export { readSha256Sidecar, type SidecarOptions, writeSha256Sidecar } from "./src/interop/sidecar.ts";

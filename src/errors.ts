@@ -29,6 +29,8 @@ export class ChecksumMismatchError extends Error {
   readonly subject: string;
 
   /**
+   * Builds the error and its message from what was checked and the two digests.
+   *
    * @param subject What was checked, such as `tensor "dense/kernel"`.
    * @param expected The stored digest, hex.
    * @param actual The computed digest, hex.
