@@ -75,7 +75,8 @@ function crashingWorker(step: number): URL {
 
 Deno.test("BackgroundWriter round trips every dtype bit for bit through the worker, same bytes as an inline save", async () => {
   const dir = await Deno.makeTempDir();
-  await using writer = new BackgroundWriter();
+  const returned: TensorInput[][] = [];
+  await using writer = new BackgroundWriter({ onReturn: (t) => returned.push(t) });
   try {
     for (const codec of ["binary", "json"] as const) {
       for (const compression of ["none", "gzip"] as const) {
@@ -92,6 +93,9 @@ Deno.test("BackgroundWriter round trips every dtype bit for bit through the work
         const back = await loadCheckpoint(background, { sha256: result.sha256 });
         assert.deepEqual(back.metadata, metadata);
         assertSameTensors(back.tensors, sampleTensors());
+        // The buffers come back untouched by the encoder, gzip and the file sink.
+        const given = sampleTensors();
+        returned.pop()!.forEach((t, i) => assert.deepEqual(bytes(t.data), bytes(given[i]!.data)));
       }
     }
   } finally {
@@ -453,7 +457,7 @@ Deno.test("BackgroundWriter close waits for saves in flight, then refuses new on
   }
 });
 
-Deno.test("BackgroundWriter fails the save a crashed worker held, with a clear error, and the next save gets a fresh worker", async () => {
+Deno.test("BackgroundWriter fails every save a crashed worker held, with a clear error, and the next save gets a fresh worker", async () => {
   const dir = await Deno.makeTempDir();
   const returned: TensorInput[][] = [];
   const writer = new BackgroundWriter(
@@ -461,15 +465,18 @@ Deno.test("BackgroundWriter fails the save a crashed worker held, with a clear e
   );
   try {
     const tensors: TensorInput[] = [{ name: "w", dtype: "int8", shape: [1], data: new Int8Array([1]) }];
+    const crashed = writer.save(`${dir}/a.ckpt`, { metadata: { step: 13 }, tensors });
+    const queuedBehind = writer.save(`${dir}/q.ckpt`, { metadata: { step: 14 }, tensors: [] });
     await assert.rejects(
-      writer.save(`${dir}/a.ckpt`, { metadata: { step: 13 }, tensors }),
+      crashed,
       /Cannot save checkpoint \(step 13\) to ".*a\.ckpt": the background worker crashed: .*boom at step 13/,
     );
+    await assert.rejects(queuedBehind, /Cannot save checkpoint \(step 14\) .*the background worker crashed/);
     assert.equal(returned.length, 0, "the buffers went down with the worker");
     assert.ok(!(await exists(`${dir}/a.ckpt`)));
 
-    await writer.save(`${dir}/b.ckpt`, { metadata: { step: 14 }, tensors: [] });
-    assert.equal((await loadCheckpoint(`${dir}/b.ckpt`)).metadata.step, 14);
+    await writer.save(`${dir}/b.ckpt`, { metadata: { step: 15 }, tensors: [] });
+    assert.equal((await loadCheckpoint(`${dir}/b.ckpt`)).metadata.step, 15);
   } finally {
     await writer.close();
     await Deno.remove(dir, { recursive: true });
