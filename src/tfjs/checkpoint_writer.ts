@@ -12,7 +12,7 @@ import {
 } from "../background_writer.ts";
 import type { SaveOptions, SaveResult } from "../save.ts";
 import type { Checkpoint, CheckpointInput } from "../types.ts";
-import type { CheckpointEntry, CheckpointManager } from "../manager/mod.ts";
+import type { CheckpointEntry } from "../manager/mod.ts";
 import { SavePromise } from "../_background_protocol.ts";
 import { beginSnapshot, type SnapshotOptions } from "./snapshot.ts";
 import { StagingPool } from "./staging_pool.ts";
@@ -54,8 +54,17 @@ interface Failure {
   promise: SavePromise<unknown>;
 }
 
-/** What `save()` needs of a `CheckpointManager`: its `save(checkpoint)`. */
-type ManagerLike = Pick<CheckpointManager, "save">;
+/** What {@linkcode CheckpointWriter.save} needs of a `CheckpointManager`: its `save(checkpoint)`. */
+export interface ManagerLike {
+  /** Commits a checkpoint and resolves with its entry. */
+  save(checkpoint: CheckpointInput): Promise<CheckpointEntry>;
+}
+
+/** What a `CheckpointManager` takes as its `writer` option: an atomic file writer. */
+export interface FileWriter {
+  /** Writes `checkpoint` to `path` atomically; resolves with the bytes written and their SHA-256. */
+  save(path: string, checkpoint: CheckpointInput, options: SaveOptions): Promise<SaveResult>;
+}
 
 function isManager(target: unknown): target is ManagerLike {
   return typeof target === "object" && target !== null && !(target instanceof URL) &&
@@ -143,7 +152,11 @@ export class CheckpointWriter implements AsyncDisposable {
   #closed = false;
   #closing: Promise<void> | undefined;
 
-  /** @param options See {@linkcode CheckpointWriterOptions}. */
+  /**
+   * Makes a writer; its worker starts with the first save.
+   *
+   * @param options See {@linkcode CheckpointWriterOptions}.
+   */
   constructor(options: CheckpointWriterOptions = {}) {
     if (typeof options !== "object" || options === null) throw new TypeError("Invalid options: expected an object");
     const staging = options.staging ?? new StagingPool();
@@ -165,8 +178,8 @@ export class CheckpointWriter implements AsyncDisposable {
    * The background writer behind this one, shaped as a `CheckpointManager`'s `writer` option:
    * open a manager with it to have the manager's files written in the worker.
    */
-  get fileWriter(): BackgroundWriter {
-    return this.#writer;
+  get fileWriter(): FileWriter {
+    return this.#writer as FileWriter;
   }
 
   /** The staging pool snapshots are copied into (its `allocations` shows how often it grew). */
@@ -199,6 +212,15 @@ export class CheckpointWriter implements AsyncDisposable {
    * @returns For a path, the bytes written and their SHA-256; for a manager, the committed entry.
    */
   save(target: ManagerLike, state: Omit<SnapshotOptions, "staging">): Promise<CheckpointEntry>;
+  /**
+   * Snapshots `state` now and writes it to the file `target` in the background, atomically.
+   * See the overload above for the details.
+   *
+   * @param target A path or a `file:` URL.
+   * @param state The model, optimizer, step and metadata, as for {@linkcode snapshot}.
+   * @param options Codec (by name), compression and sync, over the writer's `saveOptions`.
+   * @returns The bytes written and their SHA-256.
+   */
   save(target: string | URL, state: Omit<SnapshotOptions, "staging">, options?: SaveOptions): Promise<SaveResult>;
   save(
     target: string | URL | ManagerLike,

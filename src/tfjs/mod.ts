@@ -39,7 +39,23 @@
  *
  * @module
  */
-export type { Checkpoint } from "../types.ts";
+export type {
+  Checkpoint,
+  CheckpointInput,
+  DType,
+  JsonValue,
+  Metadata,
+  Tensor,
+  TensorData,
+  TensorInput,
+} from "../types.ts";
+export type { SaveOptions, SaveResult } from "../save.ts";
+export type { CodecName, Compression, EncodeOptions } from "../encode.ts";
+export type { WhenBusy } from "../background_writer.ts";
+export type { CheckpointEncoder, Codec } from "../codec.ts";
+export type { CheckpointRecord } from "../types.ts";
+export type { DecodeLimits } from "../limits.ts";
+export type { CheckpointEntry } from "../manager/mod.ts";
 export { beginSnapshot, snapshot, type SnapshotOptions } from "./snapshot.ts";
 export { DEFAULT_MAX_FREE, StagingPool, type StagingPoolOptions } from "./staging_pool.ts";
 export {
@@ -50,5 +66,10 @@ export {
   type RestoreReport,
   type TensorSpec,
 } from "./restore.ts";
-export { CheckpointWriter, type CheckpointWriterOptions } from "./checkpoint_writer.ts";
+export {
+  CheckpointWriter,
+  type CheckpointWriterOptions,
+  type FileWriter,
+  type ManagerLike,
+} from "./checkpoint_writer.ts";
 export type { TfModel } from "./_slots.ts";

@@ -94,7 +94,11 @@ export class CheckpointMismatchError extends Error {
   /** What was missing, unexpected or mismatched. */
   readonly report: RestoreReport;
 
-  /** @param report The report of the refused restore. */
+  /**
+   * Makes the error from the report of a refused restore.
+   *
+   * @param report The report of the refused restore.
+   */
   constructor(report: RestoreReport) {
     const parts: string[] = [];
     if (report.missing.length) parts.push(`${report.missing.length} missing (${formatNames(report.missing)})`);

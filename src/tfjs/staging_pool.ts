@@ -55,7 +55,11 @@ export class StagingPool {
   #allocations = 0;
   #allocatedBytes = 0;
 
-  /** @param options How many free buffers to keep. */
+  /**
+   * Makes an empty pool.
+   *
+   * @param options How many free buffers to keep.
+   */
   constructor(options: StagingPoolOptions = {}) {
     const maxFree = options.maxFree ?? DEFAULT_MAX_FREE;
     if (!Number.isSafeInteger(maxFree) || maxFree < 0) {
