@@ -55,6 +55,15 @@ export {
 } from "./src/decode.ts";
 export { type CheckpointTarget, saveCheckpoint, type SaveOptions, type SaveResult } from "./src/save.ts";
 export { loadCheckpoint, type LoadOptions } from "./src/load.ts";
+export {
+  type BackgroundCheckpoint,
+  BackgroundWriter,
+  type BackgroundWriterOptions,
+  DEFAULT_IDLE_TIMEOUT,
+  DEFAULT_WHEN_BUSY,
+  SupersededError,
+  type WhenBusy,
+} from "./src/background_writer.ts";
 export { type DTypeInfo, DTYPES, type TypedArrayConstructor, validateTensor } from "./src/dtype.ts";
 export {
   type BestPolicy,
