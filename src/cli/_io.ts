@@ -75,14 +75,33 @@ export class BadCheckpointError extends Error {
 
 const utf8 = new TextEncoder();
 
-/** Writes text to a stream without keeping it locked. */
-export async function write(stream: WritableStream<Uint8Array>, text: string): Promise<void> {
-  const w = stream.getWriter();
-  try {
-    await w.write(utf8.encode(text));
-  } finally {
-    w.releaseLock();
-  }
+const queues = new WeakMap<WritableStream<Uint8Array>, Promise<void>>();
+
+/**
+ * Writes text to a stream without keeping it locked. Writes to one stream are queued, so a
+ * progress line and an error line never race for the writer.
+ */
+export function write(stream: WritableStream<Uint8Array>, text: string): Promise<void> {
+  const next = (queues.get(stream) ?? Promise.resolve()).catch(() => {}).then(async () => {
+    const w = stream.getWriter();
+    try {
+      await w.write(utf8.encode(text));
+    } finally {
+      w.releaseLock();
+    }
+  });
+  queues.set(stream, next);
+  return next;
+}
+
+/**
+ * Text from a checkpoint (a tensor name, a metric, a message quoting them) made safe for a
+ * terminal: control characters, which could move the cursor or recolour the screen, are shown
+ * as `\u{..}` escapes. Newlines and tabs go too, so a table row stays one line.
+ */
+export function safeText(text: string): string {
+  // deno-lint-ignore no-control-regex
+  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u{${c.charCodeAt(0).toString(16)}}`);
 }
 
 /** What an OS error says, without Deno's `: open '/path'` tail (the CLI names the path itself). */
@@ -285,8 +304,12 @@ export function shapeText(shape: readonly number[]): string {
   return `[${shape.join(", ")}]`;
 }
 
-/** Lays out rows as left-aligned columns (right-aligned where `right[i]`), two spaces apart. */
-export function table(rows: readonly (readonly string[])[], right: readonly boolean[] = []): string {
+/**
+ * Lays out rows as left-aligned columns (right-aligned where `right[i]`), two spaces apart, each
+ * cell passed through {@linkcode safeText}.
+ */
+export function table(unsafe: readonly (readonly string[])[], right: readonly boolean[] = []): string {
+  const rows = unsafe.map((row) => row.map(safeText));
   const widths: number[] = [];
   for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
   return rows.map((row) =>

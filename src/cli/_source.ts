@@ -80,15 +80,19 @@ export function readError(label: string, e: unknown): unknown {
 
 /**
  * Opens a checkpoint (a path, or `-` for standard input) and decodes its metadata. Progress is
- * drawn on standard error when it is a terminal.
+ * drawn on standard error when it is a terminal (unless `progress` is false).
  */
 export async function openCheckpoint(
   spec: string,
   io: CliIO,
-  options: { hash?: boolean } = {},
+  options: { hash?: boolean; progress?: boolean } = {},
 ): Promise<OpenCheckpoint> {
   const input = await openInput(spec, io);
-  const progress = new Progress(io, `reading ${input.label}`, input.size);
+  const progress = new Progress(
+    options.progress ?? true ? io : { ...io, stderrIsTerminal: false },
+    `reading ${input.label}`,
+    input.size,
+  );
   const metered = meter(input.stream, progress, options);
   let reader: ReadableStreamDefaultReader<CheckpointRecord> | undefined;
   let closed = false;

@@ -175,7 +175,8 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
   const A = await openCheckpoint(a, io);
   let metaRows: string[][];
   try {
-    const B = await openCheckpoint(b, io);
+    // One progress line: A's (B is read in step with it).
+    const B = await openCheckpoint(b, io, { progress: false });
     try {
       metaRows = metadataChanges(A.metadata, B.metadata);
       const ta = A.tensors();

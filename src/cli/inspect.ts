@@ -7,7 +7,7 @@
 import { type Compression, DTYPES, type Metadata, readCheckpointIndex } from "../../mod.ts";
 import { readSafetensorsHeader } from "../interop/safetensors.ts";
 import type { Command, Values } from "./_command.ts";
-import { type CliIO, EXIT, humanBytes, jsonNumber, numberText, shapeText, table, write } from "./_io.ts";
+import { type CliIO, EXIT, humanBytes, jsonNumber, numberText, safeText, shapeText, table, write } from "./_io.ts";
 import { hasDigests, indexedKind, openCheckpoint, readError } from "./_source.ts";
 import { type TensorStats, tensorStats } from "./_stats.ts";
 
@@ -161,7 +161,7 @@ function asText(r: Report): string {
   }
   const t = totals(r.tensors);
   const groups = [...t.groups].map(([g, v]) =>
-    `${g}: ${v.tensors} tensor${v.tensors === 1 ? "" : "s"}, ${humanBytes(v.bytes)}`
+    `${safeText(g)}: ${v.tensors} tensor${v.tensors === 1 ? "" : "s"}, ${humanBytes(v.bytes)}`
   );
   const right = [false, false, false, false, true, true, true, true, true, true];
   return table(head) + "\n" + table(rows, right) + "\n" +

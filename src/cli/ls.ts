@@ -18,6 +18,7 @@ import {
   jsonNumber,
   numberText,
   osReason,
+  safeText,
   table,
   UsageError,
   write,
@@ -154,7 +155,8 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
   await write(io.stdout, values.json ? asJson(entries) : asText(entries, values.best !== undefined));
   const bad = entries.filter((e) => e.status !== "ok");
   for (const e of bad) {
-    await write(io.stderr, `ckpt ls: step ${e.step} is ${e.status}: ${(e.problem ?? "").replace(/\s*\n\s*/g, " ")}\n`);
+    const problem = safeText((e.problem ?? "").replace(/\s*\n\s*/g, " "));
+    await write(io.stderr, `ckpt ls: step ${e.step} is ${e.status}: ${problem}\n`);
   }
   return bad.length > 0 ? EXIT.bad : EXIT.ok;
 }

@@ -38,6 +38,7 @@ import {
   isOsError,
   osReason,
   processIO,
+  safeText,
   UsageError,
   write,
 } from "./_io.ts";
@@ -115,7 +116,7 @@ function exitCodeOf(e: unknown): number {
 
 function messageOf(e: unknown, code: number, command: string | undefined): string {
   const raw = e instanceof Error ? e.message : String(e);
-  let message = raw.replace(/\s*\n\s*/g, " ").trim();
+  let message = safeText(raw.replace(/\s*\n\s*/g, " ").trim());
   if (code === EXIT.io && !(e instanceof FileError)) message = osReason(e);
   if (code === EXIT.usage) message += ` (see ckpt${command ? ` ${command}` : ""} --help)`;
   if (code === EXIT.internal) message = `internal error: ${message} (rerun with --debug for a stack trace)`;

@@ -7,7 +7,17 @@
 import type { Command, Values } from "./_command.ts";
 import { basename } from "node:path";
 import { readSha256Sidecar } from "../interop/sidecar.ts";
-import { BadCheckpointError, type CliIO, EXIT, FileError, humanBytes, osReason, UsageError, write } from "./_io.ts";
+import {
+  BadCheckpointError,
+  type CliIO,
+  EXIT,
+  FileError,
+  humanBytes,
+  osReason,
+  safeText,
+  UsageError,
+  write,
+} from "./_io.ts";
 import { hasDigests, openCheckpoint } from "./_source.ts";
 
 /** What verifying one input found. */
@@ -102,7 +112,7 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
       if (!(e instanceof FileError || e instanceof BadCheckpointError)) throw e;
       const failed = e instanceof FileError ? EXIT.io : EXIT.bad;
       if (code === EXIT.ok) code = failed;
-      await write(io.stderr, `ckpt verify: ${e.message.replace(/\s*\n\s*/g, " ")}\n`);
+      await write(io.stderr, `ckpt verify: ${safeText(e.message.replace(/\s*\n\s*/g, " "))}\n`);
       if (values.json) {
         await write(
           io.stdout,

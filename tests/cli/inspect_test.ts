@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { saveCheckpoint } from "../../mod.ts";
 import { assertOneLineError, ckpt, tempDir, writeSample } from "./_run.ts";
 
 Deno.test("inspect prints metadata, the tensor table and totals per group from the index", async () => {
@@ -135,4 +136,26 @@ Deno.test("inspect rejects non-checkpoint, empty, truncated, missing and directo
     /Cannot read ".*missing\.ckpt": No such file/,
   );
   assertOneLineError(await ckpt(["inspect", t.dir]), 3, /Cannot read ".*": (it is a directory|Is a directory)/);
+});
+
+Deno.test("inspect shows control characters in names as escapes, so a checkpoint cannot drive the terminal", async () => {
+  await using t = await tempDir();
+  const a = `${t.dir}/evil.ckpt`;
+  await saveCheckpoint(a, {
+    metadata: { step: 1, metrics: { "\x1b[31mred": 1 } },
+    tensors: [{ name: "w\x1b[2J\nx", dtype: "uint8", shape: [1], data: new Uint8Array([1]), group: "g\x07" }],
+  });
+  const r = await ckpt(["inspect", a]);
+  assert.equal(r.code, 0, r.err);
+  assert.ok(!r.out.includes("\x1b") && !r.out.includes("\x07"), "no raw control characters on stdout");
+  assert.match(r.out, /^w\\u\{1b\}\[2J\\u\{a\}x\s+g\\u\{7\}\s+uint8/m);
+  assert.match(r.out, /^metric \\u\{1b\}\[31mred\s+1$/m);
+  assert.match(r.out, /\(g\\u\{7\}: 1 tensor, 1 B\)$/m);
+  const bytes = await Deno.readFile(a);
+  bytes[bytes.length - 100]! ^= 1;
+  await Deno.writeFile(a, bytes);
+  const bad = await ckpt(["verify", a]);
+  assert.equal(bad.code, 4);
+  assert.ok(!bad.err.includes("\x1b") && !bad.err.includes("\x07"), "no raw control characters on stderr");
+  assert.match(bad.err, /^ckpt verify: [^\n]*\n$/);
 });
