@@ -67,8 +67,8 @@ export class FileError extends Error {
 
 /** A checkpoint that is not what it should be, found by the CLI itself: exit code 4. */
 export class BadCheckpointError extends Error {
-  constructor(message: string) {
-    super(message);
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
     this.name = "BadCheckpointError";
   }
 }

@@ -71,9 +71,7 @@ export function readError(label: string, e: unknown): unknown {
   if (e instanceof FileError || e instanceof UsageError || e instanceof BadCheckpointError) return e;
   if (isOsError(e)) return new FileError(`Cannot read ${JSON.stringify(label)}: ${osReason(e)}`, { cause: e });
   if (e instanceof ChecksumMismatchError || e instanceof SyntaxError || e instanceof RangeError) {
-    const err = new BadCheckpointError(`${label}: ${(e as Error).message}`);
-    err.cause = e;
-    return err;
+    return new BadCheckpointError(`${label}: ${(e as Error).message}`, { cause: e });
   }
   return e;
 }

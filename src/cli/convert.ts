@@ -12,7 +12,7 @@ import {
   type SafetensorsTensorDescriptor,
 } from "../interop/safetensors.ts";
 import { choiceOption, type Command, type Values } from "./_command.ts";
-import { type CliIO, EXIT, FileError, isOsError, osReason, UsageError } from "./_io.ts";
+import { BadCheckpointError, type CliIO, EXIT, FileError, isOsError, osReason, UsageError } from "./_io.ts";
 import { indexedKind, openCheckpoint, readError } from "./_source.ts";
 
 async function checkTarget(path: string): Promise<void> {
@@ -85,6 +85,10 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
         throw new FileError(`Cannot write ${to === "-" ? "standard output" : JSON.stringify(to)}: ${osReason(e)}`, {
           cause: e,
         });
+      }
+      // What the input holds but the output codec cannot express (metadata safetensors refuses).
+      if (e instanceof TypeError && /^(Invalid|Cannot encode)/.test(e.message)) {
+        throw new BadCheckpointError(`${ckpt.label} cannot be written as ${name}: ${e.message}`, { cause: e });
       }
       throw e;
     }

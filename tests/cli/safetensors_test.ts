@@ -3,6 +3,7 @@
 // ways without changing a bit, compared with diff.
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
+import { saveCheckpoint } from "../../mod.ts";
 import { readSafetensorsHeader } from "../../src/interop/safetensors.ts";
 import { assertOneLineError, ckpt, pipeline, tempDir, writeSample } from "./_run.ts";
 
@@ -102,4 +103,17 @@ Deno.test("diff compares a binary checkpoint with its safetensors copy", async (
   const r = await ckpt(["diff", `${t.dir}/a.ckpt`, `${t.dir}/a.safetensors`]);
   assert.deepEqual([r.code, r.err], [0, ""]);
   assert.match(r.out, /4 common tensors: 4 identical/);
+});
+
+Deno.test("convert says which metadata safetensors cannot hold, exits 4 and writes nothing", async () => {
+  await using t = await tempDir();
+  const a = `${t.dir}/a.ckpt`;
+  await saveCheckpoint(a, { metadata: { step: 1, custom: { "safetensors.__metadata__": 5 } }, tensors: [] });
+  const r = await ckpt(["convert", a, `${t.dir}/a.safetensors`, "-c", "safetensors"]);
+  assertOneLineError(
+    r,
+    4,
+    /a\.ckpt cannot be written as safetensors: Invalid metadata: custom\["safetensors\.__metadata__"\]/,
+  );
+  assert.deepEqual([...Deno.readDirSync(t.dir)].map((e) => e.name), ["a.ckpt"]);
 });
