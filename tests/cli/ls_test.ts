@@ -89,3 +89,24 @@ Deno.test("ls of an empty manager directory says so", async () => {
   const r = await ckpt(["ls", t.dir]);
   assert.deepEqual([r.code, r.out, r.err], [0, "no checkpoints\n", ""]);
 });
+
+Deno.test("ls shows incremental checkpoints with what they occupy on disk", async () => {
+  await using t = await tempDir();
+  {
+    await using m = await CheckpointManager.open(t.dir, { incremental: true });
+    const frozen = { name: "frozen", dtype: "float32" as const, shape: [256], data: new Float32Array(256).fill(1) };
+    for (const step of [1, 2]) {
+      await m.save({
+        metadata: { step },
+        tensors: [frozen, { name: "w", dtype: "float32", shape: [2], data: new Float32Array([step, 0]) }],
+      });
+    }
+  }
+  const r = await ckpt(["ls", "--json", t.dir]);
+  assert.equal(r.code, 0, r.err);
+  const listed = JSON.parse(r.out);
+  assert.deepEqual(listed.map((e: { kind: string }) => e.kind), ["incremental", "incremental"]);
+  assert.ok(listed[1].bytesWritten < listed[1].bytes, "the second save wrote only the changed tensor");
+  const text = await ckpt(["ls", t.dir]);
+  assert.match(text.out, /^\s*2\s+\S+\s+[\d.]+ K?B\s+incremental\s+2\s/m);
+});
