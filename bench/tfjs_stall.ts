@@ -123,4 +123,10 @@ for (const m of MODES.slice(1)) {
     } ms ${(l / copyLoop).toFixed(2).padStart(8)}x`,
   );
 }
+const noneWalls = walls.get("none")!;
+console.log(
+  `loop-cost noise: the "none" rounds alone spread over ${
+    ((Math.max(...noneWalls) - Math.min(...noneWalls)) / CHECKPOINTS).toFixed(2)
+  } ms per checkpoint; loop costs below that are noise`,
+);
 console.log(`staging buffers allocated by the writer: ${writer.staging.allocations}`);
