@@ -343,3 +343,12 @@ export function jsonNumber(v: number | bigint | null | undefined): number | stri
   if (Object.is(v, -0)) return "-0";
   return v;
 }
+
+/** The stack of an error and of each error it was caused by, for --debug. */
+export function stackTrace(e: unknown): string {
+  const parts: string[] = [];
+  for (let c: unknown = e, depth = 0; c instanceof Error && depth < 8; c = c.cause, depth++) {
+    parts.push(`${depth === 0 ? "" : "Caused by: "}${c.stack ?? `${c.name}: ${c.message}`}`);
+  }
+  return parts.length > 0 ? parts.join("\n") + "\n" : "";
+}

@@ -39,6 +39,7 @@ import {
   osReason,
   processIO,
   safeText,
+  stackTrace,
   UsageError,
   write,
 } from "./_io.ts";
@@ -189,7 +190,7 @@ export async function main(args: readonly string[], io: Partial<CliIO> = {}): Pr
     const code = exitCodeOf(e);
     if (code === EXIT.pipe) return code;
     const line = `ckpt${command ? ` ${command.name}` : ""}: ${messageOf(e, code, command?.name)}\n`;
-    const trace = debug && e instanceof Error && e.stack ? `${e.stack}\n` : "";
+    const trace = debug ? stackTrace(e) : "";
     try {
       await write(std.stderr, line + trace);
     } catch { /* nowhere left to report */ }

@@ -15,6 +15,7 @@ import {
   humanBytes,
   osReason,
   safeText,
+  stackTrace,
   UsageError,
   write,
 } from "./_io.ts";
@@ -112,7 +113,8 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
       if (!(e instanceof FileError || e instanceof BadCheckpointError)) throw e;
       const failed = e instanceof FileError ? EXIT.io : EXIT.bad;
       if (code === EXIT.ok) code = failed;
-      await write(io.stderr, `ckpt verify: ${safeText(e.message.replace(/\s*\n\s*/g, " "))}\n`);
+      const trace = values.debug ? stackTrace(e) : "";
+      await write(io.stderr, `ckpt verify: ${safeText(e.message.replace(/\s*\n\s*/g, " "))}\n${trace}`);
       if (values.json) {
         await write(
           io.stdout,

@@ -71,7 +71,11 @@ Deno.test("ckpt shows a stack trace only with --debug", async () => {
     assert.equal(debug.code, 4);
     assert.match(debug.err, /^ckpt inspect: [^\n]*unrecognised format[^\n]*\n/);
     assert.match(debug.err, /\n\s+at /, "a stack trace follows with --debug");
+    assert.match(debug.err, /\nCaused by: SyntaxError: Cannot decode checkpoint: unrecognised format/);
   }
+  const verify = await ckpt(["verify", "--debug", bad]);
+  assert.equal(verify.code, 4);
+  assert.match(verify.err, /^ckpt verify: [^\n]*unrecognised format[^\n]*\n[\s\S]*\n\s+at /);
 });
 
 Deno.test("main refuses to read a checkpoint from a terminal or write binary to one", async () => {
