@@ -235,13 +235,16 @@ async function main(args: string[]): Promise<number> {
   }
   await tf.ready();
 
-  if (config.fresh) await Deno.remove(config.dir, { recursive: true }).catch(() => {});
   const writer = new CheckpointWriter();
   const manager = await CheckpointManager.open(config.dir, {
     maxToKeep: config.keep,
     writer: writer.fileWriter,
     onWarning: (m) => console.error(`train: warning: ${m}`),
   });
+  if (config.fresh) {
+    // Only the manager's checkpoints go, never other files in --dir.
+    for (const entry of (await manager.list()).reverse()) await manager.delete(entry.step);
+  }
   const { model, optimizer } = buildModel(config);
   const data = spirals(config.seed);
   const xs = tf.tensor2d(data.x, [POINTS, 2]);
@@ -271,6 +274,7 @@ async function main(args: string[]): Promise<number> {
     }
     step = latest.metadata.step;
     say(`resumed from step ${step} (${manager.dir})`);
+    if (step > config.steps) say(`the directory is already past --steps ${config.steps}: nothing to train`);
   } else {
     say(`training from step 0 into ${manager.dir} (${config.backend}, ${config.optimizer})`);
   }
@@ -334,7 +338,7 @@ async function main(args: string[]): Promise<number> {
   const weights = await snapshot({ model, step });
   const { sha256 } = await saveCheckpoint(new WritableStream(), { ...weights, metadata: { step } });
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
-  say(`done: ${config.steps} steps (${seconds} s this run)`);
+  say(`done at step ${step} (${seconds} s this run)`);
   console.log(`final loss ${fmt(finalLoss)}  accuracy ${finalAccuracy.toFixed(4)}  weights sha256 ${sha256}`);
   tf.dispose([xs, ys, evalLoss!, evalAccuracy!]);
   model.dispose();
