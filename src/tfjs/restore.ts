@@ -67,6 +67,22 @@ export interface RestoreOptions {
    * @default {true}
    */
   strict?: boolean;
+  /**
+   * How to rebuild tfjs Adam's bias-correction powers (`beta1^t`, `beta2^t`), which Adam keeps
+   * outside `getWeights()` as running float32 products:
+   * - `"recompute"`: what tfjs's `setWeights()` does, `pow(beta, t + 1)`. It can differ from the
+   *   running product in the last bit, so the steps after a restore start about 1e-7 (relative)
+   *   away from an uninterrupted run, a gap that training can then widen.
+   * - `"replay"`: sets the counter to 0 and calls `applyGradients([])` t times (tfjs-core's
+   *   public API; with no gradients it only advances the counter and the powers), which redoes
+   *   tfjs's own running product: bit-exact on the cpu and wasm backends (not on webgpu, where
+   *   `pow(0.999, 1)` is not exactly 0.999), at about 70 µs per step of the counter on cpu.
+   *
+   * Other optimizers keep no such state, and ignore this.
+   *
+   * @default {"recompute"}
+   */
+  adamPowers?: "recompute" | "replay";
 }
 
 function formatNames(names: string[]): string {
@@ -127,6 +143,11 @@ function specOf(t: { shape: readonly number[]; dtype: string }): TensorSpec {
 function sameSpec(target: { shape: readonly number[]; dtype: string }, found: TensorInput): boolean {
   return target.dtype === found.dtype && target.shape.length === found.shape.length &&
     target.shape.every((d, i) => d === found.shape[i]);
+}
+
+/** Whether `optimizer` is tfjs-core's Adam (its serialization class name is "Adam"). */
+function isAdam(optimizer: Optimizer): boolean {
+  return typeof optimizer.getClassName === "function" && optimizer.getClassName() === "Adam";
 }
 
 function isVariable(t: Tensor): t is Variable {
@@ -239,10 +260,11 @@ async function planOptimizer(
  * `assign` (bypassing layer constraints, so the values are exactly the saved ones). Optimizer
  * state goes through the optimizer's public `setWeights()`, which rebuilds it in the order
  * tfjs uses. After a restore the next training steps match an uninterrupted run bit for bit
- * for SGD, momentum, RMSProp, Adagrad and Adadelta. For Adam they match to about 1e-7
- * relative: tfjs keeps `beta1^t` and `beta2^t` as running float32 products, which
- * `setWeights()` recomputes as `pow(beta, t + 1)`, so the bias corrections can differ in the
- * last bit.
+ * for SGD, momentum, RMSProp, Adagrad and Adadelta. For Adam they start about 1e-7 (relative)
+ * apart: tfjs keeps `beta1^t` and `beta2^t` as running float32 products, which `setWeights()`
+ * recomputes as `pow(beta, t + 1)`, so the bias corrections can differ in the last bit; pass
+ * `adamPowers: "replay"` to redo the running product and match bit for bit on cpu and wasm
+ * (see {@linkcode RestoreOptions.adamPowers}).
  *
  * Strict mode (the default) throws a {@linkcode CheckpointMismatchError} before changing
  * anything when the report is not clean. A checkpoint tensor whose data does not fit its own
@@ -274,6 +296,12 @@ export async function restore(checkpoint: CheckpointInput, options: RestoreOptio
   if (typeof options !== "object" || options === null) throw new TypeError("Cannot restore: options are required");
   const strict = options.strict ?? true;
   if (typeof strict !== "boolean") throw new TypeError("Cannot restore: strict must be a boolean");
+  const adamPowers = options.adamPowers ?? "recompute";
+  if (adamPowers !== "recompute" && adamPowers !== "replay") {
+    throw new TypeError(
+      `Cannot restore: adamPowers must be "recompute" or "replay", got ${JSON.stringify(adamPowers)}`,
+    );
+  }
   const { optimizer } = options;
   if (optimizer !== undefined && (typeof optimizer?.setWeights !== "function" || !optimizer.getWeights)) {
     throw new TypeError("Cannot restore: optimizer has no setWeights() method");
@@ -316,11 +344,19 @@ export async function restore(checkpoint: CheckpointInput, options: RestoreOptio
       name: w.name,
       tensor: toTensor(w.source),
     }));
+    const iterations = (optimizerPlan.weights[0]!.source.data as Int32Array)[0]!;
+    const replay = adamPowers === "replay" && isAdam(optimizer);
+    if (replay) {
+      named[0]!.tensor.dispose();
+      named[0]!.tensor = tensor(0, [], "int32");
+    }
     try {
       await optimizer.setWeights(named);
     } finally {
       for (const n of named) n.tensor.dispose();
     }
+    // With no gradients, Adam's applyGradients() only multiplies the powers by beta and counts.
+    if (replay) { for (let i = 0; i < iterations; i++) optimizer.applyGradients([]); }
     // setWeights replaces the state variables without disposing the old ones.
     const after = new Set((await optimizer.getWeights()).map((w) => w.tensor));
     for (const w of before) if (!after.has(w.tensor) && isVariable(w.tensor)) w.tensor.dispose();

@@ -148,3 +148,25 @@ Deno.test("train refuses to resume a directory trained with other settings, and 
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("train with adam, killed and resumed, ends exactly as an uninterrupted run (Adam's beta powers replayed)", async () => {
+  const flags = ["--steps", "120", "--every", "20", "--optimizer", "adam", "--lr", "0.005"];
+  const refDir = await Deno.makeTempDir({ prefix: "ckpt_train_adam_ref_" });
+  const dir = await Deno.makeTempDir({ prefix: "ckpt_train_adam_" });
+  try {
+    const reference = await runDemo(["--dir", refDir, ...flags]);
+    assert.equal(reference.code, 0, reference.lines.join("\n"));
+    const killed = await runDemo(["--dir", dir, ...flags], (line) => {
+      const step = stepOf(line, /^step +(\d+)\//);
+      return step !== undefined && step >= 60 ? "SIGKILL" : undefined;
+    });
+    assert.equal(killed.signal, "SIGKILL", killed.lines.join("\n"));
+    const resumed = await runDemo(["--dir", dir, ...flags]);
+    assert.equal(resumed.code, 0, resumed.lines.join("\n"));
+    assert.ok(resumed.lines.some((l) => /^resumed from step (40|60|80|100) /.test(l)), resumed.lines.join("\n"));
+    assert.equal(finalLine(resumed), finalLine(reference));
+  } finally {
+    await Deno.remove(refDir, { recursive: true });
+    await Deno.remove(dir, { recursive: true });
+  }
+});
