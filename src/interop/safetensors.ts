@@ -531,9 +531,10 @@ export function createSafetensorsCodec(options: SafetensorsCodecOptions = {}): C
     name: "safetensors",
     detect(head: Uint8Array): boolean {
       // The first 8 bytes are a little-endian length, so bytes 5 to 7 are zero for any header
-      // under 2^40 bytes; ckpt's binary and JSON formats (and text) have none there. The claim
-      // is deliberately loose so that malformed headers get the decoder's precise errors.
-      return head.byteLength > 0 && head.subarray(5, 8).every((b) => b === 0);
+      // under 2^40 bytes, and the header itself starts with "{"; ckpt's binary and JSON formats
+      // (and text) have neither. Past that the claim stays loose so that malformed headers get
+      // the decoder's precise errors; fewer than 9 bytes are not recognised at all.
+      return head.byteLength >= 9 && head.subarray(5, 8).every((b) => b === 0) && head[8] === 0x7b;
     },
     encoder(): CheckpointEncoder {
       return digestingEncoder(encoderBody(descriptors));

@@ -25,10 +25,22 @@ function st(header: string | Uint8Array, data: number[] | Uint8Array = [], n?: b
 
 const F32_12 = [0, 0, 0x80, 0x3f, 0, 0, 0, 0x40]; // float32 [1, 2]
 
+/** Straight through the safetensors decoder (no detection), so malformed headers get its precise errors. */
 async function decode(bytes: Uint8Array | ReadableStream<Uint8Array>, limits = {}): Promise<Checkpoint> {
   const source = bytes instanceof Uint8Array ? ReadableStream.from([bytes]) : bytes;
-  return await loadCheckpoint(source, { codecs: [safetensorsCodec], ...limits });
+  const out: Checkpoint = { metadata: { step: 0 }, tensors: [] };
+  for await (const r of source.pipeThrough(safetensorsCodec.decoder(limits))) {
+    if (r.type === "metadata") out.metadata = r.metadata;
+    else out.tensors.push(r.tensor);
+  }
+  return out;
 }
+
+Deno.test("safetensorsCodec.detect needs the 8-byte length and a header starting with {", () => {
+  assert.ok(safetensorsCodec.detect(new Uint8Array([2, 0, 0, 0, 0, 0, 0, 0, 0x7b, 0x7d])));
+  assert.ok(!safetensorsCodec.detect(new Uint8Array([8, 0, 0, 0, 0])));
+  assert.ok(!safetensorsCodec.detect(new Uint8Array([2, 0, 0, 0, 0, 0, 0, 0, 0x5b, 0x5d])));
+});
 
 async function rejects(bytes: Uint8Array, cls: ErrorConstructor, pattern: RegExp, limits = {}): Promise<void> {
   for (const feed of feeds(bytes)) {
