@@ -77,24 +77,38 @@ function stepOf(line: string, pattern: RegExp): number | undefined {
   return m ? Number(m[1]) : undefined;
 }
 
+/**
+ * A `stopWhen` that sends SIGKILL mid-training once this run has committed a checkpoint of at
+ * least `minCommitted` and trained `after` steps past it, so a resume always has one to go on
+ * (commits come from the worker, and may lag behind the steps on a busy machine).
+ */
+function killAfterCommit(minCommitted: () => number | undefined, after: number) {
+  let committed = -1;
+  return (line: string): Deno.Signal | undefined => {
+    committed = Math.max(committed, stepOf(line, /^ {2}checkpoint step (\d+) committed/) ?? -1);
+    const step = stepOf(line, /^step +(\d+)\//);
+    const min = minCommitted();
+    return step !== undefined && min !== undefined && committed >= min && step >= committed + after
+      ? "SIGKILL"
+      : undefined;
+  };
+}
+
 Deno.test("train killed with SIGKILL twice resumes from its last checkpoint and ends exactly as an uninterrupted run", async () => {
   const want = await uninterrupted();
   const dir = await Deno.makeTempDir({ prefix: "ckpt_train_kill_" });
   try {
     // First run: killed right after a checkpoint is committed and training went on.
-    const first = await runDemo(["--dir", dir, ...FLAGS], (line) => {
-      const step = stepOf(line, /^step +(\d+)\//);
-      return step !== undefined && step >= 100 ? "SIGKILL" : undefined;
-    });
+    const first = await runDemo(["--dir", dir, ...FLAGS], killAfterCommit(() => 50, 25));
     assert.equal(first.signal, "SIGKILL", first.lines.join("\n"));
     assert.ok(!first.lines.some((l) => l.startsWith("final loss")), "killed before the end");
 
     // Second run: resumes, and is killed again a few steps later.
     let resumedAt: number | undefined;
+    const kill = killAfterCommit(() => resumedAt === undefined ? undefined : resumedAt + 25, 25);
     const second = await runDemo(["--dir", dir, ...FLAGS], (line) => {
       resumedAt ??= stepOf(line, /^resumed from step (\d+) /);
-      const step = stepOf(line, /^step +(\d+)\//);
-      return step !== undefined && resumedAt !== undefined && step >= resumedAt + 50 ? "SIGKILL" : undefined;
+      return kill(line);
     });
     assert.equal(second.signal, "SIGKILL", second.lines.join("\n"));
     assert.ok(resumedAt !== undefined && resumedAt >= 50 && resumedAt % 25 === 0, second.lines.join("\n"));
@@ -156,10 +170,7 @@ Deno.test("train with adam, killed and resumed, ends exactly as an uninterrupted
   try {
     const reference = await runDemo(["--dir", refDir, ...flags]);
     assert.equal(reference.code, 0, reference.lines.join("\n"));
-    const killed = await runDemo(["--dir", dir, ...flags], (line) => {
-      const step = stepOf(line, /^step +(\d+)\//);
-      return step !== undefined && step >= 60 ? "SIGKILL" : undefined;
-    });
+    const killed = await runDemo(["--dir", dir, ...flags], killAfterCommit(() => 40, 10));
     assert.equal(killed.signal, "SIGKILL", killed.lines.join("\n"));
     const resumed = await runDemo(["--dir", dir, ...flags]);
     assert.equal(resumed.code, 0, resumed.lines.join("\n"));
