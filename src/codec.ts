@@ -10,6 +10,17 @@ import type { CheckpointRecord } from "./types.ts";
 /** How many leading bytes {@linkcode Codec.detect} is shown (fewer when the stream is shorter). */
 export const DETECT_BYTES = 64;
 
+/** What a decoder is given: the caps, and whether tensors may share one data buffer. */
+export interface DecoderOptions extends DecodeLimits {
+  /**
+   * Tensors may share one data buffer, each valid only until the next record is requested
+   * (for one-pass consumers). A codec may ignore it.
+   *
+   * @default {false}
+   */
+  reuseBuffers?: boolean;
+}
+
 /** An encoder: records in, bytes out. */
 export interface CheckpointEncoder extends ReadableWritablePair<Uint8Array, CheckpointRecord> {
   /**
@@ -70,6 +81,6 @@ export interface Codec {
   detect(head: Uint8Array): boolean;
   /** A new encoder for one checkpoint. */
   encoder(): CheckpointEncoder;
-  /** A new decoder for one checkpoint, enforcing `limits`. */
-  decoder(limits?: DecodeLimits): ReadableWritablePair<CheckpointRecord, Uint8Array>;
+  /** A new decoder for one checkpoint, enforcing the caps in `options`. */
+  decoder(options?: DecoderOptions): ReadableWritablePair<CheckpointRecord, Uint8Array>;
 }

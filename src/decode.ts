@@ -4,10 +4,9 @@
  *
  * @module
  */
-import { type Codec, DETECT_BYTES } from "./codec.ts";
+import { type Codec, type DecoderOptions, DETECT_BYTES } from "./codec.ts";
 import { binaryCodec, decodeRecords } from "./codecs/binary.ts";
 import { BUILTIN_CODECS, type Compression } from "./encode.ts";
-import type { DecodeLimits } from "./limits.ts";
 import { toPath } from "./_path.ts";
 import type { CheckpointRecord } from "./types.ts";
 
@@ -19,17 +18,11 @@ export type CheckpointSource =
   | ReadableStream<Uint8Array>
   | AsyncIterable<Uint8Array>;
 
-/** Options for {@linkcode decodeCheckpoint} and `loadCheckpoint`. */
-export interface DecodeOptions extends DecodeLimits {
-  /**
-   * For one-pass consumers (verify, statistics, conversion): tensors share one data buffer, so
-   * memory stays flat however many tensors stream by, and each tensor's data is valid only until
-   * the next record is requested. The binary codec honours it (codecs may ignore it);
-   * `loadCheckpoint` never uses it.
-   *
-   * @default {false}
-   */
-  reuseBuffers?: boolean;
+/**
+ * Options for {@linkcode decodeCheckpoint} and `loadCheckpoint`: the caps, `reuseBuffers` (for one-pass consumers;
+ * `loadCheckpoint` never uses it) and codecs of your own.
+ */
+export interface DecodeOptions extends DecoderOptions {
   /**
    * Codecs of your own to recognise, tried before the built-in ones.
    *

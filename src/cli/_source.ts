@@ -83,7 +83,7 @@ export function readError(label: string, e: unknown): unknown {
 export async function openCheckpoint(
   spec: string,
   io: CliIO,
-  options: { hash?: boolean; progress?: boolean } = {},
+  options: { hash?: boolean; progress?: boolean; reuseBuffers?: boolean } = {},
 ): Promise<OpenCheckpoint> {
   const input = await openInput(spec, io);
   const progress = new Progress(
@@ -105,7 +105,7 @@ export async function openCheckpoint(
   };
   try {
     const found = await sniffCheckpoint(metered.stream, { codecs: EXTRA_CODECS });
-    reader = found.bytes.pipeThrough(found.codec.decoder()).getReader();
+    reader = found.bytes.pipeThrough(found.codec.decoder({ reuseBuffers: options.reuseBuffers ?? false })).getReader();
     const first = await reader.read();
     if (first.done || first.value.type !== "metadata") {
       throw new BadCheckpointError(`${input.label}: the ${found.codec.name} stream holds no metadata record`);

@@ -229,7 +229,7 @@ async function fromIndex(path: string): Promise<Report> {
 }
 
 async function fromStream(spec: string, io: CliIO, stats: boolean): Promise<Report> {
-  const ckpt = await openCheckpoint(spec, io, { hash: true });
+  const ckpt = await openCheckpoint(spec, io, { hash: true, reuseBuffers: true });
   const tensors: Row[] = [];
   try {
     for await (const t of ckpt.tensors()) {

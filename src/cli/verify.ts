@@ -48,7 +48,7 @@ async function sidecarDigest(path: string): Promise<string | undefined> {
 }
 
 async function verifyOne(spec: string, io: CliIO, expected: string | undefined): Promise<Outcome> {
-  const ckpt = await openCheckpoint(spec, io, { hash: true });
+  const ckpt = await openCheckpoint(spec, io, { hash: true, reuseBuffers: true });
   let tensors = 0;
   try {
     for await (const _ of ckpt.tensors()) tensors++;

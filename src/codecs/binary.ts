@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { CheckpointEncoder, Codec } from "../codec.ts";
+import type { CheckpointEncoder, Codec, DecoderOptions } from "../codec.ts";
 import { bytesOf, checkTensorName, DTYPES, elementCount, isDType, typedArrayFrom, validateTensor } from "../dtype.ts";
 import { ChecksumMismatchError } from "../errors.ts";
 import { type DecodeLimits, resolveLimits } from "../limits.ts";
@@ -467,7 +467,7 @@ async function* encodeRecords(
  */
 export async function* decodeRecords(
   input: AsyncIterable<Uint8Array> | Deno.FsFile,
-  limits?: DecodeLimits & { reuseBuffers?: boolean },
+  limits?: DecoderOptions,
 ): AsyncGenerator<CheckpointRecord> {
   const lim = resolveLimits(limits);
   const r = new ChunkReader(input, "checkpoint", limits?.reuseBuffers ?? false);
@@ -579,7 +579,7 @@ export const binaryCodec: Codec = Object.freeze({
   encoder(): CheckpointEncoder {
     return digestingEncoder(encodeRecords);
   },
-  decoder(limits?: DecodeLimits & { reuseBuffers?: boolean }) {
+  decoder(limits?: DecoderOptions) {
     return generatorPair((chunks: AsyncIterable<Uint8Array>) => decodeRecords(chunks, limits));
   },
 });
