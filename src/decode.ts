@@ -157,6 +157,27 @@ async function* gunzip(bytes: ReadableStream<Uint8Array>): AsyncGenerator<Uint8A
   }
 }
 
+/** The first codec (the caller's, then the built-in ones) that claims these leading bytes. */
+function detectCodec(head: Uint8Array, codecs: readonly Codec[] = []): Codec | undefined {
+  return [...codecs, ...Object.values(BUILTIN_CODECS)].find((c) => c.detect(head));
+}
+
+/**
+ * Whether an open file holds ckpt's binary codec (and no codec of the caller's claims its bytes
+ * first). Leaves the file at offset 0.
+ */
+export async function isBinaryFile(file: Deno.FsFile, codecs?: readonly Codec[]): Promise<boolean> {
+  const head = new Uint8Array(DETECT_BYTES);
+  let n = 0;
+  while (n < head.byteLength) {
+    const got = await file.read(head.subarray(n));
+    if (got === null) break;
+    n += got;
+  }
+  await file.seek(0, Deno.SeekMode.Start);
+  return detectCodec(head.subarray(0, n), codecs) === binaryCodec;
+}
+
 /**
  * Recognises a checkpoint's compression and codec from its leading bytes, without consuming
  * them: the returned stream starts at the codec's first byte.
@@ -181,8 +202,7 @@ export async function sniffCheckpoint(source: CheckpointSource, options: DecodeO
     [head, bytes] = await peek(ReadableStream.from(gunzip(bytes)));
     if (head.byteLength === 0) throw new SyntaxError("Cannot decode checkpoint: the gzip stream holds no bytes");
   }
-  const codecs = [...(options.codecs ?? []), ...Object.values(BUILTIN_CODECS)];
-  const codec = codecs.find((c) => c.detect(head));
+  const codec = detectCodec(head, options.codecs);
   if (!codec) {
     await bytes.cancel();
     throw new SyntaxError(
@@ -222,11 +242,7 @@ export function decodeCheckpoint(
       // Fast path for binary files: bodies read straight into their final buffers.
       const file = await Deno.open(toPath(source, "read checkpoint from"), { read: true });
       try {
-        const head = new Uint8Array(DETECT_BYTES);
-        const n = (await file.read(head)) ?? 0;
-        const codecs = [...(options.codecs ?? []), ...Object.values(BUILTIN_CODECS)];
-        if (codecs.find((c) => c.detect(head.subarray(0, n))) === binaryCodec) {
-          await file.seek(0, Deno.SeekMode.Start);
+        if (await isBinaryFile(file, options.codecs)) {
           yield* decodeRecords(file, options);
           return;
         }

@@ -3,12 +3,13 @@
  *
  * @module
  */
-import { BINARY_MAGIC } from "./codecs/binary.ts";
 import { readTensorsByName } from "./codecs/binary_file.ts";
-import { type CheckpointSource, decodeCheckpoint, type DecodeOptions, openSource } from "./decode.ts";
+import type { Codec } from "./codec.ts";
+import { type CheckpointSource, decodeCheckpoint, type DecodeOptions, isBinaryFile, openSource } from "./decode.ts";
 import { ChecksumMismatchError } from "./errors.ts";
 import type { Checkpoint, Metadata, Tensor } from "./types.ts";
 import { sha256 } from "./_hash.ts";
+import { toPath } from "./_path.ts";
 
 /** Options for {@linkcode loadCheckpoint}. */
 export interface LoadOptions extends DecodeOptions {
@@ -26,19 +27,12 @@ export interface LoadOptions extends DecodeOptions {
   sha256?: string;
 }
 
-async function startsWithBinaryMagic(path: string | URL): Promise<boolean> {
-  const f = await Deno.open(path, { read: true });
+async function isBinaryPath(path: string | URL, codecs?: readonly Codec[]): Promise<boolean> {
+  const file = await Deno.open(toPath(path, "read checkpoint from"), { read: true });
   try {
-    const head = new Uint8Array(BINARY_MAGIC.byteLength);
-    let filled = 0;
-    while (filled < head.byteLength) {
-      const n = await f.read(head.subarray(filled));
-      if (n === null) return false;
-      filled += n;
-    }
-    return head.every((b, i) => b === BINARY_MAGIC[i]);
+    return await isBinaryFile(file, codecs);
   } finally {
-    f.close();
+    file.close();
   }
 }
 
@@ -85,7 +79,7 @@ export async function loadCheckpoint(source: CheckpointSource, options: LoadOpti
   const only = options.only;
   if (
     only && options.sha256 === undefined && (typeof source === "string" || source instanceof URL) &&
-    await startsWithBinaryMagic(source)
+    await isBinaryPath(source, options.codecs)
   ) {
     return await readTensorsByName(source, only, options);
   }
