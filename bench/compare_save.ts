@@ -5,7 +5,7 @@
  * `openssl speed -evp sha256`, and peak RSS of lazy saves and tensor-by-tensor loads.
  * Every method runs in its own process, trials are interleaved, medians are printed with ratios.
  *
- *   deno task bench:compare [--sizes 64,512,1024] [--trials 3] [--json-max 64] [--dir DIR]
+ *   deno task bench:compare [--sizes 64,512,1024] [--trials 3] [--json-max 64] [--gzip-max 512] [--dir DIR]
  *
  * @module
  */
@@ -17,12 +17,14 @@ const { values } = parseArgs({
     sizes: { type: "string", default: "64,512,1024" },
     trials: { type: "string", default: "3" },
     "json-max": { type: "string", default: "64" },
+    "gzip-max": { type: "string", default: "512" },
     dir: { type: "string" },
   },
 });
 const sizes = values.sizes.split(",").map(Number);
 const trials = Number(values.trials);
 const jsonMax = Number(values["json-max"]);
+const gzipMax = Number(values["gzip-max"]);
 const dir = values.dir ?? await Deno.makeTempDir({ dir: join(import.meta.dirname!, "..", "tmp"), prefix: "bench-" })
   .catch(() => Deno.makeTempDir({ prefix: "ckpt-bench-" }));
 await Deno.mkdir(dir, { recursive: true });
@@ -135,8 +137,8 @@ for (const mib of sizes) {
     }],
     ["ckpt binary (sha256+fsync)", () => ckpt("save", mib, join(dir, "b.ckpt"))],
     ["deno naive 1 MiB writes", () => ckpt("naive", mib, join(dir, "naive.bin"))],
-    ["ckpt binary+gzip", () => ckpt("save", mib, join(dir, "bg.ckpt"), ["--gzip"])],
   ];
+  if (mib <= gzipMax) methods.push(["ckpt binary+gzip", () => ckpt("save", mib, join(dir, "bg.ckpt"), ["--gzip"])]);
   if (mib <= jsonMax) methods.push(["ckpt json", () => ckpt("save", mib, join(dir, "j.ckpt"), ["--codec", "json"])]);
   if (haveNumpy) {
     methods.push(["np.savez (+fsync)", async () => {
