@@ -14,6 +14,24 @@ async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
   while (off < bytes.byteLength) off += await file.write(bytes.subarray(off));
 }
 
+/**
+ * Staging pairs kept between saves, so periodic checkpoints reuse memory that is already touched
+ * instead of faulting in fresh pages each time. A save takes a pair and gives it back when it
+ * ends; concurrent saves get pairs of their own. At most this many pairs are kept.
+ */
+const KEPT_PAIRS = 2;
+const freePairs: [Uint8Array, Uint8Array][] = [];
+
+function takePair(size: number): [Uint8Array, Uint8Array] {
+  const i = freePairs.findIndex((p) => p[0].byteLength === size);
+  if (i >= 0) return freePairs.splice(i, 1)[0]!;
+  return [new Uint8Array(size), new Uint8Array(size)];
+}
+
+function givePair(pair: [Uint8Array, Uint8Array]): void {
+  if (freePairs.length < KEPT_PAIRS) freePairs.push(pair);
+}
+
 /** A sink that stages chunks into two reused buffers; counts bytes and optionally hashes them. */
 export class StagedFileSink implements UnderlyingSink<Uint8Array> {
   #file: Deno.FsFile;
@@ -25,6 +43,7 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
   #sync: boolean;
   #syncing: Promise<void> | undefined;
   #unsynced = 0;
+  #released = false;
   bytes = 0;
 
   constructor(file: Deno.FsFile, options: { hash?: Hash; sync?: boolean; staging?: number } = {}) {
@@ -32,7 +51,7 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
     this.#hash = options.hash;
     this.#sync = options.sync ?? false;
     const staging = options.staging ?? STAGING_BYTES;
-    this.#buffers = [new Uint8Array(staging), new Uint8Array(staging)];
+    this.#buffers = takePair(staging);
   }
 
   async #flushCurrent(): Promise<void> {
@@ -71,13 +90,25 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
   }
 
   async close(): Promise<void> {
-    await this.#flushCurrent();
-    await this.#pending;
-    await this.#syncing;
+    try {
+      await this.#flushCurrent();
+      await this.#pending;
+      await this.#syncing;
+    } finally {
+      await this.#release();
+    }
   }
 
   async abort(): Promise<void> {
+    await this.#release();
+  }
+
+  /** Gives the staging pair back once the runtime has let go of both buffers. */
+  async #release(): Promise<void> {
     await this.#pending?.catch(() => {});
     await this.#syncing?.catch(() => {});
+    if (this.#released) return;
+    this.#released = true;
+    givePair(this.#buffers);
   }
 }

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { pathToFileURL as toFileUrl } from "node:url";
 import { loadCheckpoint, saveCheckpoint } from "../mod.ts";
-import type { TensorInput } from "../src/types.ts";
+import type { CheckpointInput, TensorInput } from "../src/types.ts";
 import { assertSameCheckpoint, edgeCheckpoint } from "./_util.ts";
 
 async function sha256sum(path: string): Promise<string> {
@@ -101,6 +101,30 @@ Deno.test("a save killed mid-write (SIGKILL) leaves the previous checkpoint load
     await child.stdout.cancel();
     assert.equal(await sha256sum(path), first.sha256);
     assertSameCheckpoint(await loadCheckpoint(path), edgeCheckpoint());
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("concurrent saves never share staging buffers, and reused ones leave no stale bytes", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const big = (v: number): CheckpointInput => ({
+      metadata: { step: v },
+      tensors: [{ name: "w", dtype: "uint8", shape: [9 * 2 ** 20 + v], data: new Uint8Array(9 * 2 ** 20 + v).fill(v) }],
+    });
+    const results = await Promise.all([1, 2, 3, 4].map((v) => saveCheckpoint(join(dir, `${v}.ckpt`), big(v))));
+    for (const v of [1, 2, 3, 4]) {
+      assert.equal(results[v - 1]!.sha256, await sha256sum(join(dir, `${v}.ckpt`)));
+      assertSameCheckpoint(await loadCheckpoint(join(dir, `${v}.ckpt`)), big(v));
+    }
+    // A small save after big ones reuses a pair that still holds their bytes: only its own may reach the file.
+    const small: CheckpointInput = {
+      metadata: { step: 9 },
+      tensors: [{ name: "s", dtype: "int8", shape: [3], data: new Int8Array([1, 2, 3]) }],
+    };
+    await saveCheckpoint(join(dir, "s.ckpt"), small);
+    assertSameCheckpoint(await loadCheckpoint(join(dir, "s.ckpt")), small);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
