@@ -123,6 +123,9 @@ console.log(
   `ckpt save/load side by side — ${Deno.build.os}, ${navigator.hardwareConcurrency} cores, Deno ${Deno.version.deno}`,
 );
 console.log(`dir ${dir}; ${trials} trials per method, interleaved; medians; each method in its own process`);
+console.log(
+  "ckpt saves are timed after a 8 MiB warm-up save in the same process (steady state), except the 'first save' row",
+);
 console.log(`openssl speed -evp sha256 (16 KiB blocks): ${opensslMBs.toFixed(0)} MB/s`);
 console.log(`python3-numpy: ${haveNumpy ? "yes" : "no"}, python3-torch: ${haveTorch ? "yes" : "no"}\n`);
 
@@ -135,11 +138,16 @@ for (const mib of sizes) {
       const r = await runTimed("dd", [`if=${raw}`, `of=${join(dir, "dd.bin")}`, "bs=16M", "conv=fdatasync"]);
       return { seconds: r.seconds, peakRss: r.peak, baseRss: 0 };
     }],
-    ["ckpt binary (sha256+fsync)", () => ckpt("save", mib, join(dir, "b.ckpt"))],
+    ["ckpt binary (sha256+fsync)", () => ckpt("save", mib, join(dir, "b.ckpt"), ["--warm"])],
+    ["  same, first save in a process", () => ckpt("save", mib, join(dir, "b.ckpt"))],
     ["deno naive 1 MiB writes", () => ckpt("naive", mib, join(dir, "naive.bin"))],
   ];
-  if (mib <= gzipMax) methods.push(["ckpt binary+gzip", () => ckpt("save", mib, join(dir, "bg.ckpt"), ["--gzip"])]);
-  if (mib <= jsonMax) methods.push(["ckpt json", () => ckpt("save", mib, join(dir, "j.ckpt"), ["--codec", "json"])]);
+  if (mib <= gzipMax) {
+    methods.push(["ckpt binary+gzip", () => ckpt("save", mib, join(dir, "bg.ckpt"), ["--gzip", "--warm"])]);
+  }
+  if (mib <= jsonMax) {
+    methods.push(["ckpt json", () => ckpt("save", mib, join(dir, "j.ckpt"), ["--codec", "json", "--warm"])]);
+  }
   if (haveNumpy) {
     methods.push(["np.savez (+fsync)", async () => {
       const r = await runTimed(PY, ["-c", PY_SAVE, "numpy", raw, join(dir, "np.npz")]);
