@@ -3,6 +3,7 @@
 // fresh memory for every chunk (slow on first touch) and keeps writes large.
 
 import type { Hash } from "./_hash.ts";
+import type { WorkerHash } from "./_worker_hash.ts";
 
 /** Staging buffer size; each write to the file is this large except the last. */
 export const STAGING_BYTES = 8 * 2 ** 20;
@@ -22,10 +23,13 @@ async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
 const KEPT_PAIRS = 2;
 const freePairs: [Uint8Array, Uint8Array][] = [];
 
-function takePair(size: number): [Uint8Array, Uint8Array] {
-  const i = freePairs.findIndex((p) => p[0].byteLength === size);
+function takePair(size: number, shared: boolean): [Uint8Array, Uint8Array] {
+  const i = freePairs.findIndex((p) =>
+    p[0].byteLength === size && (p[0].buffer instanceof SharedArrayBuffer) === shared
+  );
   if (i >= 0) return freePairs.splice(i, 1)[0]!;
-  return [new Uint8Array(size), new Uint8Array(size)];
+  const make = () => new Uint8Array(shared ? new SharedArrayBuffer(size) : new ArrayBuffer(size));
+  return [make(), make()];
 }
 
 function givePair(pair: [Uint8Array, Uint8Array]): void {
@@ -36,6 +40,7 @@ function givePair(pair: [Uint8Array, Uint8Array]): void {
 export class StagedFileSink implements UnderlyingSink<Uint8Array> {
   #file: Deno.FsFile;
   #hash: Hash | undefined;
+  #worker: WorkerHash | undefined;
   #buffers: [Uint8Array, Uint8Array];
   #current = 0;
   #fill = 0;
@@ -46,19 +51,29 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
   #released = false;
   bytes = 0;
 
-  constructor(file: Deno.FsFile, options: { hash?: Hash; sync?: boolean; staging?: number } = {}) {
+  /**
+   * `hash` is updated on this thread with every chunk; `worker` instead hashes each staged
+   * buffer on its own thread (the buffers are then SharedArrayBuffers).
+   */
+  constructor(
+    file: Deno.FsFile,
+    options: { hash?: Hash; worker?: WorkerHash; sync?: boolean; staging?: number } = {},
+  ) {
     this.#file = file;
     this.#hash = options.hash;
+    this.#worker = options.worker;
     this.#sync = options.sync ?? false;
     const staging = options.staging ?? STAGING_BYTES;
-    this.#buffers = takePair(staging);
+    this.#buffers = takePair(staging, this.#worker !== undefined);
   }
 
   async #flushCurrent(): Promise<void> {
     if (this.#fill === 0) return;
     await this.#pending; // the other buffer must be free before we hand this one off
     const buf = this.#buffers[this.#current]!.subarray(0, this.#fill);
-    this.#pending = writeAll(this.#file, buf);
+    this.#pending = this.#worker
+      ? Promise.all([writeAll(this.#file, buf), this.#worker.update(buf)]).then(() => {})
+      : writeAll(this.#file, buf);
     this.#unsynced += buf.byteLength;
     if (this.#sync && this.#unsynced >= WRITEBACK_BYTES && !this.#syncing) {
       // Get the disk busy while we keep encoding, so the final fdatasync has little left to do

@@ -21,6 +21,17 @@ export interface DecoderOptions extends DecodeLimits {
   reuseBuffers?: boolean;
 }
 
+/** What an encoder is given. */
+export interface EncoderOptions {
+  /**
+   * Whether to offer {@linkcode CheckpointEncoder.sha256}. A caller that hashes the output
+   * elsewhere (on another thread, say) turns it off to save a pass over every byte.
+   *
+   * @default {true}
+   */
+  digest?: boolean;
+}
+
 /** An encoder: records in, bytes out. */
 export interface CheckpointEncoder extends ReadableWritablePair<Uint8Array, CheckpointRecord> {
   /**
@@ -80,7 +91,7 @@ export interface Codec {
   /** Whether the leading bytes of a stream (up to {@linkcode DETECT_BYTES}) are this codec's. */
   detect(head: Uint8Array): boolean;
   /** A new encoder for one checkpoint. */
-  encoder(): CheckpointEncoder;
+  encoder(options?: EncoderOptions): CheckpointEncoder;
   /** A new decoder for one checkpoint, enforcing the caps in `options`. */
   decoder(options?: DecoderOptions): ReadableWritablePair<CheckpointRecord, Uint8Array>;
 }

@@ -3,7 +3,7 @@
  *
  * @module
  */
-import type { Codec } from "./codec.ts";
+import type { Codec, EncoderOptions } from "./codec.ts";
 import { binaryCodec } from "./codecs/binary.ts";
 import { jsonCodec } from "./codecs/json.ts";
 import type { CheckpointInput, CheckpointRecord, Tensor } from "./types.ts";
@@ -114,11 +114,12 @@ export function encodeCheckpoint(checkpoint: CheckpointInput, options: EncodeOpt
 export function encodeWithDigest(
   checkpoint: CheckpointInput,
   options: EncodeOptions = {},
+  encoderOptions: EncoderOptions = {},
 ): { readable: ReadableStream<Uint8Array>; sha256: Promise<string> | undefined } {
   const codec = resolveCodec(options.codec);
   const compression = options.compression ?? "none";
   checkCompression(compression);
-  const encoder = codec.encoder();
+  const encoder = codec.encoder(compression === "gzip" ? { digest: false } : encoderOptions);
   const bytes = ReadableStream.from(recordsOf(checkpoint)).pipeThrough(encoder);
   if (compression === "gzip") {
     return {

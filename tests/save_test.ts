@@ -129,3 +129,26 @@ Deno.test("concurrent saves never share staging buffers, and reused ones leave n
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("a large save hashes the file on a worker thread and still returns exactly sha256sum's digest", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const tensors: TensorInput[] = [0, 1, 2, 3, 4].map((i) => ({
+      name: `t${i}`,
+      dtype: "float32",
+      shape: [(14 << 20) / 4 + i],
+      data: new Float32Array((14 << 20) / 4 + i).map((_, j) => j * (i + 1)),
+    }));
+    const path = join(dir, "big.ckpt");
+    const r = await saveCheckpoint(path, { metadata: { step: 1 }, tensors }); // 70 MiB, known up front
+    assert.equal(r.sha256, await sha256sum(path));
+    const lazy = async function* () {
+      yield* tensors;
+    };
+    const r2 = await saveCheckpoint(join(dir, "lazy.ckpt"), { metadata: { step: 1 }, tensors: lazy() });
+    assert.equal(r2.sha256, r.sha256, "the main-thread hash of the same bytes agrees");
+    assertSameCheckpoint(await loadCheckpoint(path, { sha256: r.sha256 }), { metadata: { step: 1 }, tensors });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

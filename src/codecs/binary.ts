@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { CheckpointEncoder, Codec, DecoderOptions } from "../codec.ts";
+import type { CheckpointEncoder, Codec, DecoderOptions, EncoderOptions } from "../codec.ts";
 import { bytesOf, checkTensorName, DTYPES, elementCount, isDType, typedArrayFrom, validateTensor } from "../dtype.ts";
 import { ChecksumMismatchError } from "../errors.ts";
 import { type DecodeLimits, resolveLimits } from "../limits.ts";
@@ -390,15 +390,16 @@ export function checkIndex(value: unknown, where: string, limits?: DecodeLimits)
 async function* encodeRecords(
   records: AsyncIterable<CheckpointRecord>,
   settle: Settle<string>,
+  digest = true,
 ): AsyncGenerator<Uint8Array> {
   // stream: every byte before the footer except tensor bodies (their record digests stand in);
   // file: every byte, for the caller's whole-file digest (what sha256sum prints).
   const stream = sha256();
-  const file = sha256();
+  const file = digest ? sha256() : undefined;
   let position = 0;
   const emit = (bytes: Uint8Array, record?: Hash, body = false): Uint8Array => {
     if (!body) stream.update(bytes);
-    file.update(bytes);
+    file?.update(bytes);
     record?.update(bytes);
     position += bytes.byteLength;
     return bytes;
@@ -452,8 +453,7 @@ async function* encodeRecords(
     yield emit(encodeRecordPrefix(RecordKind.index, head, 0, position), h);
     yield emit(new Uint8Array(h.digest()));
     const footer = encodeFooter(indexOffset, stream.digest());
-    file.update(footer);
-    settle.resolve(file.digest("hex"));
+    if (file) settle.resolve(file.update(footer).digest("hex"));
     yield footer;
   } catch (e) {
     settle.reject(e);
@@ -576,7 +576,12 @@ export const binaryCodec: Codec = Object.freeze({
   detect(head: Uint8Array): boolean {
     return head.byteLength >= BINARY_MAGIC.length && BINARY_MAGIC.every((b, i) => head[i] === b);
   },
-  encoder(): CheckpointEncoder {
+  encoder(options?: EncoderOptions): CheckpointEncoder {
+    if (options?.digest === false) {
+      return generatorPair((records: AsyncIterable<CheckpointRecord>) =>
+        encodeRecords(records, { resolve() {}, reject() {} }, false)
+      );
+    }
     return digestingEncoder(encodeRecords);
   },
   decoder(limits?: DecoderOptions) {
