@@ -40,7 +40,13 @@ export type {
 } from "./src/types.ts";
 export { ChecksumMismatchError } from "./src/errors.ts";
 export { type DecodeLimits, DEFAULT_LIMITS } from "./src/limits.ts";
-export { type CheckpointEncoder, type Codec, type DecoderOptions, DETECT_BYTES } from "./src/codec.ts";
+export {
+  type CheckpointEncoder,
+  type Codec,
+  type DecoderOptions,
+  DETECT_BYTES,
+  type EncoderOptions,
+} from "./src/codec.ts";
 export { binaryCodec } from "./src/codecs/binary.ts";
 export { jsonCodec } from "./src/codecs/json.ts";
 export { type IndexEntry } from "./src/codecs/binary.ts";
