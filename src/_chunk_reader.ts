@@ -6,30 +6,12 @@
 // (readBody) are read straight into their final buffer, one piece ahead of the hashing.
 
 import type { Hash } from "./_hash.ts";
+import { fileChunks, readFull } from "./_file_io.ts";
 
 /** Chunk size for small reads from a file. */
 const FILE_CHUNK = 64 * 1024;
 /** Piece size for pipelined body reads from a file. */
 const FILE_PIECE = 4 * 2 ** 20;
-
-async function readFull(file: Deno.FsFile, into: Uint8Array): Promise<number> {
-  let filled = 0;
-  while (filled < into.byteLength) {
-    const n = await file.read(into.subarray(filled));
-    if (n === null) break;
-    filled += n;
-  }
-  return filled;
-}
-
-async function* fileChunks(file: Deno.FsFile): AsyncGenerator<Uint8Array> {
-  for (;;) {
-    const buf = new Uint8Array(FILE_CHUNK);
-    const n = await readFull(file, buf);
-    if (n > 0) yield buf.subarray(0, n);
-    if (n < FILE_CHUNK) return;
-  }
-}
 
 export class ChunkReader {
   #it: AsyncIterator<Uint8Array>;
@@ -51,7 +33,7 @@ export class ChunkReader {
     this.#reuse = reuseBuffers;
     if (source instanceof Deno.FsFile) {
       this.#file = source;
-      this.#it = fileChunks(source);
+      this.#it = fileChunks(source, FILE_CHUNK);
     } else {
       this.#it = source[Symbol.asyncIterator]();
     }

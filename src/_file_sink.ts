@@ -7,8 +7,6 @@ import type { WorkerHash } from "./_worker_hash.ts";
 
 /** Staging buffer size; each write to the file is this large except the last. */
 export const STAGING_BYTES = 8 * 2 ** 20;
-/** With `sync`, start writeback (fdatasync in the background) every this many bytes. */
-export const WRITEBACK_BYTES = 64 * 2 ** 20;
 
 async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
   let off = 0;
@@ -45,9 +43,6 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
   #current = 0;
   #fill = 0;
   #pending: Promise<void> | undefined;
-  #sync: boolean;
-  #syncing: Promise<void> | undefined;
-  #unsynced = 0;
   #released = false;
   bytes = 0;
 
@@ -57,12 +52,11 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
    */
   constructor(
     file: Deno.FsFile,
-    options: { hash?: Hash; worker?: WorkerHash; sync?: boolean; staging?: number } = {},
+    options: { hash?: Hash; worker?: WorkerHash; staging?: number } = {},
   ) {
     this.#file = file;
     this.#hash = options.hash;
     this.#worker = options.worker;
-    this.#sync = options.sync ?? false;
     const staging = options.staging ?? STAGING_BYTES;
     this.#buffers = takePair(staging, this.#worker !== undefined);
   }
@@ -74,15 +68,6 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
     this.#pending = this.#worker
       ? Promise.all([writeAll(this.#file, buf), this.#worker.update(buf)]).then(() => {})
       : writeAll(this.#file, buf);
-    this.#unsynced += buf.byteLength;
-    if (this.#sync && this.#unsynced >= WRITEBACK_BYTES && !this.#syncing) {
-      // Get the disk busy while we keep encoding, so the final fdatasync has little left to do
-      // (what dd's single fdatasync at the end cannot overlap).
-      this.#unsynced = 0;
-      const written = this.#pending;
-      this.#syncing = written.then(() => this.#file.syncData()).finally(() => (this.#syncing = undefined));
-      this.#syncing.catch(() => {});
-    }
     this.#current ^= 1;
     this.#fill = 0;
     // Avoid an unhandled rejection while nobody awaits; the error surfaces at the next await.
@@ -108,7 +93,6 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
     try {
       await this.#flushCurrent();
       await this.#pending;
-      await this.#syncing;
     } finally {
       await this.#release();
     }
@@ -121,7 +105,6 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
   /** Gives the staging pair back once the runtime has let go of both buffers. */
   async #release(): Promise<void> {
     await this.#pending?.catch(() => {});
-    await this.#syncing?.catch(() => {});
     if (this.#released) return;
     this.#released = true;
     givePair(this.#buffers);

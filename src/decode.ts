@@ -8,6 +8,7 @@ import { type Codec, type DecoderOptions, DETECT_BYTES } from "./codec.ts";
 import { binaryCodec, decodeRecords } from "./codecs/binary.ts";
 import { BUILTIN_CODECS, type Compression } from "./encode.ts";
 import { toPath } from "./_path.ts";
+import { fileChunks, readFull } from "./_file_io.ts";
 import type { CheckpointRecord } from "./types.ts";
 
 /** Where checkpoint bytes come from. */
@@ -69,32 +70,10 @@ export function openSource(source: CheckpointSource): ReadableStream<Uint8Array>
 /** File reads of this size; each chunk is a fresh buffer, since decoded tensors may view it. */
 const FILE_CHUNK = 4 * 2 ** 20;
 
-function fileStream(path: string | URL): ReadableStream<Uint8Array> {
-  let file: Deno.FsFile | undefined;
-  return new ReadableStream<Uint8Array>({
-    async start() {
-      file = await Deno.open(path, { read: true });
-    },
-    async pull(c) {
-      const buf = new Uint8Array(FILE_CHUNK);
-      let filled = 0;
-      while (filled < buf.byteLength) {
-        const n = await file!.read(buf.subarray(filled));
-        if (n === null) break;
-        filled += n;
-      }
-      if (filled > 0) c.enqueue(buf.subarray(0, filled));
-      if (filled < buf.byteLength) {
-        file!.close();
-        file = undefined;
-        c.close();
-      }
-    },
-    cancel() {
-      file?.close();
-      file = undefined;
-    },
-  }, { highWaterMark: 0 });
+function fileStream(path: string): ReadableStream<Uint8Array> {
+  return ReadableStream.from((async function* () {
+    yield* fileChunks(await Deno.open(path, { read: true }), FILE_CHUNK, true);
+  })());
 }
 
 async function peek(stream: ReadableStream<Uint8Array>): Promise<[Uint8Array, ReadableStream<Uint8Array>]> {
@@ -168,12 +147,7 @@ function detectCodec(head: Uint8Array, codecs: readonly Codec[] = []): Codec | u
  */
 export async function isBinaryFile(file: Deno.FsFile, codecs?: readonly Codec[]): Promise<boolean> {
   const head = new Uint8Array(DETECT_BYTES);
-  let n = 0;
-  while (n < head.byteLength) {
-    const got = await file.read(head.subarray(n));
-    if (got === null) break;
-    n += got;
-  }
+  const n = await readFull(file, head);
   await file.seek(0, Deno.SeekMode.Start);
   return detectCodec(head.subarray(0, n), codecs) === binaryCodec;
 }

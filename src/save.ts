@@ -146,7 +146,7 @@ export async function saveCheckpoint(
     try {
       const { readable, sha256: codecDigest } = encodeWithDigest(checkpoint, options, { digest: !worker });
       const hash = codecDigest || worker ? undefined : sha256();
-      const sink = new StagedFileSink(file, { hash, worker, sync: options.sync ?? true });
+      const sink = new StagedFileSink(file, { hash, worker });
       await readable.pipeTo(new WritableStream(sink));
       const hex = worker ? await worker.digest() : codecDigest ? await codecDigest : hash!.digest("hex");
       return { bytes: sink.bytes, sha256: hex };

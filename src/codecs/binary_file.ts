@@ -10,6 +10,7 @@ import { type DecodeLimits, resolveLimits } from "../limits.ts";
 import { metadataFromJson } from "../metadata.ts";
 import type { Metadata, Tensor } from "../types.ts";
 import { sha256, toHex } from "../_hash.ts";
+import { readFull } from "../_file_io.ts";
 import { typedArrayFrom } from "../dtype.ts";
 import {
   BINARY_ALIGNMENT,
@@ -47,13 +48,9 @@ function fail(why: string, offset: number): never {
 
 async function readAt(file: Deno.FsFile, offset: number, into: Uint8Array, size: number): Promise<void> {
   await file.seek(offset, Deno.SeekMode.Start);
-  let filled = 0;
-  while (filled < into.byteLength) {
-    const n = await file.read(into.subarray(filled));
-    if (n === null) {
-      fail(`file of ${size} bytes ends while reading ${into.byteLength} bytes`, offset + filled);
-    }
-    filled += n;
+  const filled = await readFull(file, into);
+  if (filled < into.byteLength) {
+    fail(`file of ${size} bytes ends while reading ${into.byteLength} bytes`, offset + filled);
   }
 }
 
