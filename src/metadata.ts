@@ -80,8 +80,19 @@ function metricToJson(v: number): number | string {
   return v;
 }
 
-function metricFromJson(v: unknown, name: string): number {
-  if (typeof v === "number") return v;
+/**
+ * The number a string stands for where JSON has no literal for it: `"NaN"`, `"Infinity"`,
+ * `"-Infinity"`, `"-0"`; `undefined` for any other value.
+ *
+ * @example
+ * ```ts
+ * import { specialNumber } from "./metadata.ts";
+ * import assert from "node:assert/strict";
+ * assert.ok(Object.is(specialNumber("-0"), -0));
+ * assert.equal(specialNumber("nan"), undefined);
+ * ```
+ */
+export function specialNumber(v: unknown): number | undefined {
   switch (v) {
     case "NaN":
       return NaN;
@@ -92,7 +103,14 @@ function metricFromJson(v: unknown, name: string): number {
     case "-0":
       return -0;
   }
-  throw new SyntaxError(`metric ${JSON.stringify(name)} is ${JSON.stringify(v)}, not a number`);
+  return undefined;
+}
+
+function metricFromJson(v: unknown, name: string): number {
+  if (typeof v === "number") return v;
+  const n = specialNumber(v);
+  if (n === undefined) throw new SyntaxError(`metric ${JSON.stringify(name)} is ${JSON.stringify(v)}, not a number`);
+  return n;
 }
 
 /**

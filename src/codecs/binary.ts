@@ -8,14 +8,15 @@
  * @module
  */
 import type { CheckpointEncoder, Codec, DecoderOptions, EncoderOptions } from "../codec.ts";
-import { bytesOf, checkTensorName, DTYPES, elementCount, isDType, typedArrayFrom, validateTensor } from "../dtype.ts";
+import { bytesOf, checkTensorName, DTYPES, elementCount, isDType, typedArrayFrom } from "../dtype.ts";
 import { ChecksumMismatchError } from "../errors.ts";
 import { type DecodeLimits, resolveLimits } from "../limits.ts";
 import { metadataFromJson, metadataToJson } from "../metadata.ts";
-import type { CheckpointRecord, Metadata, Tensor, TensorInput } from "../types.ts";
+import type { CheckpointRecord, Tensor, TensorInput } from "../types.ts";
 import { ChunkReader } from "../_chunk_reader.ts";
 import { type Hash, sha256, toHex } from "../_hash.ts";
 import { digestingEncoder, generatorPair, type Settle } from "../_pair.ts";
+import { EncodeGuard } from "../_encode_guard.ts";
 
 /** The 8 bytes every binary checkpoint starts with: `\x89CKPT\r\n\x1a`. */
 export const BINARY_MAGIC: Uint8Array = new Uint8Array([0x89, 0x43, 0x4b, 0x50, 0x54, 0x0d, 0x0a, 0x1a]);
@@ -405,30 +406,18 @@ async function* encodeRecords(
     return bytes;
   };
   const index: IndexEntry[] = [];
-  const names = new Set<string>();
-  let sawMetadata = false;
+  const guard = new EncodeGuard();
   try {
     for await (const rec of records) {
-      if (rec.type === "metadata") {
-        if (sawMetadata) throw new TypeError("Cannot encode checkpoint: metadata given twice");
-        sawMetadata = true;
+      if (guard.check(rec) === "metadata") {
         yield emit(encodeHeader());
-        const head = utf8.encode(metadataToJson(rec.metadata as Metadata));
+        const head = utf8.encode(metadataToJson((rec as Extract<CheckpointRecord, { type: "metadata" }>).metadata));
         const h = sha256();
         yield emit(encodeRecordPrefix(RecordKind.metadata, head, 0, position), h);
         yield emit(new Uint8Array(h.digest()));
         continue;
       }
-      if (rec.type !== "tensor") {
-        throw new TypeError(`Cannot encode checkpoint: unknown record type ${(rec as { type: unknown }).type}`);
-      }
-      if (!sawMetadata) throw new TypeError("Cannot encode checkpoint: a tensor came before the metadata");
-      const t = rec.tensor;
-      validateTensor(t);
-      if (names.has(t.name)) {
-        throw new TypeError(`Cannot encode checkpoint: duplicate tensor name ${JSON.stringify(t.name)}`);
-      }
-      names.add(t.name);
+      const t = (rec as Extract<CheckpointRecord, { type: "tensor" }>).tensor;
       const start = position;
       const body = bytesOf(t.data);
       const h = sha256();
@@ -446,7 +435,7 @@ async function* encodeRecords(
         length: position - start,
       });
     }
-    if (!sawMetadata) throw new TypeError("Cannot encode checkpoint: no metadata record");
+    guard.end();
     const indexOffset = position;
     const head = utf8.encode(JSON.stringify({ tensors: index }));
     const h = sha256();

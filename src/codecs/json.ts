@@ -10,16 +10,17 @@
  * @module
  */
 import type { CheckpointEncoder, Codec } from "../codec.ts";
-import { DTYPES, validateTensor } from "../dtype.ts";
+import { DTYPES } from "../dtype.ts";
 import { ChecksumMismatchError } from "../errors.ts";
 import { type DecodeLimits, resolveLimits } from "../limits.ts";
-import { metadataFromJson, metadataToJson } from "../metadata.ts";
+import { metadataFromJson, metadataToJson, specialNumber } from "../metadata.ts";
 import type { CheckpointRecord, DType, Tensor, TensorData } from "../types.ts";
 import { checkDescriptor } from "./binary.ts";
 import { ChunkReader } from "../_chunk_reader.ts";
 import { bf16ToNumber, f16ToNumber, numberToBf16, numberToF16 } from "../_float16.ts";
 import { type Hash, peekDigest, sha256, toHex } from "../_hash.ts";
 import { digestingEncoder, generatorPair, type Settle } from "../_pair.ts";
+import { EncodeGuard } from "../_encode_guard.ts";
 
 /** The first line of every JSON checkpoint. */
 export const JSON_HEADER_LINE = '{"ckpt":"jsonl","version":1}';
@@ -124,24 +125,18 @@ async function* encodeLines(
     record?.update(bytes);
     return bytes;
   };
-  const names = new Set<string>();
-  let sawMetadata = false;
+  const guard = new EncodeGuard();
   try {
     for await (const rec of records) {
       const h = sha256();
-      if (rec.type === "metadata") {
-        if (sawMetadata) throw new TypeError("Cannot encode checkpoint: metadata given twice");
-        sawMetadata = true;
+      if (guard.check(rec) === "metadata") {
         yield emit(JSON_HEADER_LINE);
-        yield emit(`{"metadata":${metadataToJson(rec.metadata)}}`, h);
+        yield emit(
+          `{"metadata":${metadataToJson((rec as Extract<CheckpointRecord, { type: "metadata" }>).metadata)}}`,
+          h,
+        );
       } else {
-        if (!sawMetadata) throw new TypeError("Cannot encode checkpoint: a tensor came before the metadata");
-        const t = rec.tensor;
-        validateTensor(t);
-        if (names.has(t.name)) {
-          throw new TypeError(`Cannot encode checkpoint: duplicate tensor name ${JSON.stringify(t.name)}`);
-        }
-        names.add(t.name);
+        const t = (rec as Extract<CheckpointRecord, { type: "tensor" }>).tensor;
         const descriptor = JSON.stringify({
           name: t.name,
           dtype: t.dtype,
@@ -156,8 +151,8 @@ async function* encodeLines(
       }
       yield emit(`{"sha256":"${h.digest("hex")}"}`);
     }
-    if (!sawMetadata) throw new TypeError("Cannot encode checkpoint: no metadata record");
-    const end = utf8.encode(`{"end":{"tensors":${names.size},"sha256":"${toHex(peekDigest(stream))}"}}\n`);
+    const count = guard.end();
+    const end = utf8.encode(`{"end":{"tensors":${count},"sha256":"${toHex(peekDigest(stream))}"}}\n`);
     stream.update(end);
     settle.resolve(stream.digest("hex"));
     yield end;
@@ -184,17 +179,10 @@ function parseLine(bytes: Uint8Array, line: number, offset: number): [string, un
   return [keys[0]!, (value as Record<string, unknown>)[keys[0]!]];
 }
 
+/** A float written as a string: the specials metadata also uses, or `NaN:<hex bits>` (as a bigint). */
 function specialFloat(v: string): number | bigint | undefined {
-  switch (v) {
-    case "NaN":
-      return NaN;
-    case "Infinity":
-      return Infinity;
-    case "-Infinity":
-      return -Infinity;
-    case "-0":
-      return -0;
-  }
+  const n = specialNumber(v);
+  if (n !== undefined) return n;
   const m = /^NaN:([0-9a-f]{1,16})$/.exec(v);
   return m ? BigInt("0x" + m[1]) : undefined;
 }

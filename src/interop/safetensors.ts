@@ -10,12 +10,13 @@
  * @module
  */
 import type { CheckpointEncoder, Codec } from "../codec.ts";
-import { bytesOf, checkTensorName, DTYPES, elementCount, typedArrayFrom, validateTensor } from "../dtype.ts";
+import { bytesOf, checkTensorName, DTYPES, elementCount, typedArrayFrom } from "../dtype.ts";
 import { type DecodeLimits, resolveLimits } from "../limits.ts";
 import type { Checkpoint, CheckpointRecord, DType, Metadata, Tensor, TensorInput } from "../types.ts";
 import { ChunkReader } from "../_chunk_reader.ts";
 import { sha256 } from "../_hash.ts";
 import { digestingEncoder, generatorPair, type Settle } from "../_pair.ts";
+import { EncodeGuard } from "../_encode_guard.ts";
 import { checkBools } from "../codecs/binary.ts";
 import { parseStrictJson, type StrictJson } from "./_json_strict.ts";
 import { metadataFromSafetensors, metadataToSafetensors } from "./safetensors_metadata.ts";
@@ -386,28 +387,18 @@ function encoderBody(descriptors: readonly SafetensorsTensorDescriptor[] | undef
     };
     let metadata: Metadata | undefined;
     const held: TensorInput[] = [];
-    const names = new Set<string>();
+    const guard = new EncodeGuard("safetensors");
     let count = 0;
     try {
       for await (const rec of records) {
-        if (rec.type === "metadata") {
-          if (metadata) throw new TypeError("Cannot encode safetensors: metadata given twice");
-          metadata = rec.metadata;
+        if (guard.check(rec) === "metadata") {
+          metadata = (rec as Extract<CheckpointRecord, { type: "metadata" }>).metadata;
           // Fails early on bad metadata; with descriptors, this is also the header that goes out.
           const header = encodeSafetensorsHeader(metadata, descriptors ?? []);
           if (descriptors) yield emit(header);
           continue;
         }
-        if (rec.type !== "tensor") {
-          throw new TypeError(`Cannot encode safetensors: unknown record type ${(rec as { type: unknown }).type}`);
-        }
-        if (!metadata) throw new TypeError("Cannot encode safetensors: a tensor came before the metadata");
-        const t = rec.tensor;
-        validateTensor(t);
-        if (names.has(t.name)) {
-          throw new TypeError(`Cannot encode safetensors: duplicate tensor name ${JSON.stringify(t.name)}`);
-        }
-        names.add(t.name);
+        const t = (rec as Extract<CheckpointRecord, { type: "tensor" }>).tensor;
         if (!descriptors) {
           held.push(t);
           continue;
@@ -432,7 +423,7 @@ function encoderBody(descriptors: readonly SafetensorsTensorDescriptor[] | undef
         count++;
         for (const s of slices(t)) yield emit(s);
       }
-      if (!metadata) throw new TypeError("Cannot encode safetensors: no metadata record");
+      guard.end();
       if (descriptors && count < descriptors.length) {
         throw new TypeError(
           `Cannot encode safetensors: the header announced ${descriptors.length} tensors but ${count} arrived (next expected ${
@@ -441,7 +432,7 @@ function encoderBody(descriptors: readonly SafetensorsTensorDescriptor[] | undef
         );
       }
       if (!descriptors) {
-        yield emit(encodeSafetensorsHeader(metadata, held));
+        yield emit(encodeSafetensorsHeader(metadata!, held));
         while (held.length > 0) {
           for (const s of slices(held.shift()!)) yield emit(s);
         }

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import type { Checkpoint, CheckpointInput, TensorInput } from "../../mod.ts";
 import { CheckpointManager, type CheckpointManagerOptions } from "../../src/manager/mod.ts";
 import { exact } from "./_helpers.ts";
+import { prng } from "../_util.ts";
 
 /** The retention rules of the crash runs: small, so that retention deletes on nearly every save. */
 export const POLICY = { maxToKeep: 3, keepEvery: 10, best: { metric: "loss", mode: "min" as const, keep: 2 } };
@@ -44,16 +45,7 @@ export function expectedKept(committed: readonly number[]): number[] {
 }
 
 /** A small seeded generator (mulberry32), so a failing run can be repeated with its seed. */
-export function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export const random: (seed: number) => () => number = prng;
 
 async function allFiles(dir: string, prefix = ""): Promise<string[]> {
   const out: string[] = [];
