@@ -39,7 +39,9 @@ if (args.values.role === "reader") {
   // The other end: read stdin, verify, report.
   const ckpt = await loadCheckpoint(Deno.stdin.readable);
   const elements = ckpt.tensors.reduce((n, t) => n + t.data.length, 0);
-  console.log(`  reader got step ${ckpt.metadata.step}: ${ckpt.tensors.length} tensors, ${elements} elements, all digests verified`);
+  console.log(
+    `  reader got step ${ckpt.metadata.step}: ${ckpt.tensors.length} tensors, ${elements} elements, all digests verified`,
+  );
   Deno.exit(0);
 }
 
