@@ -23,14 +23,25 @@ export class ChunkReader {
   #label: string;
   #file: Deno.FsFile | undefined;
   #reuse: boolean;
+  #tap: Hash | undefined;
   #body: ArrayBuffer | undefined;
 
   /**
    * With `reuseBuffers`, bodies that need a buffer of their own share one, grown as needed: each
    * body is valid only until the next readBody.
    */
-  constructor(source: AsyncIterable<Uint8Array> | Deno.FsFile, label = "checkpoint", reuseBuffers = false) {
+  /**
+   * With `tap`, every byte taken from the source is also fed to it, in order (the file's own
+   * digest, computed in the same pass as decoding).
+   */
+  constructor(
+    source: AsyncIterable<Uint8Array> | Deno.FsFile,
+    label = "checkpoint",
+    reuseBuffers = false,
+    tap?: Hash,
+  ) {
     this.#reuse = reuseBuffers;
+    this.#tap = tap;
     if (source instanceof Deno.FsFile) {
       this.#file = source;
       this.#it = fileChunks(source, FILE_CHUNK);
@@ -65,6 +76,7 @@ export class ChunkReader {
         throw new TypeError(`Cannot decode ${this.#label}: stream chunk is not a Uint8Array`);
       }
       if (c.byteLength === 0) continue;
+      this.#tap?.update(c);
       this.#chunks.push(c);
       this.#buffered += c.byteLength;
       return true;
@@ -179,6 +191,7 @@ export class ChunkReader {
       have += got;
       pending = have < n ? piece(have) : undefined;
       hash.update(out.subarray(at, at + got));
+      this.#tap?.update(out.subarray(at, at + got));
     }
     this.#position = start + n;
     return out;

@@ -7,7 +7,8 @@ import { readTensorsByName } from "./codecs/binary_file.ts";
 import type { Codec } from "./codec.ts";
 import { type CheckpointSource, decodeCheckpoint, type DecodeOptions, isBinaryFile, openSource } from "./decode.ts";
 import { ChecksumMismatchError } from "./errors.ts";
-import type { Checkpoint, Metadata, Tensor } from "./types.ts";
+import type { Checkpoint, CheckpointRecord, Metadata, Tensor } from "./types.ts";
+import { decodeRecords } from "./codecs/binary.ts";
 import { sha256 } from "./_hash.ts";
 import { toPath } from "./_path.ts";
 
@@ -76,23 +77,39 @@ function hashing(source: ReadableStream<Uint8Array>, expected: string): Readable
  * ```
  */
 export async function loadCheckpoint(source: CheckpointSource, options: LoadOptions = {}): Promise<Checkpoint> {
-  const only = options.only;
-  if (
-    only && options.sha256 === undefined && (typeof source === "string" || source instanceof URL) &&
-    await isBinaryPath(source, options.codecs)
-  ) {
-    return await readTensorsByName(source, only, options);
+  const { only, sha256: expected } = options;
+  if (expected !== undefined && !/^[0-9a-fA-F]{64}$/.test(expected)) {
+    throw new TypeError("Invalid sha256 option: expected 64 hex digits");
   }
-  let bytes: CheckpointSource = source;
-  if (options.sha256 !== undefined) {
-    if (!/^[0-9a-fA-F]{64}$/.test(options.sha256)) throw new TypeError("Invalid sha256 option: expected 64 hex digits");
-    bytes = hashing(openSource(source), options.sha256);
+  const binaryPath = (typeof source === "string" || source instanceof URL) &&
+    await isBinaryPath(source, options.codecs);
+  if (binaryPath && only && expected === undefined) return await readTensorsByName(source, only, options);
+  let records: AsyncIterable<CheckpointRecord>;
+  let checkFile = () => {};
+  if (binaryPath && expected !== undefined) {
+    // The file's digest in the same pass as decoding, over the bytes the decoder reads.
+    const tap = sha256();
+    records = (async function* () {
+      const file = await Deno.open(toPath(source, "read checkpoint from"), { read: true });
+      try {
+        yield* decodeRecords(file, { ...options, reuseBuffers: false }, tap);
+      } finally {
+        file.close();
+      }
+    })();
+    checkFile = () => {
+      const actual = tap.digest("hex");
+      if (actual !== expected.toLowerCase()) throw new ChecksumMismatchError("source bytes", expected, actual);
+    };
+  } else {
+    const bytes = expected === undefined ? source : hashing(openSource(source), expected);
+    records = decodeCheckpoint(bytes, { ...options, reuseBuffers: false });
   }
   const wanted = only ? new Set(only) : undefined;
   let metadata: Metadata | undefined;
   const tensors: Tensor[] = [];
   const found = new Set<string>();
-  for await (const record of decodeCheckpoint(bytes, { ...options, reuseBuffers: false })) {
+  for await (const record of records) {
     if (record.type === "metadata") metadata = record.metadata;
     else {
       found.add(record.tensor.name);
@@ -100,6 +117,7 @@ export async function loadCheckpoint(source: CheckpointSource, options: LoadOpti
     }
   }
   if (!metadata) throw new SyntaxError("Cannot decode checkpoint: no metadata record");
+  checkFile();
   if (wanted) {
     const missing = [...wanted].filter((n) => !found.has(n));
     if (missing.length) {

@@ -452,14 +452,16 @@ async function* encodeRecords(
 
 /**
  * Decodes a binary stream record by record. `input` is a chunk sequence or an open file (then
- * bodies are read straight into their final buffers, the next piece read while one is hashed).
+ * bodies are read straight into their final buffers, the next piece read while one is hashed,
+ * and `tap`, if given, sees every byte of the file).
  */
 export async function* decodeRecords(
   input: AsyncIterable<Uint8Array> | Deno.FsFile,
   limits?: DecoderOptions,
+  tap?: Hash,
 ): AsyncGenerator<CheckpointRecord> {
   const lim = resolveLimits(limits);
-  const r = new ChunkReader(input, "checkpoint", limits?.reuseBuffers ?? false);
+  const r = new ChunkReader(input, "checkpoint", limits?.reuseBuffers ?? false, tap);
   const stream = sha256();
   const read = async (n: number, what: string, record?: Hash): Promise<Uint8Array> => {
     const b = await r.readExact(n, what);
