@@ -138,6 +138,17 @@ for (const mib of sizes) {
       const r = await runTimed("dd", [`if=${raw}`, `of=${join(dir, "dd.bin")}`, "bs=16M", "conv=fdatasync"]);
       return { seconds: r.seconds, peakRss: r.peak, baseRss: 0 };
     }],
+    ["dd to a new file, then mv over", async () => {
+      // What an atomic save has to do: the new bytes go to fresh pages while the old file keeps
+      // its own until the rename (dd over an existing file recycles the pages it truncates).
+      const r = await runTimed("sh", [
+        "-c",
+        `dd if="$0" of="$1.tmp" bs=16M conv=fdatasync 2>/dev/null && mv "$1.tmp" "$1"`,
+        raw,
+        join(dir, "dd-atomic.bin"),
+      ]);
+      return { seconds: r.seconds, peakRss: r.peak, baseRss: 0 };
+    }],
     ["ckpt binary (sha256+fsync)", () => ckpt("save", mib, join(dir, "b.ckpt"), ["--warm"])],
     ["  same, first save in a process", () => ckpt("save", mib, join(dir, "b.ckpt"))],
     ["deno naive 1 MiB writes", () => ckpt("naive", mib, join(dir, "naive.bin"))],
