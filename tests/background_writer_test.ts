@@ -600,3 +600,23 @@ Deno.test("BackgroundWriter lets a script that never closes it exit once the wor
   `);
   assert.equal(code, 0, stderr);
 });
+
+Deno.test("a large save through the worker hashes on a nested worker and returns the file's digest", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const tensors = [0, 1, 2, 3, 4].map((i) => ({
+      name: `t${i}`,
+      dtype: "float32" as const,
+      shape: [(14 << 20) / 4],
+      data: new Float32Array((14 << 20) / 4).fill(i + 0.5),
+    }));
+    const expected = tensors.map((t) => t.data.slice());
+    await using writer = new BackgroundWriter();
+    const path = `${dir}/big.ckpt`;
+    const r = await writer.save(path, { metadata: { step: 1 }, tensors }); // 70 MiB: over the worker-hash threshold
+    const back = await loadCheckpoint(path, { sha256: r.sha256 });
+    assert.deepEqual(back.tensors.map((t) => t.data), expected);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
