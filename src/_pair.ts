@@ -7,7 +7,17 @@ export function generatorPair<I, O>(
   // No queue on either side: a record is taken from upstream only when the generator asks for
   // it, so at most one record is held here at a time.
   const pass = new TransformStream<I, I>({}, { highWaterMark: 0 }, { highWaterMark: 0 });
-  return { writable: pass.writable, readable: ReadableStream.from(body(pass.readable)) };
+  const it = pass.readable[Symbol.asyncIterator]();
+  async function* run(): AsyncGenerator<O> {
+    try {
+      yield* body({ [Symbol.asyncIterator]: () => it });
+    } finally {
+      // Ended early (an error, or the reader cancelled): cancel upstream too, so its source
+      // (an open file, a socket) is released now rather than left waiting.
+      await it.return?.();
+    }
+  }
+  return { writable: pass.writable, readable: ReadableStream.from(run()) };
 }
 
 /** The two ends of a promise. */

@@ -97,15 +97,21 @@ async function peek(stream: ReadableStream<Uint8Array>): Promise<[Uint8Array, Re
     at += Math.min(c.byteLength, head.byteLength - at);
   }
   async function* rest(): AsyncGenerator<Uint8Array> {
+    let finished = false;
     try {
       yield* chunks;
       chunks.length = 0;
       for (;;) {
         const r = await reader.read();
-        if (r.done) return;
+        if (r.done) {
+          finished = true;
+          return;
+        }
         yield r.value;
       }
     } finally {
+      // Stopped early (an error downstream, or a cancel): stop the source too, so a file closes now.
+      if (!finished) await reader.cancel().catch(() => {});
       reader.releaseLock();
     }
   }

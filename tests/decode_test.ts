@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { decodeCheckpoint, saveCheckpoint } from "../mod.ts";
+import { decodeCheckpoint, loadCheckpoint, saveCheckpoint } from "../mod.ts";
 import type { TensorInput } from "../src/types.ts";
 import { collect, edgeCheckpoint, feeds } from "./_util.ts";
 import { encodeCheckpoint } from "../mod.ts";
@@ -76,4 +76,33 @@ Deno.test("decodeCheckpoint hands out metadata before reading any tensor", async
   const first = await reader.read();
   assert.equal(first.value?.type, "metadata");
   await reader.cancel();
+});
+
+Deno.test({
+  name: "a failed or abandoned decode closes its file at once (no file handle left open)",
+  ignore: Deno.build.os !== "linux", // counts /proc/PID/fd
+  async fn() {
+    const dir = await Deno.makeTempDir();
+    try {
+      const path = join(dir, "bad.ckpt");
+      // Deno asks --allow-all to read /proc itself; ls in a subprocess counts our descriptors.
+      const open = async () => {
+        const out = await new Deno.Command("ls", { args: [`/proc/${Deno.pid}/fd`] }).output();
+        return new TextDecoder().decode(out.stdout).trim().split("\n").length;
+      };
+      // A JSON checkpoint whose metadata digest is wrong, followed by plenty of bytes never read.
+      await Deno.writeTextFile(
+        path,
+        '{"ckpt":"jsonl","version":1}\n{"metadata":{"step":1}}\n{"sha256":"' + "0".repeat(64) + '"}\n' +
+          "x".repeat(8 << 20),
+      );
+      const before = await open();
+      for (let i = 0; i < 5; i++) await assert.rejects(() => loadCheckpoint(path), /Checksum mismatch for metadata/);
+      const reader = decodeCheckpoint(path).getReader();
+      await reader.cancel();
+      assert.equal(await open(), before);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
 });
