@@ -85,10 +85,11 @@ Deno.test({
     const dir = await Deno.makeTempDir();
     try {
       const path = join(dir, "bad.ckpt");
-      // Deno asks --allow-all to read /proc itself; ls in a subprocess counts our descriptors.
-      const open = async () => {
-        const out = await new Deno.Command("ls", { args: [`/proc/${Deno.pid}/fd`] }).output();
-        return new TextDecoder().decode(out.stdout).trim().split("\n").length;
+      // Deno asks --allow-all to read /proc itself; ls in a subprocess lists what our descriptors
+      // point to, and none may point to the file (other tests' threads may open descriptors meanwhile).
+      const handles = async () => {
+        const out = await new Deno.Command("ls", { args: ["-l", `/proc/${Deno.pid}/fd`] }).output();
+        return new TextDecoder().decode(out.stdout).split("\n").filter((l) => l.endsWith(path)).length;
       };
       // A JSON checkpoint whose metadata digest is wrong, followed by plenty of bytes never read.
       await Deno.writeTextFile(
@@ -96,11 +97,18 @@ Deno.test({
         '{"ckpt":"jsonl","version":1}\n{"metadata":{"step":1}}\n{"sha256":"' + "0".repeat(64) + '"}\n' +
           "x".repeat(8 << 20),
       );
-      const before = await open();
       for (let i = 0; i < 5; i++) await assert.rejects(() => loadCheckpoint(path), /Checksum mismatch for metadata/);
-      const reader = decodeCheckpoint(path).getReader();
+      assert.equal(await handles(), 0, "failed loads left the file open");
+      // A valid checkpoint abandoned after its metadata: open while read, closed once cancelled.
+      const good = join(dir, "good.ckpt");
+      await saveCheckpoint(good, { metadata: { step: 1 }, tensors: bigTensors() }, { codec: "json" });
+      const reader = decodeCheckpoint(good).getReader();
+      assert.equal((await reader.read()).value?.type, "metadata");
+      const whileOpen = await new Deno.Command("ls", { args: ["-l", `/proc/${Deno.pid}/fd`] }).output();
+      assert.ok(new TextDecoder().decode(whileOpen.stdout).includes(good), "the check can see an open file");
       await reader.cancel();
-      assert.equal(await open(), before);
+      const after = await new Deno.Command("ls", { args: ["-l", `/proc/${Deno.pid}/fd`] }).output();
+      assert.ok(!new TextDecoder().decode(after.stdout).includes(good), "a cancelled decode left the file open");
     } finally {
       await Deno.remove(dir, { recursive: true });
     }
