@@ -5,7 +5,7 @@
  * @module
  */
 import type { DecodeLimits } from "./limits.ts";
-import type { CheckpointRecord } from "./types.ts";
+import type { Checkpoint, CheckpointRecord } from "./types.ts";
 
 /** How many leading bytes {@linkcode Codec.detect} is shown (fewer when the stream is shorter). */
 export const DETECT_BYTES = 64;
@@ -94,4 +94,11 @@ export interface Codec {
   encoder(options?: EncoderOptions): CheckpointEncoder;
   /** A new decoder for one checkpoint, enforcing the caps in `options`. */
   decoder(options?: DecoderOptions): ReadableWritablePair<CheckpointRecord, Uint8Array>;
+  /**
+   * Optional random access: the metadata and only the named tensors of an (uncompressed) file in
+   * this codec, read by seeking rather than streaming the whole file, each tensor verified as far
+   * as the format allows. A name the file lacks is a `RangeError`. `loadCheckpoint(path, { only })`
+   * uses it when present.
+   */
+  readTensors?(path: string | URL, names: readonly string[], limits?: DecodeLimits): Promise<Checkpoint>;
 }

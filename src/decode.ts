@@ -148,14 +148,14 @@ function detectCodec(head: Uint8Array, codecs: readonly Codec[] = []): Codec | u
 }
 
 /**
- * Whether an open file holds ckpt's binary codec (and no codec of the caller's claims its bytes
- * first). Leaves the file at offset 0.
+ * The codec whose bytes an open file starts with (the caller's codecs first), or `undefined`
+ * (gzip, or nothing recognised). Leaves the file at offset 0.
  */
-export async function isBinaryFile(file: Deno.FsFile, codecs?: readonly Codec[]): Promise<boolean> {
+export async function fileCodec(file: Deno.FsFile, codecs?: readonly Codec[]): Promise<Codec | undefined> {
   const head = new Uint8Array(DETECT_BYTES);
   const n = await readFull(file, head);
   await file.seek(0, Deno.SeekMode.Start);
-  return detectCodec(head.subarray(0, n), codecs) === binaryCodec;
+  return detectCodec(head.subarray(0, n), codecs);
 }
 
 /**
@@ -222,7 +222,7 @@ export function decodeCheckpoint(
       // Fast path for binary files: bodies read straight into their final buffers.
       const file = await Deno.open(toPath(source, "read checkpoint from"), { read: true });
       try {
-        if (await isBinaryFile(file, options.codecs)) {
+        if (await fileCodec(file, options.codecs) === binaryCodec) {
           yield* decodeRecords(file, options);
           return;
         }

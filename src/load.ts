@@ -3,21 +3,21 @@
  *
  * @module
  */
-import { readTensorsByName } from "./codecs/binary_file.ts";
 import type { Codec } from "./codec.ts";
-import { type CheckpointSource, decodeCheckpoint, type DecodeOptions, isBinaryFile, openSource } from "./decode.ts";
+import { type CheckpointSource, decodeCheckpoint, type DecodeOptions, fileCodec, openSource } from "./decode.ts";
 import { ChecksumMismatchError } from "./errors.ts";
 import type { Checkpoint, CheckpointRecord, Metadata, Tensor } from "./types.ts";
-import { decodeRecords } from "./codecs/binary.ts";
+import { binaryCodec, decodeRecords } from "./codecs/binary.ts";
 import { sha256 } from "./_hash.ts";
 import { toPath } from "./_path.ts";
 
 /** Options for {@linkcode loadCheckpoint}. */
 export interface LoadOptions extends DecodeOptions {
   /**
-   * Load only these tensors. From an uncompressed binary file this seeks through the index and
-   * reads nothing else (each selected tensor verified by its own digest); from other sources the
-   * stream is read and verified whole and the rest dropped. A name the checkpoint lacks is a
+   * Load only these tensors. From an uncompressed file whose codec reads by name (binary through
+   * its index, safetensors through its header) this seeks and reads nothing else, each selected
+   * tensor verified by its own digest where the format has one; from other sources the stream is
+   * read and verified whole and the rest dropped. A name the checkpoint lacks is a
    * `RangeError`.
    */
   only?: readonly string[];
@@ -28,10 +28,10 @@ export interface LoadOptions extends DecodeOptions {
   sha256?: string;
 }
 
-async function isBinaryPath(path: string | URL, codecs?: readonly Codec[]): Promise<boolean> {
+async function pathCodec(path: string | URL, codecs?: readonly Codec[]): Promise<Codec | undefined> {
   const file = await Deno.open(toPath(path, "read checkpoint from"), { read: true });
   try {
-    return await isBinaryFile(file, codecs);
+    return await fileCodec(file, codecs);
   } finally {
     file.close();
   }
@@ -81,9 +81,12 @@ export async function loadCheckpoint(source: CheckpointSource, options: LoadOpti
   if (expected !== undefined && !/^[0-9a-fA-F]{64}$/.test(expected)) {
     throw new TypeError("Invalid sha256 option: expected 64 hex digits");
   }
-  const binaryPath = (typeof source === "string" || source instanceof URL) &&
-    await isBinaryPath(source, options.codecs);
-  if (binaryPath && only && expected === undefined) return await readTensorsByName(source, only, options);
+  const isPath = typeof source === "string" || source instanceof URL;
+  const codec = isPath ? await pathCodec(source, options.codecs) : undefined;
+  if (isPath && only && expected === undefined && codec?.readTensors) {
+    return await codec.readTensors(source, only, options);
+  }
+  const binaryPath = isPath && codec === binaryCodec;
   let records: AsyncIterable<CheckpointRecord>;
   let checkFile = () => {};
   if (binaryPath && expected !== undefined) {

@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { ChecksumMismatchError, loadCheckpoint, readCheckpointIndex, saveCheckpoint } from "../mod.ts";
+import {
+  ChecksumMismatchError,
+  loadCheckpoint,
+  readCheckpointIndex,
+  safetensorsCodec,
+  saveCheckpoint,
+} from "../mod.ts";
 import { assertSameTensors, edgeCheckpoint, edgeTensors } from "./_util.ts";
 import { buildRaw, meta, tensor } from "./codecs/_binary_builder.ts";
 
@@ -138,4 +144,25 @@ Deno.test("loadCheckpoint rejects sources that are not byte sources", async () =
   await assert.rejects(() => loadCheckpoint(42 as unknown as string), /source must be a path, a file: URL/);
   await assert.rejects(() => loadCheckpoint(new URL("https://example.com/x.ckpt")), /only file: URLs are supported/);
   await assert.rejects(() => loadCheckpoint("/nonexistent/x.ckpt"), Deno.errors.NotFound);
+});
+
+Deno.test("loadCheckpoint({ only }) seeks through any codec that reads by name: safetensors reads only its ranges", async () => {
+  await withDir(async (dir) => {
+    const path = join(dir, "m.safetensors");
+    const tensors = [
+      { name: "mask", dtype: "bool" as const, shape: [4], data: new Uint8Array([1, 0, 1, 0]) },
+      { name: "w", dtype: "float32" as const, shape: [2], data: new Float32Array([1.5, -2]) },
+    ];
+    await saveCheckpoint(path, { metadata: { step: 3 }, tensors }, { codec: safetensorsCodec });
+    // Make the bool tensor invalid (a 2): a full load must refuse it, a load of "w" never reads it.
+    const bytes = await Deno.readFile(path);
+    const headerLength = Number(new DataView(bytes.buffer).getBigUint64(0, true));
+    bytes[8 + headerLength] = 2;
+    await Deno.writeFile(path, bytes);
+    await assert.rejects(() => loadCheckpoint(path, { codecs: [safetensorsCodec] }), /not 0 or 1/);
+    const some = await loadCheckpoint(path, { only: ["w"], codecs: [safetensorsCodec] });
+    assert.equal(some.metadata.step, 3);
+    assertSameTensors(some.tensors, [tensors[1]!]);
+    await assert.rejects(() => loadCheckpoint(path, { only: ["nope"], codecs: [safetensorsCodec] }), RangeError);
+  });
 });

@@ -12,7 +12,8 @@ import { bytesOf, checkTensorName, DTYPES, elementCount, isDType, typedArrayFrom
 import { ChecksumMismatchError } from "../errors.ts";
 import { type DecodeLimits, resolveLimits } from "../limits.ts";
 import { metadataFromJson, metadataToJson } from "../metadata.ts";
-import type { CheckpointRecord, Tensor, TensorInput } from "../types.ts";
+import type { Checkpoint, CheckpointRecord, Tensor, TensorInput } from "../types.ts";
+import { readTensorsByName } from "./binary_file.ts";
 import { ChunkReader } from "../_chunk_reader.ts";
 import { type Hash, sha256, toHex } from "../_hash.ts";
 import { digestingEncoder, generatorPair, type Settle } from "../_pair.ts";
@@ -577,5 +578,8 @@ export const binaryCodec: Codec = Object.freeze({
   },
   decoder(limits?: DecoderOptions) {
     return generatorPair((chunks: AsyncIterable<Uint8Array>) => decodeRecords(chunks, limits));
+  },
+  readTensors(path: string | URL, names: readonly string[], limits?: DecodeLimits): Promise<Checkpoint> {
+    return readTensorsByName(path, names, limits);
   },
 });

@@ -533,6 +533,9 @@ export function createSafetensorsCodec(options: SafetensorsCodecOptions = {}): C
     decoder(limits?: DecodeLimits) {
       return generatorPair((chunks: AsyncIterable<Uint8Array>) => decodeRecords(chunks, limits));
     },
+    readTensors(path: string | URL, names: readonly string[], limits?: DecodeLimits): Promise<Checkpoint> {
+      return readSafetensorsTensors(path, names, limits);
+    },
   });
 }
 
