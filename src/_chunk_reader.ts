@@ -236,11 +236,4 @@ export class ChunkReader {
       `Cannot decode ${this.#label}: line ${line} at offset ${this.#position} is longer than maxLineBytes ${max}`,
     );
   }
-
-  /** Stops the source early (for example after an error). */
-  async cancel(reason?: unknown): Promise<void> {
-    this.#chunks = [];
-    this.#done = true;
-    await this.#it.return?.(reason);
-  }
 }

@@ -7,6 +7,7 @@ import { metadataFromJson, metadataToJson } from "../metadata.ts";
 import { writeFileAtomic } from "../save.ts";
 import type { Metadata } from "../types.ts";
 import type { RetentionPolicy } from "./_retention.ts";
+import type { CheckpointEntry } from "./entry.ts";
 
 /** The index file's name inside a checkpoint directory. */
 export const INDEX_FILE = "index.json";
@@ -15,25 +16,16 @@ const VERSION = 1;
 /** An index larger than this is refused rather than parsed. */
 const MAX_INDEX_BYTES = 256 * 2 ** 20;
 
-/** One committed checkpoint as the index records it. */
-export interface StoredEntry {
-  step: number;
+/**
+ * One committed checkpoint as the index records it: the public entry, with the file name inside
+ * the directory instead of a path, and for an incremental checkpoint its blobs (key to bytes).
+ */
+export type StoredEntry = Omit<CheckpointEntry, "path"> & {
   /** File name inside the directory: the checkpoint file, or the manifest of an incremental one. */
   file: string;
-  kind: "full" | "incremental";
-  /** Bytes the checkpoint occupies: its file, or its manifest plus every blob it references. */
-  bytes: number;
-  /** Bytes its save wrote: the same as `bytes` for a full checkpoint, new blobs plus manifest otherwise. */
-  bytesWritten: number;
-  /** SHA-256 of the file (full) or the manifest (incremental), lowercase hex. */
-  sha256: string;
-  /** When the save was committed, ISO 8601. */
-  savedAt: string;
-  metadata: Metadata;
-  tensorCount: number;
   /** Incremental only: blob key to bytes on disk. */
   blobs?: Map<string, number>;
-}
+};
 
 /** A blob key: the SHA-256 of a tensor's bytes, with `.gz` when the blob is gzip-compressed. */
 export const BLOB_KEY = /^[0-9a-f]{64}(\.gz)?$/;
