@@ -45,6 +45,8 @@ async function runDenied(mode: "full" | "incremental"): Promise<{
     const out = await new Deno.Command(deno, {
       args: ["run", "-A", "--no-config", child, dir, mode],
       env: { DENO_DIR: join(home, "deno"), HOME: home, NO_COLOR: "1" },
+      // A working directory `nobody` can enter: the checkout's may not be (a clone inside a 0700 temp dir).
+      cwd: work,
       ...(root ? { uid: 65534, gid: 65534 } : {}),
       stdout: "piped",
       stderr: "piped",
