@@ -37,30 +37,30 @@ export type {
   Tensor,
   TensorData,
   TensorInput,
-} from "./src/types.ts";
-export { ChecksumMismatchError } from "./src/errors.ts";
-export { type DecodeLimits, DEFAULT_LIMITS } from "./src/limits.ts";
+} from "./src/format/types.ts";
+export { ChecksumMismatchError } from "./src/format/errors.ts";
+export { type DecodeLimits, DEFAULT_LIMITS } from "./src/format/limits.ts";
 export {
   type CheckpointEncoder,
   type Codec,
   type DecoderOptions,
   DETECT_BYTES,
   type EncoderOptions,
-} from "./src/codec.ts";
-export { binaryCodec } from "./src/codecs/binary.ts";
-export { jsonCodec } from "./src/codecs/json.ts";
-export { type IndexEntry } from "./src/codecs/binary.ts";
-export { type CheckpointIndex, readCheckpointIndex } from "./src/codecs/binary_file.ts";
-export { type CodecName, type Compression, encodeCheckpoint, type EncodeOptions } from "./src/encode.ts";
+} from "./src/format/codec.ts";
+export { binaryCodec } from "./src/format/codecs/binary.ts";
+export { jsonCodec } from "./src/format/codecs/json.ts";
+export { type IndexEntry } from "./src/format/codecs/binary.ts";
+export { type CheckpointIndex, readCheckpointIndex } from "./src/format/codecs/binary_file.ts";
+export { type CodecName, type Compression, encodeCheckpoint, type EncodeOptions } from "./src/format/encode.ts";
 export {
   type CheckpointSource,
   decodeCheckpoint,
   type DecodeOptions,
   sniffCheckpoint,
   type SniffResult,
-} from "./src/decode.ts";
-export { type CheckpointTarget, saveCheckpoint, type SaveOptions, type SaveResult } from "./src/save.ts";
-export { loadCheckpoint, type LoadOptions } from "./src/load.ts";
+} from "./src/format/decode.ts";
+export { type CheckpointTarget, saveCheckpoint, type SaveOptions, type SaveResult } from "./src/io/save.ts";
+export { loadCheckpoint, type LoadOptions } from "./src/io/load.ts";
 export {
   type BackgroundCheckpoint,
   BackgroundWriter,
@@ -69,8 +69,8 @@ export {
   DEFAULT_WHEN_BUSY,
   SupersededError,
   type WhenBusy,
-} from "./src/background_writer.ts";
-export { type DTypeInfo, DTYPES, type TypedArrayConstructor, validateTensor } from "./src/dtype.ts";
+} from "./src/background/writer.ts";
+export { type DTypeInfo, DTYPES, type TypedArrayConstructor, validateTensor } from "./src/format/dtype.ts";
 export {
   type BestPolicy,
   type CheckpointEntry,

@@ -20,9 +20,9 @@
  */
 import * as tf from "@tensorflow/tfjs";
 import { parseArgs } from "node:util";
-import { BackgroundWriter } from "../src/background_writer.ts";
-import { saveCheckpoint, type SaveOptions } from "../src/save.ts";
-import type { TensorInput } from "../src/types.ts";
+import { BackgroundWriter } from "../src/background/writer.ts";
+import { saveCheckpoint, type SaveOptions } from "../src/io/save.ts";
+import type { TensorInput } from "../src/format/types.ts";
 
 const { values: flags } = parseArgs({
   args: Deno.args,

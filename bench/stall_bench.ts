@@ -9,9 +9,9 @@
  *
  * @module
  */
-import { BackgroundWriter } from "../src/background_writer.ts";
-import { saveCheckpoint } from "../src/save.ts";
-import type { TensorInput } from "../src/types.ts";
+import { BackgroundWriter } from "../src/background/writer.ts";
+import { saveCheckpoint } from "../src/io/save.ts";
+import type { TensorInput } from "../src/format/types.ts";
 
 const SIZES = [4 * 2 ** 20, 2 ** 20, 4096, 4096, 10]; // float32 elements: ~20 MiB in all
 const SOURCE = SIZES.map((n) => new Float32Array(n).map((_, i) => i * 0.5));

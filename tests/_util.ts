@@ -1,9 +1,9 @@
 // Shared test helpers: sample tensors of every dtype with edge values, a seeded PRNG, the three
 // ways of feeding a stream, and a bit-for-bit comparison.
 import assert from "node:assert/strict";
-import { bytesOf } from "../src/dtype.ts";
-import type { Checkpoint, CheckpointInput, DType, Tensor, TensorData, TensorInput } from "../src/types.ts";
-import { DTYPES } from "../src/dtype.ts";
+import { bytesOf } from "../src/format/dtype.ts";
+import type { Checkpoint, CheckpointInput, DType, Tensor, TensorData, TensorInput } from "../src/format/types.ts";
+import { DTYPES } from "../src/format/dtype.ts";
 
 /** mulberry32: a small seeded PRNG, so failures reproduce. */
 export function prng(seed: number): () => number {

@@ -12,7 +12,7 @@ import {
   type Tensor,
 } from "../../mod.ts";
 import { safetensorsCodec } from "../interop/safetensors.ts";
-import { BINARY_MAGIC } from "../codecs/binary.ts";
+import { BINARY_MAGIC } from "../format/codecs/binary.ts";
 import {
   BadCheckpointError,
   type CliIO,

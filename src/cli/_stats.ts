@@ -2,7 +2,7 @@
 // copies (float16/bfloat16 bit patterns are widened one element at a time).
 
 import type { Tensor } from "../../mod.ts";
-import { bf16ToNumber, f16ToNumber } from "../_float16.ts";
+import { bf16ToNumber, f16ToNumber } from "../format/_float16.ts";
 
 /** Min, max, mean and NaN count of a tensor. */
 export interface TensorStats {

@@ -7,10 +7,10 @@
  */
 import type { io } from "@tensorflow/tfjs-core";
 import { basename, dirname, join } from "node:path";
-import type { DecodeOptions } from "../decode.ts";
-import { loadCheckpoint } from "../load.ts";
-import { saveCheckpoint, type SaveOptions, type SaveResult, toPath } from "../save.ts";
-import type { Metadata } from "../types.ts";
+import type { DecodeOptions } from "../format/decode.ts";
+import { loadCheckpoint } from "../io/load.ts";
+import { saveCheckpoint, type SaveOptions, type SaveResult, toPath } from "../io/save.ts";
+import type { Metadata } from "../format/types.ts";
 import { readSha256Sidecar, writeSha256Sidecar } from "./sidecar.ts";
 import { artifactsToCheckpoint, checkpointToArtifacts } from "./tfjs_artifacts.ts";
 import type { WeightOptions } from "./tfjs_weights.ts";

@@ -9,15 +9,15 @@
  *
  * @module
  */
-import type { CheckpointEncoder, Codec } from "../codec.ts";
-import { bytesOf, checkTensorName, DTYPES, elementCount, typedArrayFrom } from "../dtype.ts";
-import { type DecodeLimits, resolveLimits } from "../limits.ts";
-import type { Checkpoint, CheckpointRecord, DType, Metadata, Tensor, TensorInput } from "../types.ts";
-import { ChunkReader } from "../_chunk_reader.ts";
-import { sha256 } from "../_hash.ts";
-import { digestingEncoder, generatorPair, type Settle } from "../_pair.ts";
-import { EncodeGuard } from "../_encode_guard.ts";
-import { checkBools } from "../codecs/binary.ts";
+import type { CheckpointEncoder, Codec } from "../format/codec.ts";
+import { bytesOf, checkTensorName, DTYPES, elementCount, typedArrayFrom } from "../format/dtype.ts";
+import { type DecodeLimits, resolveLimits } from "../format/limits.ts";
+import type { Checkpoint, CheckpointRecord, DType, Metadata, Tensor, TensorInput } from "../format/types.ts";
+import { ChunkReader } from "../format/_chunk_reader.ts";
+import { sha256 } from "../format/_hash.ts";
+import { digestingEncoder, generatorPair, type Settle } from "../format/_pair.ts";
+import { EncodeGuard } from "../format/_encode_guard.ts";
+import { checkBools } from "../format/codecs/binary.ts";
 import { parseStrictJson, type StrictJson } from "./_json_strict.ts";
 import { metadataFromSafetensors, metadataToSafetensors } from "./safetensors_metadata.ts";
 

@@ -18,8 +18,8 @@
  *
  * @module
  */
-import { metadataFromJson, metadataToJson } from "../metadata.ts";
-import type { JsonValue, Metadata } from "../types.ts";
+import { metadataFromJson, metadataToJson } from "../format/metadata.ts";
+import type { JsonValue, Metadata } from "../format/types.ts";
 
 /** Prefix of the `__metadata__` keys ckpt writes. */
 export const CKPT_KEY_PREFIX = "ckpt.";

@@ -5,7 +5,7 @@
  * @module
  */
 import { basename } from "node:path";
-import { toPath, writeFileAtomic } from "../save.ts";
+import { toPath, writeFileAtomic } from "../io/save.ts";
 
 const HEX64 = /^[0-9a-f]{64}$/;
 

@@ -13,15 +13,15 @@
  */
 import type { io } from "@tensorflow/tfjs-core";
 import { dirname, isAbsolute, join } from "node:path";
-import { type CheckpointSource, decodeCheckpoint, type DecodeOptions } from "../decode.ts";
-import { isDType } from "../dtype.ts";
-import { ChecksumMismatchError } from "../errors.ts";
-import { resolveLimits } from "../limits.ts";
-import { metadataFromJson, metadataToJson } from "../metadata.ts";
-import { toPath, writeFileAtomic } from "../save.ts";
-import type { Checkpoint, CheckpointInput, DType, JsonValue, Metadata, Tensor, TensorInput } from "../types.ts";
-import { ChunkReader } from "../_chunk_reader.ts";
-import { sha256 } from "../_hash.ts";
+import { type CheckpointSource, decodeCheckpoint, type DecodeOptions } from "../format/decode.ts";
+import { isDType } from "../format/dtype.ts";
+import { ChecksumMismatchError } from "../format/errors.ts";
+import { resolveLimits } from "../format/limits.ts";
+import { metadataFromJson, metadataToJson } from "../format/metadata.ts";
+import { toPath, writeFileAtomic } from "../io/save.ts";
+import type { Checkpoint, CheckpointInput, DType, JsonValue, Metadata, Tensor, TensorInput } from "../format/types.ts";
+import { ChunkReader } from "../format/_chunk_reader.ts";
+import { sha256 } from "../format/_hash.ts";
 import {
   tensorToWeight,
   weightByteLength,

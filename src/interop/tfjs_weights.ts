@@ -16,8 +16,8 @@
  * @module
  */
 import type { io } from "@tensorflow/tfjs-core";
-import { bytesOf, elementCount, typedArrayFrom } from "../dtype.ts";
-import type { DType, Tensor, TensorData, TensorInput } from "../types.ts";
+import { bytesOf, elementCount, typedArrayFrom } from "../format/dtype.ts";
+import type { DType, Tensor, TensorData, TensorInput } from "../format/types.ts";
 
 /** A TF.js weights-manifest entry. */
 export type WeightSpec = io.WeightsManifestEntry;

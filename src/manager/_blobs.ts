@@ -5,13 +5,21 @@
 // against the digest in its name.
 
 import { join } from "node:path";
-import { bytesOf, checkTensorName, DTYPES, elementCount, isDType, typedArrayFrom, validateTensor } from "../dtype.ts";
-import { ChecksumMismatchError } from "../errors.ts";
-import type { DecodeLimits } from "../limits.ts";
-import { metadataFromJson, metadataToJson } from "../metadata.ts";
-import { writeFileAtomic } from "../save.ts";
-import type { Checkpoint, Metadata, Tensor, TensorInput } from "../types.ts";
-import { sha256 } from "../_hash.ts";
+import {
+  bytesOf,
+  checkTensorName,
+  DTYPES,
+  elementCount,
+  isDType,
+  typedArrayFrom,
+  validateTensor,
+} from "../format/dtype.ts";
+import { ChecksumMismatchError } from "../format/errors.ts";
+import type { DecodeLimits } from "../format/limits.ts";
+import { metadataFromJson, metadataToJson } from "../format/metadata.ts";
+import { writeFileAtomic } from "../io/save.ts";
+import type { Checkpoint, Metadata, Tensor, TensorInput } from "../format/types.ts";
+import { sha256 } from "../format/_hash.ts";
 import { BLOB_KEY } from "./_index.ts";
 
 /** The blob store's directory inside a checkpoint directory. */

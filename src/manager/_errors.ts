@@ -1,6 +1,6 @@
 // How the manager words I/O failures, and which failures mean "this checkpoint is damaged".
 
-import { ChecksumMismatchError } from "../errors.ts";
+import { ChecksumMismatchError } from "../format/errors.ts";
 
 /** Rewraps an I/O error with a message saying what failed, keeping its class (`Deno.errors.*`) and `code`. */
 export function ioError(what: string, e: unknown): Error {

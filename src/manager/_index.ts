@@ -3,9 +3,9 @@
 // committed exactly when it is listed here.
 
 import { join } from "node:path";
-import { metadataFromJson, metadataToJson } from "../metadata.ts";
-import { writeFileAtomic } from "../save.ts";
-import type { Metadata } from "../types.ts";
+import { metadataFromJson, metadataToJson } from "../format/metadata.ts";
+import { writeFileAtomic } from "../io/save.ts";
+import type { Metadata } from "../format/types.ts";
 import type { RetentionPolicy } from "./_retention.ts";
 import type { CheckpointEntry } from "./entry.ts";
 

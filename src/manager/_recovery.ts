@@ -1,8 +1,8 @@
 // Rebuilding an index from the checkpoint files in a directory (none, or a damaged one).
 
 import { join } from "node:path";
-import { loadCheckpoint } from "../load.ts";
-import { sha256 } from "../_hash.ts";
+import { loadCheckpoint } from "../io/load.ts";
+import { sha256 } from "../format/_hash.ts";
 import { blobPath, decodeManifest, readIncremental } from "./_blobs.ts";
 import { isDamage } from "./_errors.ts";
 import { type StoredEntry, writeIndex } from "./_index.ts";

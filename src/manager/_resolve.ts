@@ -1,9 +1,9 @@
 // Options resolved once: defaults filled in, every value checked, and the retention rules in force.
 
-import type { Codec } from "../codec.ts";
-import { type CodecName, type Compression, resolveCodec } from "../encode.ts";
-import { type DecodeLimits, resolveLimits } from "../limits.ts";
-import { saveCheckpoint } from "../save.ts";
+import type { Codec } from "../format/codec.ts";
+import { type CodecName, type Compression, resolveCodec } from "../format/encode.ts";
+import { type DecodeLimits, resolveLimits } from "../format/limits.ts";
+import { saveCheckpoint } from "../io/save.ts";
 import {
   type CheckpointManagerOptions,
   type CheckpointWriter,

@@ -1,6 +1,6 @@
 // Which checkpoints retention keeps, and why: a pure function of the committed entries.
 
-import type { Metadata } from "../types.ts";
+import type { Metadata } from "../format/types.ts";
 
 /** Why a checkpoint is kept: among the newest `maxToKeep`, a multiple of `keepEvery`, or among the best. */
 export type KeepReason = "recent" | "every" | "best";

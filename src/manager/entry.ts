@@ -3,7 +3,7 @@
  *
  * @module
  */
-import type { DType, Metadata } from "../types.ts";
+import type { DType, Metadata } from "../format/types.ts";
 import type { KeepReason } from "./_retention.ts";
 
 /** A committed checkpoint: what `save()` resolves with and what `list()` describes. */

@@ -30,15 +30,15 @@
  */
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { loadCheckpoint } from "../load.ts";
-import { readCheckpointIndex } from "../codecs/binary_file.ts";
-import { bytesOf, validateTensor } from "../dtype.ts";
-import { ChecksumMismatchError } from "../errors.ts";
-import { validateMetadata } from "../metadata.ts";
-import { type SaveResult, writeFileAtomic } from "../save.ts";
-import type { Checkpoint, CheckpointInput, TensorInput } from "../types.ts";
-import { sha256 } from "../_hash.ts";
-import { SavePromise } from "../_background_protocol.ts";
+import { loadCheckpoint } from "../io/load.ts";
+import { readCheckpointIndex } from "../format/codecs/binary_file.ts";
+import { bytesOf, validateTensor } from "../format/dtype.ts";
+import { ChecksumMismatchError } from "../format/errors.ts";
+import { validateMetadata } from "../format/metadata.ts";
+import { type SaveResult, writeFileAtomic } from "../io/save.ts";
+import type { Checkpoint, CheckpointInput, TensorInput } from "../format/types.ts";
+import { sha256 } from "../format/_hash.ts";
+import { SavePromise } from "../background/_protocol.ts";
 import {
   blobPath,
   BLOBS_DIR,

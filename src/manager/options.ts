@@ -3,11 +3,11 @@
  *
  * @module
  */
-import type { Codec } from "../codec.ts";
-import type { CodecName, Compression } from "../encode.ts";
-import type { DecodeLimits } from "../limits.ts";
-import type { SaveOptions, SaveResult } from "../save.ts";
-import type { CheckpointInput } from "../types.ts";
+import type { Codec } from "../format/codec.ts";
+import type { CodecName, Compression } from "../format/encode.ts";
+import type { DecodeLimits } from "../format/limits.ts";
+import type { SaveOptions, SaveResult } from "../io/save.ts";
+import type { CheckpointInput } from "../format/types.ts";
 
 /** The default of {@linkcode CheckpointManagerOptions.maxToKeep}: the newest 5 checkpoints are kept. */
 export const DEFAULT_MAX_TO_KEEP = 5;

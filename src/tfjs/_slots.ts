@@ -10,8 +10,8 @@
  */
 import type { NamedTensorMap, Tensor, Variable } from "@tensorflow/tfjs-core";
 import type { LayersModel } from "@tensorflow/tfjs-layers";
-import type { DType } from "../types.ts";
-import { checkTensorName } from "../dtype.ts";
+import type { DType } from "../format/types.ts";
+import { checkTensorName } from "../format/dtype.ts";
 
 /** What `snapshot` reads and `restore` writes: a layers model, variables, or tensors by name. */
 export type TfModel = LayersModel | Variable[] | NamedTensorMap;

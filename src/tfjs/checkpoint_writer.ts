@@ -9,11 +9,11 @@ import {
   DEFAULT_WHEN_BUSY,
   SupersededError,
   type WhenBusy,
-} from "../background_writer.ts";
-import type { SaveOptions, SaveResult } from "../save.ts";
-import type { Checkpoint, CheckpointInput } from "../types.ts";
+} from "../background/writer.ts";
+import type { SaveOptions, SaveResult } from "../io/save.ts";
+import type { Checkpoint, CheckpointInput } from "../format/types.ts";
 import type { CheckpointEntry } from "../manager/mod.ts";
-import { SavePromise } from "../_background_protocol.ts";
+import { SavePromise } from "../background/_protocol.ts";
 import { beginSnapshot, type SnapshotOptions } from "./snapshot.ts";
 import { StagingPool } from "./staging_pool.ts";
 

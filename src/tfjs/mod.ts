@@ -48,13 +48,13 @@ export type {
   Tensor,
   TensorData,
   TensorInput,
-} from "../types.ts";
-export type { SaveOptions, SaveResult } from "../save.ts";
-export type { CodecName, Compression, EncodeOptions } from "../encode.ts";
-export type { WhenBusy } from "../background_writer.ts";
-export type { CheckpointEncoder, Codec } from "../codec.ts";
-export type { CheckpointRecord } from "../types.ts";
-export type { DecodeLimits } from "../limits.ts";
+} from "../format/types.ts";
+export type { SaveOptions, SaveResult } from "../io/save.ts";
+export type { CodecName, Compression, EncodeOptions } from "../format/encode.ts";
+export type { WhenBusy } from "../background/writer.ts";
+export type { CheckpointEncoder, Codec } from "../format/codec.ts";
+export type { CheckpointRecord } from "../format/types.ts";
+export type { DecodeLimits } from "../format/limits.ts";
 export type { CheckpointEntry } from "../manager/mod.ts";
 export { beginSnapshot, snapshot, type SnapshotOptions } from "./snapshot.ts";
 export { DEFAULT_MAX_FREE, StagingPool, type StagingPoolOptions } from "./staging_pool.ts";

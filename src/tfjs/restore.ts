@@ -4,8 +4,8 @@
  * @module
  */
 import { type Optimizer, type Tensor, tensor, tidy, type Variable } from "@tensorflow/tfjs-core";
-import type { CheckpointInput, TensorInput } from "../types.ts";
-import { validateTensor } from "../dtype.ts";
+import type { CheckpointInput, TensorInput } from "../format/types.ts";
+import { validateTensor } from "../format/dtype.ts";
 import {
   isLayersModel,
   ITER_NAME,

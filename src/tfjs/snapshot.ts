@@ -4,9 +4,9 @@
  * @module
  */
 import { engine, type Optimizer, type Tensor, type Variable } from "@tensorflow/tfjs-core";
-import type { Checkpoint, DType, JsonValue, Metadata, Tensor as CheckpointTensor } from "../types.ts";
-import { DTYPES, elementCount } from "../dtype.ts";
-import { validateMetadata } from "../metadata.ts";
+import type { Checkpoint, DType, JsonValue, Metadata, Tensor as CheckpointTensor } from "../format/types.ts";
+import { DTYPES, elementCount } from "../format/dtype.ts";
+import { validateMetadata } from "../format/metadata.ts";
 import { StagingPool } from "./staging_pool.ts";
 import {
   checkpointDType,

@@ -3,7 +3,7 @@
  *
  * @module
  */
-import type { CheckpointInput, TensorInput } from "../types.ts";
+import type { CheckpointInput, TensorInput } from "../format/types.ts";
 
 /** Options for {@linkcode StagingPool}. */
 export interface StagingPoolOptions {

@@ -3,9 +3,9 @@
 // python3-numpy (`apt-get install -y python3-numpy`, for /usr/bin/python3); skipped otherwise.
 import assert from "node:assert/strict";
 import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
-import { bytesOf } from "../../src/dtype.ts";
+import { bytesOf } from "../../src/format/dtype.ts";
 import { SAFETENSORS_DTYPES, safetensorsCodec } from "../../src/interop/safetensors.ts";
-import type { Checkpoint } from "../../src/types.ts";
+import type { Checkpoint } from "../../src/format/types.ts";
 import { edgeCheckpoint } from "../_util.ts";
 
 // Debian installs python3-numpy for /usr/bin/python3 (not a pyenv python3 on PATH); CKPT_PYTHON overrides.

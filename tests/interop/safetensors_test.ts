@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { decodeCheckpoint, encodeCheckpoint, loadCheckpoint, readCheckpointIndex, saveCheckpoint } from "../../mod.ts";
-import type { Checkpoint, CheckpointInput, TensorInput } from "../../src/types.ts";
+import type { Checkpoint, CheckpointInput, TensorInput } from "../../src/format/types.ts";
 import {
   createSafetensorsCodec,
   decodeSafetensorsHeader,

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { ChecksumMismatchError, loadCheckpoint, saveCheckpoint } from "../../mod.ts";
-import type { CheckpointInput, DType, TensorInput } from "../../src/types.ts";
+import type { CheckpointInput, DType, TensorInput } from "../../src/format/types.ts";
 import { readTfjsArtifacts, writeTfjsArtifacts } from "../../src/interop/tfjs_artifacts.ts";
 import { tensorToWeight, weightToTensor } from "../../src/interop/tfjs_weights.ts";
 import { assertSameCheckpoint, edgeCheckpoint, edgeTensors } from "../_util.ts";

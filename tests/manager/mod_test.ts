@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { ChecksumMismatchError, loadCheckpoint, saveCheckpoint } from "../../mod.ts";
 import type { CheckpointInput, SaveOptions, SaveResult } from "../../mod.ts";
-import { BackgroundWriter } from "../../src/background_writer.ts";
+import { BackgroundWriter } from "../../src/background/writer.ts";
 import {
   type CheckpointEntry,
   CheckpointManager,

@@ -2,7 +2,7 @@ import * as tf from "@tensorflow/tfjs";
 import assert from "node:assert/strict";
 import { CheckpointWriter, snapshot } from "../../src/tfjs/mod.ts";
 import { loadCheckpoint } from "../../mod.ts";
-import { SupersededError } from "../../src/background_writer.ts";
+import { SupersededError } from "../../src/background/writer.ts";
 import { CheckpointManager } from "../../src/manager/mod.ts";
 import { buildModel, compile, OPTIMIZERS, train } from "./_training.ts";
 

@@ -2,7 +2,7 @@ import * as tf from "@tensorflow/tfjs";
 import assert from "node:assert/strict";
 import { snapshot, StagingPool } from "../../src/tfjs/mod.ts";
 import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
-import { takeOwnership } from "../../src/_background_transfer.ts";
+import { takeOwnership } from "../../src/background/_transfer.ts";
 import { buildModel, compile, OPTIMIZERS, optimizerValues, train, weightValues } from "./_training.ts";
 
 tf.env().set("PROD", true);

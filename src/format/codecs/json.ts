@@ -394,7 +394,7 @@ async function* decodeLines(input: AsyncIterable<Uint8Array>, limits?: DecodeLim
  *
  * @example
  * ```ts
- * import { encodeCheckpoint } from "../../mod.ts";
+ * import { encodeCheckpoint } from "../../../mod.ts";
  * import assert from "node:assert/strict";
  * const text = await new Response(encodeCheckpoint({
  *   metadata: { step: 2 },

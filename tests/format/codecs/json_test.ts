@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { ChecksumMismatchError, encodeCheckpoint, loadCheckpoint } from "../../mod.ts";
-import { jsonCodec } from "../../src/codecs/json.ts";
-import type { Checkpoint } from "../../src/types.ts";
-import { assertSameCheckpoint, collect, edgeCheckpoint, feeds, randomCheckpoint } from "../_util.ts";
+import { ChecksumMismatchError, encodeCheckpoint, loadCheckpoint } from "../../../mod.ts";
+import { jsonCodec } from "../../../src/format/codecs/json.ts";
+import type { Checkpoint } from "../../../src/format/types.ts";
+import { assertSameCheckpoint, collect, edgeCheckpoint, feeds, randomCheckpoint } from "../../_util.ts";
 
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 const HEADER = '{"ckpt":"jsonl","version":1}\n';

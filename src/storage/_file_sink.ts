@@ -2,7 +2,7 @@
 // written by the runtime (off the JS thread), the other fills. Reusing the buffers avoids touching
 // fresh memory for every chunk (slow on first touch) and keeps writes large.
 
-import type { Hash } from "./_hash.ts";
+import type { Hash } from "../format/_hash.ts";
 import type { WorkerHash } from "./_worker_hash.ts";
 
 /** Staging buffer size; each write to the file is this large except the last. */

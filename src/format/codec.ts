@@ -21,6 +21,20 @@ export interface DecoderOptions extends DecodeLimits {
   reuseBuffers?: boolean;
 }
 
+/**
+ * Random access to the bytes of one object (a local file, an object read by byte ranges over
+ * HTTP or S3), for {@linkcode Codec.readTensors}. Storage backends provide it; codecs never
+ * touch files or the network themselves.
+ */
+export interface RandomAccessReader {
+  /** The object's address, for error messages. */
+  readonly url: string;
+  /** The object's size in bytes. */
+  readonly size: number;
+  /** Exactly `length` bytes from `offset`; an object that ends sooner is an error. */
+  read(offset: number, length: number): Promise<Uint8Array>;
+}
+
 /** What an encoder is given. */
 export interface EncoderOptions {
   /**
@@ -48,7 +62,7 @@ export interface CheckpointEncoder extends ReadableWritablePair<Uint8Array, Chec
  *
  * @example
  * ```ts
- * import { type Codec, saveCheckpoint, loadCheckpoint, binaryCodec } from "../mod.ts";
+ * import { type Codec, saveCheckpoint, loadCheckpoint, binaryCodec } from "../../mod.ts";
  * import assert from "node:assert/strict";
  * // A codec of our own: the binary codec behind a 4-byte prefix.
  * const MAGIC = new TextEncoder().encode("MINE");

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { ChecksumMismatchError, decodeCheckpoint, encodeCheckpoint, loadCheckpoint } from "../../mod.ts";
-import { binaryCodec } from "../../src/codecs/binary.ts";
-import type { Checkpoint, CheckpointInput } from "../../src/types.ts";
-import { assertSameCheckpoint, collect, edgeCheckpoint, feeds, randomCheckpoint } from "../_util.ts";
+import { ChecksumMismatchError, decodeCheckpoint, encodeCheckpoint, loadCheckpoint } from "../../../mod.ts";
+import { binaryCodec } from "../../../src/format/codecs/binary.ts";
+import type { Checkpoint, CheckpointInput } from "../../../src/format/types.ts";
+import { assertSameCheckpoint, collect, edgeCheckpoint, feeds, randomCheckpoint } from "../../_util.ts";
 import { buildRaw, meta, tensor } from "./_binary_builder.ts";
 
 const f32 = (...v: number[]) => new Uint8Array(new Float32Array(v).buffer);

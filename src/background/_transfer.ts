@@ -1,7 +1,7 @@
 // Taking ownership of a checkpoint's tensor buffers so they can be transferred to a worker.
 
-import type { TensorData, TensorInput } from "./types.ts";
-import type { TypedArrayConstructor } from "./dtype.ts";
+import type { TensorData, TensorInput } from "../format/types.ts";
+import type { TypedArrayConstructor } from "../format/dtype.ts";
 
 /** Tensors that own their buffers, and those buffers (each once) for a `postMessage` transfer list. */
 export interface OwnedTensors {

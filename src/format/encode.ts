@@ -93,7 +93,7 @@ async function* recordsOf(checkpoint: CheckpointInput): AsyncGenerator<Checkpoin
  *
  * @example
  * ```ts
- * import { encodeCheckpoint, loadCheckpoint } from "../mod.ts";
+ * import { encodeCheckpoint, loadCheckpoint } from "../../mod.ts";
  * import assert from "node:assert/strict";
  * const stream = encodeCheckpoint({
  *   metadata: { step: 7 },

@@ -10,7 +10,7 @@ import { type DecodeLimits, resolveLimits } from "../limits.ts";
 import { metadataFromJson } from "../metadata.ts";
 import type { Metadata, Tensor } from "../types.ts";
 import { sha256, toHex } from "../_hash.ts";
-import { readFull } from "../_file_io.ts";
+import { readFull } from "../../storage/_file_io.ts";
 import { typedArrayFrom } from "../dtype.ts";
 import {
   BINARY_ALIGNMENT,
@@ -149,7 +149,7 @@ async function openIndexed(
  *
  * @example
  * ```ts
- * import { readCheckpointIndex, saveCheckpoint } from "../../mod.ts";
+ * import { readCheckpointIndex, saveCheckpoint } from "../../../mod.ts";
  * import assert from "node:assert/strict";
  * const path = await Deno.makeTempFile();
  * await saveCheckpoint(path, {

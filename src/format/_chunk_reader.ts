@@ -6,7 +6,7 @@
 // (readBody) are read straight into their final buffer, one piece ahead of the hashing.
 
 import type { Hash } from "./_hash.ts";
-import { fileChunks, readFull } from "./_file_io.ts";
+import { fileChunks, readFull } from "../storage/_file_io.ts";
 
 /** Chunk size for small reads from a file. */
 const FILE_CHUNK = 64 * 1024;

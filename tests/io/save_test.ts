@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { pathToFileURL as toFileUrl } from "node:url";
-import { loadCheckpoint, saveCheckpoint } from "../mod.ts";
-import type { CheckpointInput, TensorInput } from "../src/types.ts";
-import { assertSameCheckpoint, edgeCheckpoint } from "./_util.ts";
+import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
+import type { CheckpointInput, TensorInput } from "../../src/format/types.ts";
+import { assertSameCheckpoint, edgeCheckpoint } from "../_util.ts";
 
 async function sha256sum(path: string): Promise<string> {
   const out = await new Deno.Command("sha256sum", { args: [path] }).output();
@@ -82,7 +82,7 @@ Deno.test("a save killed mid-write (SIGKILL) leaves the previous checkpoint load
     const path = join(dir, "m.ckpt");
     const first = await saveCheckpoint(path, edgeCheckpoint());
     const script = `
-      import { saveCheckpoint } from ${JSON.stringify(new URL("../mod.ts", import.meta.url).href)};
+      import { saveCheckpoint } from ${JSON.stringify(new URL("../../mod.ts", import.meta.url).href)};
       async function* slow() {
         for (let i = 0; i < 1000; i++) {
           yield { name: "t" + i, dtype: "float32", shape: [1 << 18], data: new Float32Array(1 << 18).fill(i) };

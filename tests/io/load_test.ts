@@ -6,9 +6,9 @@ import {
   readCheckpointIndex,
   safetensorsCodec,
   saveCheckpoint,
-} from "../mod.ts";
-import { assertSameTensors, edgeCheckpoint, edgeTensors } from "./_util.ts";
-import { buildRaw, meta, tensor } from "./codecs/_binary_builder.ts";
+} from "../../mod.ts";
+import { assertSameTensors, edgeCheckpoint, edgeTensors } from "../_util.ts";
+import { buildRaw, meta, tensor } from "../format/codecs/_binary_builder.ts";
 
 async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir();

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { encodeCheckpoint, loadCheckpoint, sniffCheckpoint } from "../mod.ts";
-import type { TensorInput } from "../src/types.ts";
-import { assertSameCheckpoint, collect, edgeCheckpoint, feeds } from "./_util.ts";
+import { encodeCheckpoint, loadCheckpoint, sniffCheckpoint } from "../../mod.ts";
+import type { TensorInput } from "../../src/format/types.ts";
+import { assertSameCheckpoint, collect, edgeCheckpoint, feeds } from "../_util.ts";
 
 for (const codec of ["binary", "json"] as const) {
   Deno.test(`gzip over the ${codec} codec round-trips every dtype and is a standard gzip stream`, async () => {

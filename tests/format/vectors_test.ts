@@ -1,10 +1,10 @@
 // docs/FORMAT.md's test vectors: the encoders must produce them and the decoders read them back.
 import assert from "node:assert/strict";
-import { encodeCheckpoint, loadCheckpoint } from "../mod.ts";
-import type { CheckpointInput } from "../src/types.ts";
-import { assertSameCheckpoint, collect } from "./_util.ts";
+import { encodeCheckpoint, loadCheckpoint } from "../../mod.ts";
+import type { CheckpointInput } from "../../src/format/types.ts";
+import { assertSameCheckpoint, collect } from "../_util.ts";
 
-const doc = await Deno.readTextFile(new URL("../docs/FORMAT.md", import.meta.url));
+const doc = await Deno.readTextFile(new URL("../../docs/FORMAT.md", import.meta.url));
 
 function block(name: string): string {
   const m = new RegExp(`<!-- ${name}:begin -->\\s*\`\`\`\\n([\\s\\S]*?)\`\`\`\\s*<!-- ${name}:end -->`).exec(doc);

@@ -4,12 +4,12 @@
  * @module
  */
 import { basename, dirname, join } from "node:path";
-import { type EncodeOptions, encodeWithDigest } from "./encode.ts";
-import type { CheckpointInput } from "./types.ts";
-import { sha256 } from "./_hash.ts";
-import { StagedFileSink } from "./_file_sink.ts";
-import { WorkerHash } from "./_worker_hash.ts";
-import { toPath } from "./_path.ts";
+import { type EncodeOptions, encodeWithDigest } from "../format/encode.ts";
+import type { CheckpointInput } from "../format/types.ts";
+import { sha256 } from "../format/_hash.ts";
+import { StagedFileSink } from "../storage/_file_sink.ts";
+import { WorkerHash } from "../storage/_worker_hash.ts";
+import { toPath } from "../storage/_path.ts";
 
 export { toPath };
 
@@ -96,7 +96,7 @@ async function syncDir(dir: string): Promise<void> {
  *
  * @example
  * ```ts
- * import { loadCheckpoint, saveCheckpoint } from "../mod.ts";
+ * import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
  * import assert from "node:assert/strict";
  * const dir = await Deno.makeTempDir();
  * const { bytes, sha256 } = await saveCheckpoint(`${dir}/step-10.ckpt`, {

@@ -7,10 +7,10 @@
  * @module
  */
 import { isAbsolute, resolve } from "node:path";
-import { validateTensor } from "./dtype.ts";
-import { validateMetadata } from "./metadata.ts";
-import { type SaveOptions, type SaveResult, toPath } from "./save.ts";
-import type { Metadata, TensorInput } from "./types.ts";
+import { validateTensor } from "../format/dtype.ts";
+import { validateMetadata } from "../format/metadata.ts";
+import { type SaveOptions, type SaveResult, toPath } from "../io/save.ts";
+import type { Metadata, TensorInput } from "../format/types.ts";
 import {
   rebuildError,
   SavePromise,
@@ -18,8 +18,8 @@ import {
   type SaveRequest,
   WORKER_URL,
   type WorkerSaveOptions,
-} from "./_background_protocol.ts";
-import { takeOwnership } from "./_background_transfer.ts";
+} from "./_protocol.ts";
+import { takeOwnership } from "./_transfer.ts";
 
 /**
  * What a {@linkcode BackgroundWriter} does with a `save()` that arrives while another is running:
@@ -86,7 +86,7 @@ export interface BackgroundCheckpoint {
  *
  * @example
  * ```ts
- * import { SupersededError } from "./background_writer.ts";
+ * import { SupersededError } from "./writer.ts";
  * import assert from "node:assert/strict";
  * const e = new SupersededError({ path: "/c/a.ckpt", step: 10 }, { path: "/c/b.ckpt", step: 20 });
  * assert.equal(e.step, 10);
@@ -234,9 +234,9 @@ function checkTensors(tensors: unknown): readonly TensorInput[] {
  *
  * @example
  * ```ts
- * import { BackgroundWriter } from "./background_writer.ts";
- * import { loadCheckpoint } from "./load.ts";
- * import type { TensorInput } from "./types.ts";
+ * import { BackgroundWriter } from "./writer.ts";
+ * import { loadCheckpoint } from "../io/load.ts";
+ * import type { TensorInput } from "../format/types.ts";
  * import assert from "node:assert/strict";
  *
  * const dir = await Deno.makeTempDir();
@@ -295,7 +295,7 @@ export class BackgroundWriter implements AsyncDisposable {
     this.#onReturn = options.onReturn;
     this.#idleTimeout = idleTimeout;
     this.#workerUrl = (options as { [WORKER_URL]?: URL })[WORKER_URL] ??
-      new URL("./_background_worker.ts", import.meta.url);
+      new URL("./_worker.ts", import.meta.url);
     // Started now rather than at the first save: starting a worker blocks the calling thread,
     // better during setup than in the middle of training.
     this.#worker = this.#spawn();
@@ -333,7 +333,7 @@ export class BackgroundWriter implements AsyncDisposable {
    *
    * @example
    * ```ts
-   * import { BackgroundWriter } from "./background_writer.ts";
+   * import { BackgroundWriter } from "./writer.ts";
    * import assert from "node:assert/strict";
    * const dir = await Deno.makeTempDir();
    * await using writer = new BackgroundWriter();
@@ -389,7 +389,7 @@ export class BackgroundWriter implements AsyncDisposable {
    *
    * @example
    * ```ts
-   * import { BackgroundWriter } from "./background_writer.ts";
+   * import { BackgroundWriter } from "./writer.ts";
    * import assert from "node:assert/strict";
    * const writer = new BackgroundWriter();
    * writer.save("/nonexistent-dir/a.ckpt", { metadata: { step: 3 }, tensors: [] }); // not awaited
@@ -411,7 +411,7 @@ export class BackgroundWriter implements AsyncDisposable {
    *
    * @example
    * ```ts
-   * import { BackgroundWriter } from "./background_writer.ts";
+   * import { BackgroundWriter } from "./writer.ts";
    * import assert from "node:assert/strict";
    * const writer = new BackgroundWriter();
    * await writer.close();

@@ -1,8 +1,8 @@
 // What the BackgroundWriter and its worker say to each other, how errors cross between them,
 // and the promise type that knows whether a caller is listening.
 
-import type { Metadata, TensorInput } from "./types.ts";
-import type { SaveResult } from "./save.ts";
+import type { Metadata, TensorInput } from "../format/types.ts";
+import type { SaveResult } from "../io/save.ts";
 
 /** The save options that can cross to a worker (a Codec object cannot: it holds functions). */
 export interface WorkerSaveOptions {

@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { decodeCheckpoint, loadCheckpoint, saveCheckpoint } from "../mod.ts";
-import type { TensorInput } from "../src/types.ts";
-import { collect, edgeCheckpoint, feeds } from "./_util.ts";
-import { encodeCheckpoint } from "../mod.ts";
-import { bytesOf } from "../src/dtype.ts";
+import { decodeCheckpoint, loadCheckpoint, saveCheckpoint } from "../../mod.ts";
+import type { TensorInput } from "../../src/format/types.ts";
+import { collect, edgeCheckpoint, feeds } from "../_util.ts";
+import { encodeCheckpoint } from "../../mod.ts";
+import { bytesOf } from "../../src/format/dtype.ts";
 
 function bigTensors(n = 300_000): TensorInput[] {
   return Array.from({ length: 6 }, (_, i) => ({

@@ -2,10 +2,10 @@
 // saveCheckpoint (encode, SHA-256, optional gzip, atomic write), one at a time in arrival order,
 // and sends the tensors back, transferring their buffers, whatever the outcome.
 
-import { saveCheckpoint } from "./save.ts";
-import { type SaveReply, type SaveRequest, serializeError } from "./_background_protocol.ts";
-import { SaveQueue } from "./_background_queue.ts";
-import { buffersOf } from "./_background_transfer.ts";
+import { saveCheckpoint } from "../io/save.ts";
+import { type SaveReply, type SaveRequest, serializeError } from "./_protocol.ts";
+import { SaveQueue } from "./_queue.ts";
+import { buffersOf } from "./_transfer.ts";
 
 const port = globalThis as unknown as {
   postMessage(message: SaveReply, transfer: Transferable[]): void;

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 
-const ONE = new URL("../bench/_save_one.ts", import.meta.url).pathname;
+const ONE = new URL("../../bench/_save_one.ts", import.meta.url).pathname;
 const LIMIT = 64 * 2 ** 20;
 
 async function child(args: string[]): Promise<{ peakRss: number; baseRss: number; bytes?: number; tensors?: number }> {

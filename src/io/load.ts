@@ -3,13 +3,19 @@
  *
  * @module
  */
-import type { Codec } from "./codec.ts";
-import { type CheckpointSource, decodeCheckpoint, type DecodeOptions, fileCodec, openSource } from "./decode.ts";
-import { ChecksumMismatchError } from "./errors.ts";
-import type { Checkpoint, CheckpointRecord, Metadata, Tensor } from "./types.ts";
-import { binaryCodec, decodeRecords } from "./codecs/binary.ts";
-import { sha256 } from "./_hash.ts";
-import { toPath } from "./_path.ts";
+import type { Codec } from "../format/codec.ts";
+import {
+  type CheckpointSource,
+  decodeCheckpoint,
+  type DecodeOptions,
+  fileCodec,
+  openSource,
+} from "../format/decode.ts";
+import { ChecksumMismatchError } from "../format/errors.ts";
+import type { Checkpoint, CheckpointRecord, Metadata, Tensor } from "../format/types.ts";
+import { binaryCodec, decodeRecords } from "../format/codecs/binary.ts";
+import { sha256 } from "../format/_hash.ts";
+import { toPath } from "../storage/_path.ts";
 
 /** Options for {@linkcode loadCheckpoint}. */
 export interface LoadOptions extends DecodeOptions {
@@ -61,7 +67,7 @@ function hashing(source: ReadableStream<Uint8Array>, expected: string): Readable
  *
  * @example
  * ```ts
- * import { loadCheckpoint, saveCheckpoint } from "../mod.ts";
+ * import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
  * import assert from "node:assert/strict";
  * const path = await Deno.makeTempFile();
  * await saveCheckpoint(path, {

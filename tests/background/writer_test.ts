@@ -1,14 +1,14 @@
 import assert from "node:assert/strict";
-import { BackgroundWriter, SupersededError } from "../src/background_writer.ts";
-import { WORKER_URL } from "../src/_background_protocol.ts";
-import { SaveQueue } from "../src/_background_queue.ts";
-import { loadCheckpoint } from "../src/load.ts";
-import { saveCheckpoint } from "../src/save.ts";
-import type { Codec } from "../src/codec.ts";
-import { binaryCodec } from "../src/codecs/binary.ts";
-import type { Tensor, TensorData, TensorInput } from "../src/types.ts";
+import { BackgroundWriter, SupersededError } from "../../src/background/writer.ts";
+import { WORKER_URL } from "../../src/background/_protocol.ts";
+import { SaveQueue } from "../../src/background/_queue.ts";
+import { loadCheckpoint } from "../../src/io/load.ts";
+import { saveCheckpoint } from "../../src/io/save.ts";
+import type { Codec } from "../../src/format/codec.ts";
+import { binaryCodec } from "../../src/format/codecs/binary.ts";
+import type { Tensor, TensorData, TensorInput } from "../../src/format/types.ts";
 
-const REAL_WORKER = new URL("../src/_background_worker.ts", import.meta.url).href;
+const REAL_WORKER = new URL("../../src/background/_worker.ts", import.meta.url).href;
 
 function bytes(data: TensorData): Uint8Array {
   return new Uint8Array(data.buffer, data.byteOffset, data.byteLength).slice();
@@ -580,7 +580,7 @@ async function runScript(source: string): Promise<{ code: number; stderr: string
 
 Deno.test("BackgroundWriter lets the process exit after close, even with a worker kept warm forever", async () => {
   const { code, stderr } = await runScript(`
-    import { BackgroundWriter } from ${JSON.stringify(new URL("../src/background_writer.ts", import.meta.url).href)};
+    import { BackgroundWriter } from ${JSON.stringify(new URL("../../src/background/writer.ts", import.meta.url).href)};
     const dir = await Deno.makeTempDir();
     const writer = new BackgroundWriter({ idleTimeout: Infinity });
     await writer.save(dir + "/a.ckpt", { metadata: { step: 1 }, tensors: [] });
@@ -592,7 +592,7 @@ Deno.test("BackgroundWriter lets the process exit after close, even with a worke
 
 Deno.test("BackgroundWriter lets a script that never closes it exit once the worker is idle", async () => {
   const { code, stderr } = await runScript(`
-    import { BackgroundWriter } from ${JSON.stringify(new URL("../src/background_writer.ts", import.meta.url).href)};
+    import { BackgroundWriter } from ${JSON.stringify(new URL("../../src/background/writer.ts", import.meta.url).href)};
     const dir = await Deno.makeTempDir();
     const writer = new BackgroundWriter({ idleTimeout: 100 });
     await writer.save(dir + "/a.ckpt", { metadata: { step: 1 }, tensors: [] });

@@ -7,8 +7,8 @@
 import { type Codec, type DecoderOptions, DETECT_BYTES } from "./codec.ts";
 import { binaryCodec, decodeRecords } from "./codecs/binary.ts";
 import { BUILTIN_CODECS, type Compression } from "./encode.ts";
-import { toPath } from "./_path.ts";
-import { fileChunks, readFull } from "./_file_io.ts";
+import { toPath } from "../storage/_path.ts";
+import { fileChunks, readFull } from "../storage/_file_io.ts";
 import type { CheckpointRecord } from "./types.ts";
 
 /** Where checkpoint bytes come from. */
@@ -164,7 +164,7 @@ export async function fileCodec(file: Deno.FsFile, codecs?: readonly Codec[]): P
  *
  * @example
  * ```ts
- * import { encodeCheckpoint, sniffCheckpoint } from "../mod.ts";
+ * import { encodeCheckpoint, sniffCheckpoint } from "../../mod.ts";
  * import assert from "node:assert/strict";
  * const bytes = encodeCheckpoint({ metadata: { step: 0 }, tensors: [] }, { compression: "gzip" });
  * const found = await sniffCheckpoint(bytes);
@@ -202,7 +202,7 @@ export async function sniffCheckpoint(source: CheckpointSource, options: DecodeO
  *
  * @example
  * ```ts
- * import { decodeCheckpoint, encodeCheckpoint } from "../mod.ts";
+ * import { decodeCheckpoint, encodeCheckpoint } from "../../mod.ts";
  * import assert from "node:assert/strict";
  * const bytes = encodeCheckpoint({
  *   metadata: { step: 1 },
