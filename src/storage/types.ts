@@ -135,6 +135,12 @@ export interface ObjectStore {
   delete(key: string): Promise<void>;
   /** Every object whose key starts with `prefix` (all when empty), in ascending key order. */
   list(prefix?: string): AsyncIterable<ObjectInfo>;
+  /**
+   * Optional: removes what interrupted writes under `prefix` left behind that {@linkcode list}
+   * does not show (incomplete multipart uploads on S3, temporary files of a killed process), and
+   * says how many it removed. Only call it where no other writer is active under `prefix`.
+   */
+  sweep?(prefix?: string): Promise<number>;
 }
 
 /**
