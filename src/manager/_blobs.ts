@@ -21,6 +21,7 @@ import { writeFileAtomic } from "../io/save.ts";
 import type { Checkpoint, Metadata, Tensor, TensorInput } from "../format/types.ts";
 import { sha256 } from "../format/_hash.ts";
 import { BLOB_KEY } from "./_index.ts";
+import { readableFrom } from "../format/_streams.ts";
 
 /** The blob store's directory inside a checkpoint directory. */
 export const BLOBS_DIR = "blobs";
@@ -50,7 +51,7 @@ async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
 }
 
 async function gzip(bytes: Uint8Array): Promise<Uint8Array> {
-  const stream = ReadableStream.from([bytes]).pipeThrough(
+  const stream = readableFrom([bytes]).pipeThrough(
     new CompressionStream("gzip") as ReadableWritablePair<Uint8Array, Uint8Array>,
   );
   return new Uint8Array(await new Response(stream).arrayBuffer());
@@ -61,7 +62,7 @@ async function gunzip(bytes: Uint8Array, maxBytes: number, what: string): Promis
   let total = 0;
   try {
     for await (
-      const c of ReadableStream.from([bytes]).pipeThrough(
+      const c of readableFrom([bytes]).pipeThrough(
         new DecompressionStream("gzip") as ReadableWritablePair<Uint8Array, Uint8Array>,
       )
     ) {
