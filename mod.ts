@@ -97,3 +97,17 @@ export {
   type SafetensorsTensorDescriptor,
 } from "./src/interop/safetensors.ts";
 export { readSha256Sidecar, type SidecarOptions, writeSha256Sidecar } from "./src/interop/sidecar.ts";
+export {
+  type ByteRange,
+  type GetOptions,
+  type GetResult,
+  type ObjectInfo,
+  ObjectNotFoundError,
+  type ObjectStore,
+  type ObjectWriter,
+  PreconditionFailedError,
+  type PutMode,
+  type PutOptions,
+  type WriteOptions,
+} from "./src/storage/types.ts";
+export { FileStore } from "./src/storage/file.ts";
