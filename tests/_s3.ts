@@ -93,7 +93,50 @@ export function s3Test(name: string, fn: (bucket: TestBucket) => Promise<void>):
     return;
   }
   Deno.test(name, async () => {
-    if (absent) throw new Error(`This test needs S3 and CI=true: ${absent} (scripts/ceph.sh start)`);
+    if (absent) {
+      throw new Error(
+        `This test needs S3 (CI=true, so it fails rather than skips): ${absent}; start one with scripts/ceph.sh start`,
+      );
+    }
     await withBucket(fn);
   });
+}
+
+/** Whether S3 tests should be registered as ignored (no endpoint, not in CI). */
+export const s3Ignore: boolean = absent !== undefined && !inCI;
+
+let fixtures = 0;
+
+/**
+ * A fresh bucket as a contract-suite fixture (tests/storage/_contract.ts). In CI without an
+ * endpoint it throws, so the test fails.
+ */
+export async function s3Fixture(options: Omit<S3StoreOptions, "bucket"> = {}): Promise<{
+  store: S3Store;
+  seed(key: string, bytes: Uint8Array): Promise<void>;
+  close(): Promise<void>;
+}> {
+  if (absent) {
+    throw new Error(
+      `This test needs S3 (CI=true, so it fails rather than skips): ${absent}; start one with scripts/ceph.sh start`,
+    );
+  }
+  let release!: () => void;
+  let ready!: (b: TestBucket) => void;
+  const got = new Promise<TestBucket>((r) => ready = r);
+  const done = withBucket((b) => {
+    ready(b);
+    return new Promise<void>((r) => release = r);
+  });
+  // A failure to make the bucket rejects `done` before `got` settles.
+  const bucket = await Promise.race([got, done.then(() => Promise.reject(new Error("no bucket")))]);
+  const store = bucket.store({ ...options, prefix: options.prefix ?? `fixture-${fixtures++}` });
+  return {
+    store,
+    seed: async (key, bytes) => void await store.put(key, bytes),
+    close: () => {
+      release();
+      return done;
+    },
+  };
 }

@@ -73,6 +73,8 @@ export interface S3StoreOptions {
   /** The signing region. @default {the AWS_REGION environment variable, else "us-east-1"} */
   region?: string;
   /**
+   * The credentials to sign with.
+   *
    * @default {AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN from the environment}
    */
   credentials?: S3Credentials;
@@ -91,6 +93,18 @@ export interface S3StoreOptions {
   fetch?: typeof fetch;
 }
 
+/** What {@linkcode S3Error} is told. */
+export interface S3ErrorInit extends ErrorOptions {
+  /** The operation (`PUT`, `UploadPart 3 of`, ...). */
+  operation: string;
+  /** The HTTP status, or 0 when no response came. @default {0} */
+  status?: number;
+  /** The S3 error code. @default {""} */
+  code?: string;
+  /** More words, if any. @default {""} */
+  detail?: string;
+}
+
 /**
  * An S3 request that failed: names the object, the HTTP status and the S3 error code.
  *
@@ -98,7 +112,7 @@ export interface S3StoreOptions {
  * ```ts
  * import { S3Error } from "./s3.ts";
  * import assert from "node:assert/strict";
- * const e = new S3Error("PUT", "s3://bucket/run/a.ckpt", 403, "AccessDenied", "");
+ * const e = new S3Error("s3://bucket/run/a.ckpt", { operation: "PUT", status: 403, code: "AccessDenied" });
  * assert.equal(e.message, "Cannot PUT s3://bucket/run/a.ckpt: 403 AccessDenied");
  * assert.equal(e.code, "AccessDenied");
  * ```
@@ -111,15 +125,16 @@ export class S3Error extends Error {
   /** The S3 error code (`NoSuchKey`, `SlowDown`, ...), or `""` when the response had none. */
   readonly code: string;
   /**
-   * @param what the operation (`PUT`, `UploadPart 3`, ...)
+   * Describes a failed request.
+   *
    * @param url the object's address
-   * @param status the HTTP status (0: none)
-   * @param code the S3 error code
-   * @param detail more words, if any
+   * @param init the operation, the status, the S3 error code and more words
    */
-  constructor(what: string, url: string, status: number, code: string, detail: string, options?: ErrorOptions) {
-    const why = [status ? String(status) : "", code, detail].filter((s) => s !== "").join(" ");
-    super(`Cannot ${what} ${url}: ${why}`, options);
+  constructor(url: string, init: S3ErrorInit) {
+    const status = init.status ?? 0;
+    const code = init.code ?? "";
+    const why = [status ? String(status) : "", code, init.detail ?? ""].filter((s) => s !== "").join(" ");
+    super(`Cannot ${init.operation} ${url}: ${why}`, init.cause === undefined ? {} : { cause: init.cause });
     this.name = "S3Error";
     this.url = url;
     this.status = status;
@@ -261,7 +276,11 @@ export class S3Store implements ObjectStore {
   readonly #credentials: S3Credentials | undefined;
   #client: AwsClient | undefined;
 
-  /** @param options where the objects are and how to reach them */
+  /**
+   * A store on a bucket (and a prefix in it). Checks the options; sends nothing.
+   *
+   * @param options where the objects are and how to reach them
+   */
   constructor(options: S3StoreOptions) {
     const { bucket } = options;
     if (typeof bucket !== "string" || !/^[a-z0-9][a-z0-9.\-_]{1,254}$/i.test(bucket)) {
@@ -344,7 +363,13 @@ export class S3Store implements ObjectStore {
         if (!(e instanceof Attempt)) throw e;
         if (!e.retryable || attempt >= this.#retries) {
           const tries = attempt > 0 ? ` (after ${attempt + 1} attempts)` : "";
-          throw new S3Error(spec.what, where, e.status, e.code, e.message + tries, { cause: e.cause });
+          throw new S3Error(where, {
+            operation: spec.what,
+            status: e.status,
+            code: e.code,
+            detail: e.message + tries,
+            cause: e.cause,
+          });
         }
       }
       await sleep(Math.random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt), spec.signal);
@@ -429,7 +454,11 @@ export class S3Store implements ObjectStore {
       const m = (res.headers.get("content-range") ?? "").match(/^bytes (\d+)-(\d+)\/(\d+)$/);
       if (!m) {
         await res.body?.cancel();
-        throw new S3Error("GET", this.#where(path), 206, "", `unreadable Content-Range ${res.headers.get("content-range")}`);
+        throw new S3Error(this.#where(path), {
+          operation: "GET",
+          status: 206,
+          detail: `unreadable Content-Range ${res.headers.get("content-range")}`,
+        });
       }
       offset = Number(m[1]);
       length = Number(m[2]) - offset + 1;
@@ -461,7 +490,10 @@ export class S3Store implements ObjectStore {
       async pull(controller) {
         let timer: ReturnType<typeof setTimeout> | undefined;
         const stalled = new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new S3Error("GET", where, 0, "", `no bytes for ${ms} ms`)), ms);
+          timer = setTimeout(
+            () => reject(new S3Error(where, { operation: "GET", detail: `no bytes for ${ms} ms` })),
+            ms,
+          );
         });
         try {
           const { done, value } = await Promise.race([reader.read(), stalled]);
@@ -470,7 +502,9 @@ export class S3Store implements ObjectStore {
         } catch (e) {
           reader.cancel(e).catch(() => {});
           controller.error(
-            e instanceof S3Error ? e : new S3Error("GET", where, 0, "", `body failed (${String(e)})`, { cause: e }),
+            e instanceof S3Error
+              ? e
+              : new S3Error(where, { operation: "GET", detail: `body failed (${String(e)})`, cause: e }),
           );
         } finally {
           clearTimeout(timer);
@@ -507,12 +541,16 @@ export class S3Store implements ObjectStore {
    */
   async put(key: string, data: Uint8Array, options: PutOptions = {}): Promise<ObjectInfo> {
     checkKey(key, this.url);
-    if (!(data instanceof Uint8Array)) throw new TypeError(`Cannot write ${this.#where(this.#prefix + key)}: data is not a Uint8Array`);
+    if (!(data instanceof Uint8Array)) {
+      throw new TypeError(`Cannot write ${this.#where(this.#prefix + key)}: data is not a Uint8Array`);
+    }
     const mode = options.mode ?? "overwrite";
     if (data.byteLength > MAX_SINGLE_PUT) {
       if (mode !== "overwrite") {
         throw new RangeError(
-          `Cannot write ${this.#where(this.#prefix + key)}: a conditional write holds at most ${MAX_SINGLE_PUT} bytes, got ${data.byteLength}`,
+          `Cannot write ${
+            this.#where(this.#prefix + key)
+          }: a conditional write holds at most ${MAX_SINGLE_PUT} bytes, got ${data.byteLength}`,
         );
       }
       const w = await this.writer(key, options.signal ? { signal: options.signal } : {});
@@ -541,7 +579,9 @@ export class S3Store implements ObjectStore {
         throw new TypeError(`Cannot write ${this.#where(path)}: ifMatch must be a version string`);
       }
       headers["if-match"] = unquote(mode.ifMatch);
-    } else if (mode !== "overwrite") throw new TypeError(`Cannot write ${this.#where(path)}: unknown mode ${String(mode)}`);
+    } else if (mode !== "overwrite") {
+      throw new TypeError(`Cannot write ${this.#where(path)}: unknown mode ${String(mode)}`);
+    }
     const res = await this.#request({
       method: "PUT",
       path,
@@ -559,7 +599,12 @@ export class S3Store implements ObjectStore {
       throw new PreconditionFailedError(this.#where(path), why);
     }
     if (res.status === 404) {
-      throw new S3Error("PUT", this.#where(path), 404, xmlTag(text, "Code") ?? "", xmlTag(text, "Message") ?? "");
+      throw new S3Error(this.#where(path), {
+        operation: "PUT",
+        status: 404,
+        code: xmlTag(text, "Code") ?? "",
+        detail: xmlTag(text, "Message") ?? "",
+      });
     }
     const info: ObjectInfo = { key, size: data.byteLength, version: unquote(res.headers.get("etag")) };
     if (info.version === "") return (await this.head(key)) ?? info;
@@ -570,10 +615,21 @@ export class S3Store implements ObjectStore {
    * Starts a streaming write: up to one part is buffered, then sent as a multipart upload with at
    * most `concurrency` parts in flight. An object no bigger than one part goes up in one PUT.
    */
-  writer(key: string, options: WriteOptions = {}): Promise<ObjectWriter> {
+  // deno-lint-ignore require-await
+  async writer(key: string, options: WriteOptions = {}): Promise<ObjectWriter> {
     checkKey(key, this.url);
     options.signal?.throwIfAborted();
-    return Promise.resolve(new S3Writer(this, key, this.#prefix + key, options.signal));
+    const path = this.#prefix + key;
+    return new S3Writer({
+      url: this.#where(path),
+      partSize: this.#partSize,
+      concurrency: this.#concurrency,
+      putWhole: (data, signal) => this.#putOnce(key, data, "overwrite", signal),
+      create: (signal) => this.#createUpload(path, signal),
+      part: (id, n, data, signal) => this.#uploadPart(path, id, n, data, signal),
+      complete: (id, etags, size, signal) => this.#completeUpload(key, path, id, etags, size, signal),
+      abort: (id) => this.#abortUpload(path, id),
+    }, options.signal);
   }
 
   /** Deletes an object; an absent one is not an error. */
@@ -612,7 +668,7 @@ export class S3Store implements ObjectStore {
     checkPrefix(prefix, this.url);
     let count = 0;
     for (const { key, uploadId } of await this.uploads(prefix)) {
-      await this.abortUpload(this.#prefix + key, uploadId);
+      await this.#abortUpload(this.#prefix + key, uploadId);
       count++;
     }
     return count;
@@ -634,7 +690,10 @@ export class S3Store implements ObjectStore {
       const res = await this.#request({ method: "GET", path: "", query, what: "ListMultipartUploads" });
       const xml = await res.text();
       for (const block of xmlBlocks(xml, "Upload")) {
-        out.push({ key: (xmlTag(block, "Key") ?? "").slice(this.#prefix.length), uploadId: xmlTag(block, "UploadId") ?? "" });
+        out.push({
+          key: (xmlTag(block, "Key") ?? "").slice(this.#prefix.length),
+          uploadId: xmlTag(block, "UploadId") ?? "",
+        });
       }
       if (xmlTag(xml, "IsTruncated") !== "true") return out;
       keyMarker = xmlTag(xml, "NextKeyMarker");
@@ -644,28 +703,7 @@ export class S3Store implements ObjectStore {
 
   // The multipart protocol, for S3Writer.
 
-  /** @internal */
-  get partSize(): number {
-    return this.#partSize;
-  }
-
-  /** @internal */
-  get concurrency(): number {
-    return this.#concurrency;
-  }
-
-  /** @internal */
-  where(path: string): string {
-    return this.#where(path);
-  }
-
-  /** @internal */
-  putWhole(key: string, data: Uint8Array, signal: AbortSignal | undefined): Promise<ObjectInfo> {
-    return this.#putOnce(key, data, "overwrite", signal);
-  }
-
-  /** @internal */
-  async createUpload(path: string, signal: AbortSignal | undefined): Promise<string> {
+  async #createUpload(path: string, signal: AbortSignal | undefined): Promise<string> {
     const res = await this.#request({
       method: "POST",
       path,
@@ -675,12 +713,18 @@ export class S3Store implements ObjectStore {
       signal,
     });
     const id = xmlTag(await res.text(), "UploadId");
-    if (!id) throw new S3Error("CreateMultipartUpload", this.#where(path), res.status, "", "no UploadId in the response");
+    if (!id) {
+      throw new S3Error(this.#where(path), {
+        operation: "CreateMultipartUpload",
+        status: res.status,
+        detail: "no UploadId in the response",
+      });
+    }
     return id;
   }
 
-  /** @internal Uploads one part; resolves with its ETag (quoted, as CompleteMultipartUpload wants it). */
-  async uploadPart(
+  /** Uploads one part; resolves with its ETag (quoted, as CompleteMultipartUpload wants it). */
+  async #uploadPart(
     path: string,
     uploadId: string,
     part: number,
@@ -697,12 +741,17 @@ export class S3Store implements ObjectStore {
     });
     await res.body?.cancel();
     const etag = res.headers.get("etag");
-    if (!etag) throw new S3Error(`UploadPart ${part} of`, this.#where(path), res.status, "", "no ETag in the response");
+    if (!etag) {
+      throw new S3Error(this.#where(path), {
+        operation: `UploadPart ${part} of`,
+        status: res.status,
+        detail: "no ETag in the response",
+      });
+    }
     return etag;
   }
 
-  /** @internal */
-  async completeUpload(
+  async #completeUpload(
     key: string,
     path: string,
     uploadId: string,
@@ -725,24 +774,29 @@ export class S3Store implements ObjectStore {
     // S3 may answer 200 and still fail, with an <Error> in the body.
     const text = await res.text();
     if (/<Error>/.test(text)) {
-      throw new S3Error(
-        "CompleteMultipartUpload",
-        this.#where(path),
-        res.status,
-        xmlTag(text, "Code") ?? "",
-        xmlTag(text, "Message") ?? "",
-      );
+      throw new S3Error(this.#where(path), {
+        operation: "CompleteMultipartUpload",
+        status: res.status,
+        code: xmlTag(text, "Code") ?? "",
+        detail: xmlTag(text, "Message") ?? "",
+      });
     }
     // Ceph RGW answers with an empty ETag; HEAD has the real one.
     const etag = unquote(xmlTag(text, "ETag") ?? "");
     if (etag !== "") return { key, size, version: etag };
     const info = await this.head(key);
-    if (!info) throw new S3Error("CompleteMultipartUpload", this.#where(path), res.status, "", "the object is not there after completing");
+    if (!info) {
+      throw new S3Error(this.#where(path), {
+        operation: "CompleteMultipartUpload",
+        status: res.status,
+        detail: "the object is not there after completing",
+      });
+    }
     return info;
   }
 
-  /** @internal Aborts a multipart upload (an absent one is not an error). */
-  async abortUpload(path: string, uploadId: string): Promise<void> {
+  /** Aborts a multipart upload (an absent one is not an error). */
+  async #abortUpload(path: string, uploadId: string): Promise<void> {
     const res = await this.#request({
       method: "DELETE",
       path,
@@ -768,13 +822,23 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+/** What a writer needs of its store: one object's multipart protocol. */
+interface Multipart {
+  /** The object's address, for messages. */
+  url: string;
+  partSize: number;
+  concurrency: number;
+  putWhole(data: Uint8Array, signal: AbortSignal): Promise<ObjectInfo>;
+  create(signal: AbortSignal): Promise<string>;
+  part(uploadId: string, part: number, data: Uint8Array, signal: AbortSignal): Promise<string>;
+  complete(uploadId: string, etags: string[], size: number, signal: AbortSignal): Promise<ObjectInfo>;
+  abort(uploadId: string): Promise<void>;
+}
+
 /** A streaming write: one part filling, at most `concurrency` parts in flight. */
 class S3Writer implements ObjectWriter {
-  readonly #store: S3Store;
-  readonly #key: string;
-  readonly #path: string;
+  readonly #mp: Multipart;
   readonly #abort = new AbortController();
-  readonly #partSize: number;
   #buffer: Uint8Array | undefined;
   #filled = 0;
   #size = 0;
@@ -787,18 +851,15 @@ class S3Writer implements ObjectWriter {
   #cleanup: Promise<void> | undefined;
   #cleanupError: { error: unknown } | undefined;
 
-  constructor(store: S3Store, key: string, path: string, signal: AbortSignal | undefined) {
-    this.#store = store;
-    this.#key = key;
-    this.#path = path;
-    this.#partSize = store.partSize;
+  constructor(mp: Multipart, signal: AbortSignal | undefined) {
+    this.#mp = mp;
     signal?.addEventListener("abort", () => this.abort(signal.reason).catch(() => {}), { once: true });
   }
 
   #check(): void {
     if (this.#failure) throw this.#failure.error;
     if (this.#state !== "open") {
-      throw new TypeError(`Cannot write ${this.#store.where(this.#path)}: the writer is ${this.#state}`);
+      throw new TypeError(`Cannot write ${this.#mp.url}: the writer is ${this.#state}`);
     }
   }
 
@@ -806,13 +867,13 @@ class S3Writer implements ObjectWriter {
     this.#check();
     let at = 0;
     while (at < chunk.byteLength) {
-      this.#buffer ??= this.#spare.pop() ?? new Uint8Array(this.#partSize);
-      const n = Math.min(chunk.byteLength - at, this.#partSize - this.#filled);
+      this.#buffer ??= this.#spare.pop() ?? new Uint8Array(this.#mp.partSize);
+      const n = Math.min(chunk.byteLength - at, this.#mp.partSize - this.#filled);
       this.#buffer.set(chunk.subarray(at, at + n), this.#filled);
       this.#filled += n;
       this.#size += n;
       at += n;
-      if (this.#filled === this.#partSize) await this.#sendPart();
+      if (this.#filled === this.#mp.partSize) await this.#sendPart();
       this.#check();
     }
   }
@@ -827,20 +888,19 @@ class S3Writer implements ObjectWriter {
     if (part > MAX_PARTS) {
       this.#fail(
         new RangeError(
-          `Cannot write ${this.#store.where(this.#path)}: more than ${MAX_PARTS} parts of ${this.#partSize} bytes; raise partSize`,
+          `Cannot write ${this.#mp.url}: more than ${MAX_PARTS} parts of ${this.#mp.partSize} bytes; raise partSize`,
         ),
       );
       return;
     }
     this.#etags.push("");
-    this.#uploadId ??= this.#store.createUpload(this.#path, this.#abort.signal);
-    while (this.#inFlight.size >= this.#store.concurrency) await Promise.race(this.#inFlight);
+    this.#uploadId ??= this.#mp.create(this.#abort.signal);
+    while (this.#inFlight.size >= this.#mp.concurrency) await Promise.race(this.#inFlight);
     if (this.#failure) return;
     const task = (async () => {
       try {
         const id = await this.#uploadId!;
-        this.#etags[part - 1] = await this.#store.uploadPart(
-          this.#path,
+        this.#etags[part - 1] = await this.#mp.part(
           id,
           part,
           data.subarray(0, length),
@@ -877,7 +937,7 @@ class S3Writer implements ObjectWriter {
     } catch {
       return; // never created
     }
-    await this.#store.abortUpload(this.#path, id);
+    await this.#mp.abort(id);
   }
 
   async close(): Promise<ObjectInfo> {
@@ -887,7 +947,7 @@ class S3Writer implements ObjectWriter {
       if (this.#uploadId === undefined) {
         // Never filled a part: one PUT.
         const data = this.#buffer?.subarray(0, this.#filled) ?? new Uint8Array(0);
-        const info = await this.#store.putWhole(this.#key, data, this.#abort.signal);
+        const info = await this.#mp.putWhole(data, this.#abort.signal);
         this.#buffer = undefined;
         this.#state = "closed";
         return info;
@@ -895,9 +955,7 @@ class S3Writer implements ObjectWriter {
       if (this.#filled > 0) await this.#sendPart();
       while (this.#inFlight.size > 0) await Promise.race(this.#inFlight);
       if (this.#failure) throw this.#failure.error;
-      const info = await this.#store.completeUpload(
-        this.#key,
-        this.#path,
+      const info = await this.#mp.complete(
         await this.#uploadId,
         this.#etags,
         this.#size,
@@ -916,7 +974,7 @@ class S3Writer implements ObjectWriter {
   async abort(reason?: unknown): Promise<void> {
     if (this.#state === "closed") return;
     this.#state = "aborted";
-    this.#fail(reason ?? new Error(`The write of ${this.#store.where(this.#path)} was aborted`));
+    this.#fail(reason ?? new Error(`The write of ${this.#mp.url} was aborted`));
     await this.#cleanup;
     // The upload could not be aborted (the store is unreachable): say so, since its parts remain
     // until a sweep.
