@@ -38,6 +38,7 @@ import {
   type PutOptions,
   type WriteOptions,
 } from "./types.ts";
+import { checkKey as checkKeyShape, checkPrefix, checkRange, clipRange } from "./_validate.ts";
 
 // The parts of the File System Access API used here (Deno's type library has no DOM).
 interface WritableFile {
@@ -88,19 +89,16 @@ function isMissing(e: unknown): boolean {
   return n === "NotFoundError" || n === "TypeMismatchError";
 }
 
-function checkKey(key: string): string[] {
-  if (typeof key !== "string" || key === "") throw new TypeError("Invalid key: expected a non-empty string");
+function checkKey(key: string, store: string): string[] {
+  checkKeyShape(key, store);
   const parts = key.split("/");
-  for (const p of parts) {
-    if (p === "" || p === "." || p === "..") {
-      throw new TypeError(`Invalid key ${JSON.stringify(key)}: empty, "." and ".." segments are not allowed`);
-    }
-    if (p.endsWith(SWAP_SUFFIX)) {
-      throw new TypeError(`Invalid key ${JSON.stringify(key)}: names ending in ${SWAP_SUFFIX} are the browser's`);
-    }
+  if (parts.some((p) => p.endsWith(SWAP_SUFFIX))) {
+    throw new TypeError(
+      `Invalid object key ${JSON.stringify(key)} for ${store}: names ending in ${SWAP_SUFFIX} are the browser's`,
+    );
   }
   if (parts[0] === OPFS_TEMP_DIR) {
-    throw new TypeError(`Invalid key ${JSON.stringify(key)}: ${OPFS_TEMP_DIR} is reserved`);
+    throw new TypeError(`Invalid object key ${JSON.stringify(key)} for ${store}: ${OPFS_TEMP_DIR} is reserved`);
   }
   return parts;
 }
@@ -153,7 +151,7 @@ export class OpfsStore implements ObjectStore {
       dir = await storage.getDirectory();
     }
     const parts = path.split("/").filter((p) => p !== "");
-    if (parts.length) checkKey(parts.join("/"));
+    if (parts.length) checkKey(parts.join("/"), "OPFS");
     for (const p of parts) dir = await dir.getDirectoryHandle(p, { create: true });
     return new OpfsStore(dir, `opfs:///${parts.map((p) => p + "/").join("")}`);
   }
@@ -165,7 +163,7 @@ export class OpfsStore implements ObjectStore {
   }
 
   async #file(key: string): Promise<File | undefined> {
-    const parts = checkKey(key);
+    const parts = checkKey(key, this.url);
     try {
       const dir = await this.#parent(parts, false);
       return await (await dir.getFileHandle(parts.at(-1)!)).getFile();
@@ -177,30 +175,11 @@ export class OpfsStore implements ObjectStore {
 
   /** Reads an object, or a range of it. */
   async get(key: string, options: GetOptions = {}): Promise<GetResult> {
+    checkRange(options.range);
     const file = await this.#file(key);
     if (!file) throw new ObjectNotFoundError(this.url + key);
-    const size = file.size;
-    let start = 0;
-    let end = size;
-    const range = options.range;
-    if (range) {
-      if ("suffix" in range) {
-        if (!Number.isSafeInteger(range.suffix) || range.suffix < 0) {
-          throw new RangeError(`Invalid range for ${this.url + key}: suffix must be a non-negative integer`);
-        }
-        start = Math.max(0, size - range.suffix);
-      } else {
-        const { offset, length } = range;
-        if (
-          !Number.isSafeInteger(offset) || offset < 0 ||
-          (length !== undefined && (!Number.isSafeInteger(length) || length < 0))
-        ) {
-          throw new RangeError(`Invalid range for ${this.url + key}: offset and length must be non-negative integers`);
-        }
-        start = Math.min(offset, size);
-        end = length === undefined ? size : Math.min(size, offset + length);
-      }
-    }
+    const { offset: start, length } = clipRange(options.range, file.size);
+    const end = start + length;
     const url = this.url + key;
     const source = file.slice(start, end).stream().getReader();
     const signal = options.signal;
@@ -250,7 +229,7 @@ export class OpfsStore implements ObjectStore {
   }
 
   async #start(key: string, signal: AbortSignal | undefined, mode: PutOptions["mode"]): Promise<ObjectWriter> {
-    const parts = checkKey(key);
+    const parts = checkKey(key, this.url);
     if (mode !== "overwrite" && mode !== "create" && !(typeof mode === "object" && typeof mode?.ifMatch === "string")) {
       throw new TypeError(`Invalid put mode ${JSON.stringify(mode)}: use "overwrite", "create" or { ifMatch }`);
     }
@@ -294,8 +273,8 @@ export class OpfsStore implements ObjectStore {
     };
     return {
       write: async (chunk: Uint8Array) => {
-        if (state !== "open") throw new TypeError(`Cannot write ${url}: the writer is ${state}`);
         signal?.throwIfAborted();
+        if (state !== "open") throw new TypeError(`Cannot write ${url}: the writer is ${state}`);
         // write() copies the bytes before it resolves, so the caller may reuse chunk afterwards.
         await out.write(chunk);
       },
@@ -320,7 +299,7 @@ export class OpfsStore implements ObjectStore {
 
   /** Deletes an object; an absent one is not an error. */
   async delete(key: string): Promise<void> {
-    const parts = checkKey(key);
+    const parts = checkKey(key, this.url);
     try {
       const dir = await this.#parent(parts, false);
       await dir.removeEntry(parts.at(-1)!);
@@ -331,6 +310,7 @@ export class OpfsStore implements ObjectStore {
 
   /** Every object whose key starts with `prefix`, in ascending key order. */
   async *list(prefix = ""): AsyncIterable<ObjectInfo> {
+    checkPrefix(prefix, this.url);
     const found: ObjectInfo[] = [];
     const walk = async (dir: DirectoryEntry, at: string): Promise<void> => {
       for await (const [name, entry] of dir.entries()) {
@@ -358,6 +338,7 @@ export class OpfsStore implements ObjectStore {
    * `.crswap` entries) and says how many it removed. Only while no write is in progress.
    */
   async sweep(prefix = ""): Promise<number> {
+    checkPrefix(prefix, this.url);
     let removed = 0;
     if (prefix === "") {
       try {
