@@ -112,3 +112,14 @@ export {
   type WriteOptions,
 } from "./src/storage/types.ts";
 export { FileStore } from "./src/storage/file.ts";
+export {
+  DEFAULT_S3_CONCURRENCY,
+  DEFAULT_S3_PART_SIZE,
+  DEFAULT_S3_RETRIES,
+  DEFAULT_S3_TIMEOUT_MS,
+  type S3Credentials,
+  S3Error,
+  type S3ErrorInit,
+  S3Store,
+  type S3StoreOptions,
+} from "./src/storage/s3.ts";
