@@ -28,7 +28,7 @@ export async function deflateBackend(): Promise<DeflateBackend> {
 /** Raw deflate of `bytes` (not empty), Huffman coding only where the runtime allows it. */
 export async function deflateRaw(bytes: Uint8Array, backend?: DeflateBackend): Promise<Uint8Array> {
   const z = backend === "web" ? undefined : await nodeZlib();
-  if (z) return z.deflateRawSync(bytes, { strategy: z.constants.Z_HUFFMAN_ONLY });
+  if (z) return plain(z.deflateRawSync(bytes, { strategy: z.constants.Z_HUFFMAN_ONLY }));
   return await collect(ReadableStream.from([bytes]).pipeThrough(new CompressionStream("deflate-raw") as Pair));
 }
 
@@ -58,7 +58,7 @@ export async function inflateRaw(
       bad(`is not valid deflate data (${(e as Error).message})`);
     }
     if (out!.byteLength !== size) bad(`inflates to ${out!.byteLength} bytes, not ${size}`);
-    return out!;
+    return plain(out!);
   }
   const out = new Uint8Array(size);
   let have = 0;
@@ -75,6 +75,11 @@ export async function inflateRaw(
   }
   if (have !== size) bad(`inflates to ${have} bytes, not ${size}`);
   return out;
+}
+
+/** A Node Buffer as a plain Uint8Array view (the same bytes, the type every caller compares). */
+function plain(b: Uint8Array): Uint8Array {
+  return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
 }
 
 async function collect(stream: ReadableStream<Uint8Array>): Promise<Uint8Array> {
