@@ -74,7 +74,7 @@ function floatTensors(n: number, seed: number): TensorInput[] {
 const weights = (n = 4096, seed = 1): CheckpointInput => ({ metadata: { step: 3 }, tensors: floatTensors(n, seed) });
 
 /** The head of each tensor record, parsed, in file order. */
-async function heads(bytes: Uint8Array): Promise<Record<string, unknown>[]> {
+function heads(bytes: Uint8Array): Record<string, unknown>[] {
   const out: Record<string, unknown>[] = [];
   const v = new DataView(bytes.buffer, bytes.byteOffset);
   let at = 16;
@@ -93,7 +93,7 @@ async function heads(bytes: Uint8Array): Promise<Record<string, unknown>[]> {
 Deno.test("bytegroup round-trips every float dtype bit for bit (NaN payloads, -0, subnormals, ±Inf), fed three ways", async () => {
   const ckpt = weights();
   const bytes = await collect(encodeCheckpoint(ckpt, BYTEGROUP));
-  assert.deepEqual((await heads(bytes)).map((h) => h.encoding), [
+  assert.deepEqual(heads(bytes).map((h) => h.encoding), [
     "bytegroup",
     "bytegroup",
     "bytegroup",
@@ -130,7 +130,7 @@ Deno.test("bytegroup round-trips random bit patterns of every float dtype, throu
       const some = await loadCheckpoint(path, { only: ["t2", "t0"] });
       assertSameCheckpoint(some, { metadata: ckpt.metadata, tensors: [tensors[0]!, tensors[2]!] });
       if (round % 2 === 0) {
-        assert.ok((await heads(await Deno.readFile(path))).every((h) => h.encoding === "bytegroup"));
+        assert.ok(heads(await Deno.readFile(path)).every((h) => h.encoding === "bytegroup"));
       }
     }
   } finally {
@@ -160,7 +160,7 @@ Deno.test("bytegroup deflates the sign and exponent plane of weights and stores 
 Deno.test("bytegroup leaves integers, bool and tiny tensors raw, and the file still decodes as before", async () => {
   const ckpt: CheckpointInput = { metadata: { step: 1 }, tensors: edgeTensors() };
   const bytes = await collect(encodeCheckpoint(ckpt, BYTEGROUP));
-  assert.ok((await heads(bytes)).every((h) => h.encoding === undefined));
+  assert.ok(heads(bytes).every((h) => h.encoding === undefined));
   assert.equal(decodeHeader(bytes), FLAG_BYTEGROUP);
   assertSameCheckpoint(await loadCheckpoint(bytes), ckpt);
 });
