@@ -23,6 +23,11 @@ export interface DiffSource {
    * again). Absent for a source that can be read only once, such as a pipe.
    */
   byName?(names: readonly string[]): AsyncIterable<Tensor>;
+  /**
+   * Whether a tensor from {@linkcode DiffSource.tensors} stays valid only until the next one is
+   * requested (a decoder that reuses one buffer). The engine then copies what it must hold.
+   */
+  readonly transient?: boolean;
 }
 
 /** A tolerance for the tensors whose names match `pattern` (a name, or a glob where `*` matches anything, or a RegExp). */
@@ -202,7 +207,18 @@ class Matcher {
     this.results.set(a.name, { actual: sa, expected: sb, tolerance, difference });
   }
 
-  add(t: Tensor, side: "a" | "b"): void {
+  /** Whether two tensors arriving together can be compared at once, holding neither. */
+  fresh(a: Tensor, b: Tensor): boolean {
+    return a.name === b.name && !this.a.has(a.name) && !this.b.has(b.name);
+  }
+
+  pair(a: Tensor, b: Tensor): void {
+    this.a.set(a.name, summary(a));
+    this.b.set(b.name, summary(b));
+    this.compare(a, b);
+  }
+
+  add(t: Tensor, side: "a" | "b", transient = false): void {
     const [mine, theirs, wait, other] = side === "a"
       ? [this.a, this.b, this.#waitA, this.#waitB]
       : [this.b, this.a, this.#waitB, this.#waitA];
@@ -220,7 +236,7 @@ class Matcher {
       }
       return;
     }
-    wait.set(t.name, t);
+    wait.set(t.name, transient ? { ...t, data: t.data.slice() } : t);
     this.#held += t.data.byteLength;
     while (this.#held > this.#budget) this.#evict();
   }
@@ -330,16 +346,19 @@ export async function diffCheckpoints(
   let doneA = false;
   let doneB = false;
   while (!doneA || !doneB) {
-    if (!doneA) {
-      const r = await ta.next();
-      if (r.done) doneA = true;
-      else m.add(r.value, "a");
+    const ra = doneA ? undefined : await ta.next();
+    const rb = doneB ? undefined : await tb.next();
+    if (ra?.done) doneA = true;
+    if (rb?.done) doneB = true;
+    const x = ra && !ra.done ? ra.value : undefined;
+    const y = rb && !rb.done ? rb.value : undefined;
+    // Same order on both sides (the usual case): compare at once, holding (and copying) nothing.
+    if (x && y && m.fresh(x, y)) {
+      m.pair(x, y);
+      continue;
     }
-    if (!doneB) {
-      const r = await tb.next();
-      if (r.done) doneB = true;
-      else m.add(r.value, "b");
-    }
+    if (x) m.add(x, "a", actual.transient);
+    if (y) m.add(y, "b", expected.transient);
   }
   await m.compareDeferred(actual, expected);
   const common = [...m.a.values()].filter((d) => m.b.has(d.name));

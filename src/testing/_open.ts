@@ -37,13 +37,18 @@ function rereadable(x: CheckpointSource): boolean {
 }
 
 /** Opens one side for the diff engine; `where` names it in errors ("actual", "expected"). */
-export async function openSide(x: CheckpointLike, where: string, options: DecodeOptions = {}): Promise<DiffSource> {
+export async function openSide(
+  x: CheckpointLike,
+  where: string,
+  options: DecodeOptions = {},
+): Promise<DiffSource & { close(): Promise<void> }> {
   if (inMemory(x)) {
     const metadata: Metadata = x.metadata;
     validateMetadata(metadata);
     const array = Array.isArray(x.tensors) ? (x.tensors as TensorInput[]) : undefined;
     return {
       metadata,
+      close: async () => {},
       tensors: () => each(x.tensors, where),
       byName: array
         ? async function* (names) {
@@ -54,7 +59,8 @@ export async function openSide(x: CheckpointLike, where: string, options: Decode
     };
   }
   if (x === null || x === undefined) throw new TypeError(`Cannot compare checkpoints: ${where} is ${x}`);
-  const records = decodeCheckpoint(x, options)[Symbol.asyncIterator]();
+  // One reused tensor buffer: the engine copies only what it must hold.
+  const records = decodeCheckpoint(x, { ...options, reuseBuffers: true })[Symbol.asyncIterator]();
   const first = await records.next();
   if (first.done || first.value.type !== "metadata") {
     throw new SyntaxError(`Cannot compare checkpoints: ${where} has no metadata record`);
@@ -63,6 +69,9 @@ export async function openSide(x: CheckpointLike, where: string, options: Decode
   let used = false;
   return {
     metadata,
+    transient: true,
+    // Cancelling the records cancels the source: a file closes at once.
+    close: async () => void await records.return?.(),
     tensors: () => {
       if (used) throw new Error(`Cannot compare checkpoints: ${where} was already read`);
       used = true;

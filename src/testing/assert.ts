@@ -61,8 +61,17 @@ export async function assertCheckpointEquals(
   options: AssertCheckpointOptions = {},
 ): Promise<void> {
   const a = await openSide(actual, "actual", options.decode);
-  const b = await openSide(expected, "expected", options.decode);
-  const diff = await diffCheckpoints(a, b, options);
+  let diff;
+  try {
+    const b = await openSide(expected, "expected", options.decode);
+    try {
+      diff = await diffCheckpoints(a, b, options);
+    } finally {
+      await b.close();
+    }
+  } finally {
+    await a.close();
+  }
   if (!differs(diff, { metadata: true })) return;
   const text = formatDiff(diff, { maxEntries: options.maxEntries });
   throw new AssertionError((options.message ? `${options.message}: ` : "") + text.trimEnd());
