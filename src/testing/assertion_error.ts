@@ -16,7 +16,12 @@
  * ```
  */
 export class AssertionError extends Error {
-  /** @param message what failed */
+  /**
+   * Makes the error.
+   *
+   * @param message what failed
+   * @param options the cause, if any
+   */
   constructor(message: string, options?: ErrorOptions) {
     super(message, options);
     this.name = "AssertionError";

@@ -20,10 +20,19 @@ export { assertCheckpointSnapshot, type SnapshotAssertOptions } from "./snapshot
 export { AssertionError } from "./assertion_error.ts";
 export {
   type CheckpointDiff,
+  type ComparedTensors,
   DEFAULT_DIFF_BUFFER_BYTES,
   diffCheckpoints,
   type DiffOptions,
   type DiffSource,
+  type MetadataChange,
   type NameTolerance,
+  type TensorSummary,
 } from "../compare/checkpoint_diff.ts";
-export { type EqualityOptions, type Tolerance } from "../compare/tensor_diff.ts";
+export {
+  type ElementValue,
+  type EqualityOptions,
+  type FirstDifference,
+  type TensorDifference,
+  type Tolerance,
+} from "../compare/tensor_diff.ts";
