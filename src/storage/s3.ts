@@ -89,6 +89,8 @@ export interface S3StoreOptions {
    * bytes, before it counts as failed (and is retried). @default {DEFAULT_S3_TIMEOUT_MS}
    */
   timeout?: number;
+  /** Keys per ListObjectsV2 and ListMultipartUploads request (S3 gives at most 1000). @default {1000} */
+  listPageSize?: number;
   /** The `fetch` to send requests with (to count or intercept them). @default {globalThis.fetch} */
   fetch?: typeof fetch;
 }
@@ -272,6 +274,7 @@ export class S3Store implements ObjectStore {
   readonly #retries: number;
   readonly #timeout: number;
   readonly #fetch: typeof fetch;
+  readonly #pageSize: number;
   readonly #region: string;
   readonly #credentials: S3Credentials | undefined;
   #client: AwsClient | undefined;
@@ -297,6 +300,7 @@ export class S3Store implements ObjectStore {
     this.#concurrency = positiveInt(options.concurrency ?? DEFAULT_S3_CONCURRENCY, "concurrency", 1);
     this.#retries = positiveInt(options.retries ?? DEFAULT_S3_RETRIES, "retries", 0);
     this.#timeout = positiveInt(options.timeout ?? DEFAULT_S3_TIMEOUT_MS, "timeout", 1);
+    this.#pageSize = positiveInt(options.listPageSize ?? 1000, "listPageSize", 1);
     this.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.#region = options.region ?? env("AWS_REGION") ?? env("AWS_DEFAULT_REGION") ?? "us-east-1";
     const endpoint = options.endpoint ?? env("AWS_ENDPOINT_URL_S3") ?? env("AWS_ENDPOINT_URL");
@@ -439,7 +443,17 @@ export class S3Store implements ObjectStore {
       ...(header ? { headers: { range: header } } : {}),
     });
     if (res.status === 404) {
-      await res.body?.cancel();
+      // NoSuchKey is an absent object; NoSuchBucket and the like are errors of their own.
+      const text = await res.text().catch(() => "");
+      const code = xmlTag(text, "Code") ?? "";
+      if (code !== "" && code !== "NoSuchKey") {
+        throw new S3Error(this.#where(path), {
+          operation: "GET",
+          status: 404,
+          code,
+          detail: xmlTag(text, "Message") ?? "",
+        });
+      }
       throw new ObjectNotFoundError(this.#where(path));
     }
     if (res.status === 416) {
@@ -644,7 +658,11 @@ export class S3Store implements ObjectStore {
     checkPrefix(prefix, this.url);
     let token: string | undefined;
     do {
-      const query: Record<string, string> = { "list-type": "2", prefix: this.#prefix + prefix };
+      const query: Record<string, string> = {
+        "list-type": "2",
+        prefix: this.#prefix + prefix,
+        "max-keys": String(this.#pageSize),
+      };
       if (token !== undefined) query["continuation-token"] = token;
       const res = await this.#request({ method: "GET", path: "", query, what: "ListObjectsV2" });
       const xml = await res.text();
@@ -684,7 +702,11 @@ export class S3Store implements ObjectStore {
     let keyMarker: string | undefined;
     let idMarker: string | undefined;
     for (;;) {
-      const query: Record<string, string> = { uploads: "", prefix: this.#prefix + prefix };
+      const query: Record<string, string> = {
+        uploads: "",
+        prefix: this.#prefix + prefix,
+        "max-uploads": String(this.#pageSize),
+      };
       if (keyMarker !== undefined) query["key-marker"] = keyMarker;
       if (idMarker !== undefined) query["upload-id-marker"] = idMarker;
       const res = await this.#request({ method: "GET", path: "", query, what: "ListMultipartUploads" });
