@@ -89,12 +89,16 @@ browserTest("core in Chromium", { entries: { core: "tests/web/page/core_entry.ts
           c.compression,
         );
         assert.ok(r.same, "every source kind gives the same checkpoint");
-        assert.deepEqual(r.sniffed, [c.codec, c.compression === "bytegroup" ? "none" : c.compression]);
+        assert.deepEqual(r.sniffed, [c.codec, c.compression]);
         const back = uploads.get(name)!;
         assert.equal(back.byteLength, r.bytes);
         assert.equal(r.sha256, sha256().update(back).digest("hex"), "the page's digest is of the bytes it wrote");
         if (c.compression === "none") {
           assert.deepEqual(back, denoBytes, "Chromium wrote exactly Deno's bytes");
+        } else if (c.compression === "bytegroup") {
+          // Byte-grouped bodies are raw deflate: Deno's node:zlib (Huffman only) and the browser's
+          // CompressionStream pick different codes for the same planes; the tensors are compared below.
+          assert.ok(back.byteLength > 0);
         } else {
           // Both sides' gzip streams must carry the same codec bytes; the gzip framing itself comes
           // from each runtime's zlib.
