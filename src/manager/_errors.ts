@@ -22,6 +22,7 @@ export function ioError(what: string, e: unknown): Error {
 
 /** Errors that mean "this checkpoint's files are unusable", as opposed to a failing disk or a bad argument. */
 export function isDamage(e: unknown): boolean {
-  return e instanceof Deno.errors.NotFound || e instanceof ObjectNotFoundError || e instanceof ChecksumMismatchError || e instanceof SyntaxError ||
+  return e instanceof Deno.errors.NotFound || e instanceof ObjectNotFoundError || e instanceof ChecksumMismatchError ||
+    e instanceof SyntaxError ||
     e instanceof RangeError;
 }

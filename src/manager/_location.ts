@@ -4,7 +4,7 @@
 // store, so the manager's logic is the same on a file system, in memory and on S3.
 
 import { join } from "node:path";
-import { ObjectNotFoundError, type ObjectInfo, type ObjectStore } from "../storage/types.ts";
+import { type ObjectInfo, ObjectNotFoundError, type ObjectStore } from "../storage/types.ts";
 
 /** A checkpoint directory: a store rooted at it, and the local path when it is one. */
 export class Location {
@@ -37,7 +37,11 @@ export class Location {
    * A whole object and its description, or `undefined` when there is none. An object over
    * `maxBytes` is a `RangeError` and is not read.
    */
-  async read(key: string, maxBytes: number, what: string): Promise<{ bytes: Uint8Array; info: ObjectInfo } | undefined> {
+  async read(
+    key: string,
+    maxBytes: number,
+    what: string,
+  ): Promise<{ bytes: Uint8Array; info: ObjectInfo } | undefined> {
     let got;
     try {
       got = await this.store.get(key);

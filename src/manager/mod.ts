@@ -502,7 +502,9 @@ export class CheckpointManager {
       this.#assertWritable("delete a checkpoint");
       const entry = this.#entries.find((e) => e.step === step);
       if (!entry) {
-        throw new RangeError(`Cannot delete checkpoint: no committed checkpoint for step ${step} in ${this.#loc.where}`);
+        throw new RangeError(
+          `Cannot delete checkpoint: no committed checkpoint for step ${step} in ${this.#loc.where}`,
+        );
       }
       const keep = this.#entries.filter((e) => e !== entry);
       await this.#putIndex(keep, `Cannot delete checkpoint step ${step} in ${this.#loc.where}`);
@@ -594,7 +596,9 @@ export class CheckpointManager {
         throw this.#fenced;
       }
       // The entries are ours and valid; a TypeError here is the store refusing the object.
-      if (e instanceof TypeError) throw new Error(`${what}: the index could not be written: ${e.message}`, { cause: e });
+      if (e instanceof TypeError) {
+        throw new Error(`${what}: the index could not be written: ${e.message}`, { cause: e });
+      }
       throw ioError(`${what}: the index could not be written`, e);
     }
   }
@@ -930,9 +934,13 @@ export class CheckpointManager {
     for (const e of this.#entries) for (const k of e.blobs?.keys() ?? []) referenced.add(k);
     const removed: string[] = [];
     let swept = 0;
-    // Under the lock the whole directory is the manager's; on a store only the keys its saves use.
-    const prefixes = this.#lock ? [""] : [...new Set([pattern.prefix, `${BLOBS_DIR}/`])];
-    for (const prefix of pattern.prefix === "" ? [""] : prefixes) {
+    // Under the lock the whole directory is the manager's. On a store, only the keys its saves
+    // write: checkpoint objects start with the pattern's prefix (a file store's temporary files
+    // with "." and it), blobs with "blobs/".
+    const prefixes = this.#lock || pattern.prefix === ""
+      ? [""]
+      : [pattern.prefix, `.${pattern.prefix}`, `${BLOBS_DIR}/`];
+    for (const prefix of prefixes) {
       try {
         swept += (await loc.store.sweep?.(prefix)) ?? 0;
       } catch (e) {
