@@ -388,11 +388,15 @@ export class S3Store implements ObjectStore {
     const signal = spec.signal ? AbortSignal.any([spec.signal, timer.signal]) : timer.signal;
     let res: Response;
     try {
-      const init: RequestInit = { method: spec.method, signal };
-      if (spec.headers) init.headers = spec.headers;
+      // Signed without the body (S3 takes UNSIGNED-PAYLOAD), which then goes to fetch directly:
+      // a Request made with it would hold one more copy of every part in flight.
+      const signed = await this.#signer().sign(url.href, {
+        method: spec.method,
+        ...(spec.headers ? { headers: spec.headers } : {}),
+      });
+      const init: RequestInit = { method: spec.method, headers: signed.headers, signal };
       if (spec.body) init.body = spec.body as Uint8Array<ArrayBuffer>;
-      const req = await this.#signer().sign(url.href, init);
-      res = await this.#fetch(req);
+      res = await this.#fetch(signed.url, init);
     } catch (e) {
       clearTimeout(timeout);
       if (spec.signal?.aborted) throw spec.signal.reason;
@@ -969,7 +973,10 @@ class S3Writer implements ObjectWriter {
       return;
     }
     this.#etags.push("");
-    this.#uploadId ??= this.#mp.create(this.#abort.signal);
+    if (this.#uploadId === undefined) {
+      this.#uploadId = this.#mp.create(this.#abort.signal);
+      this.#uploadId.catch(() => {}); // awaited by every part; seen there
+    }
     while (this.#inFlight.size >= this.#mp.concurrency) await Promise.race(this.#inFlight);
     if (this.#failure) return;
     const task = (async () => {
@@ -981,7 +988,7 @@ class S3Writer implements ObjectWriter {
           data.subarray(0, length),
           this.#abort.signal,
         );
-        if (this.#spare.length < 1) this.#spare.push(data);
+        if (this.#spare.length <= this.#mp.concurrency) this.#spare.push(data);
       } catch (e) {
         this.#fail(e);
       }
