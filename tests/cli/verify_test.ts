@@ -107,7 +107,7 @@ Deno.test("verify -q prints nothing and --json prints one object per checkpoint"
     tensors: 4,
     bytes,
     sha256,
-    checked: ["record digests"],
+    checked: ["record digests", "stream digest"],
   });
   assert.equal(failed.ok, false);
   assert.match(failed.error, /Checksum mismatch for tensor "dense\/kernel"/);
