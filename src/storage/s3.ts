@@ -17,7 +17,7 @@
  * @module
  */
 
-import { AwsClient } from "aws4fetch";
+import { AwsClient } from "npm:aws4fetch@1.0.20";
 import { checkKey, checkPrefix, checkRange } from "./_validate.ts";
 import {
   type GetOptions,
