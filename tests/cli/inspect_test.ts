@@ -12,7 +12,7 @@ Deno.test("inspect prints metadata, the tensor table and totals per group from t
   assert.match(r.out, /^source\s+.*a\.ckpt$/m);
   assert.match(r.out, /^codec\s+binary$/m);
   assert.match(r.out, /^compression\s+none$/m);
-  assert.match(r.out, new RegExp(`^size\\s+${bytes} bytes \\(\\d+\\.\\d\\d KB\\)$`, "m"));
+  assert.match(r.out, new RegExp(`^size\\s+${bytes} bytes \\(\\d+\\.\\d\\d KiB\\)$`, "m"));
   assert.match(r.out, /^stream sha256\s+[0-9a-f]{64} \(stored in the footer\)$/m);
   assert.match(r.out, /^verified\s+metadata and index only/m);
   assert.match(r.out, /^step\s+100$/m);
