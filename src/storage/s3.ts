@@ -17,7 +17,7 @@
  * @module
  */
 
-import { AwsClient } from "aws4fetch";
+import { AwsClient } from "npm:aws4fetch@1.0.20";
 import { checkKey, checkPrefix, checkRange } from "./_validate.ts";
 import {
   type GetOptions,
@@ -736,6 +736,34 @@ export class S3Store implements ObjectStore {
       }
       token = xmlTag(xml, "IsTruncated") === "true" ? xmlTag(xml, "NextContinuationToken") : undefined;
     } while (token !== undefined);
+  }
+
+  /**
+   * A presigned URL: anyone holding it may GET the object (with any `Range`) for `expires`
+   * seconds, without credentials, so it can be handed to an HTTP reader or a browser.
+   * Nothing is sent; the object need not exist yet.
+   *
+   * @example
+   * ```ts
+   * import { S3Store } from "./s3.ts";
+   * import assert from "node:assert/strict";
+   * const store = new S3Store({
+   *   bucket: "ckpt",
+   *   endpoint: "http://127.0.0.1:7480",
+   *   credentials: { accessKeyId: "id", secretAccessKey: "secret" },
+   * });
+   * const url = new URL(await store.presign("runs/a/model.ckpt", { expires: 600 }));
+   * assert.equal(url.pathname, "/ckpt/runs/a/model.ckpt");
+   * assert.equal(url.searchParams.get("X-Amz-Expires"), "600");
+   * ```
+   */
+  async presign(key: string, options: { expires?: number } = {}): Promise<string> {
+    checkKey(key, this.url);
+    const expires = positiveInt(options.expires ?? 3600, "expires", 1);
+    const url = new URL(this.#base + encodeKey(this.#prefix + key));
+    url.searchParams.set("X-Amz-Expires", String(expires));
+    const signed = await this.#signer().sign(url.href, { method: "GET", aws: { signQuery: true } } as RequestInit);
+    return signed.url;
   }
 
   /** Aborts every incomplete multipart upload under `prefix` and says how many there were. */
