@@ -167,12 +167,13 @@ export class ChunkReader {
   /**
    * Exactly `n` bytes like {@linkcode readExact}, each fed to `hash` if given. From a file, the bytes go
    * straight into one fresh buffer (allocated only once the file is known to hold them), and the
-   * next piece is read while the current one is hashed.
+   * next piece is read while the current one is hashed. With `scratch`, the bytes go into the
+   * reader's own buffer, valid until the next readBody (for bodies decoded at once).
    */
-  async readBody(n: number, what: string, hash?: Hash): Promise<Uint8Array> {
+  async readBody(n: number, what: string, hash?: Hash, scratch = this.#reuse): Promise<Uint8Array> {
     const buffered = this.#buffered - this.#head;
     if (!this.#file || n <= buffered + FILE_CHUNK) {
-      const b = await this.readExact(n, what, this.#reuse ? (k) => this.#scratch(k) : undefined);
+      const b = await this.readExact(n, what, scratch ? (k) => this.#scratch(k) : undefined);
       hash?.update(b);
       return b;
     }
@@ -186,7 +187,7 @@ export class ChunkReader {
         } bytes of ${what} missing (read from offset ${start})`,
       );
     }
-    const out = this.#reuse ? this.#scratch(n) : new Uint8Array(n);
+    const out = scratch ? this.#scratch(n) : new Uint8Array(n);
     let have = 0;
     while (this.#buffered - this.#head > 0) {
       const part = await this.readSome(n);

@@ -176,7 +176,7 @@ export async function saveCheckpoint(
     // Large saves hash the whole file on another thread, over shared staging buffers, while this
     // one encodes and computes the per-tensor digests; small ones do both here (a worker costs
     // ~0.1 s to start).
-    const worker = knownBytes(checkpoint) >= WORKER_HASH_BYTES && (options.compression ?? "none") === "none"
+    const worker = knownBytes(checkpoint) >= WORKER_HASH_BYTES && options.compression !== "gzip"
       ? new WorkerHash()
       : undefined;
     try {

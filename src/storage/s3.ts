@@ -44,6 +44,8 @@ export const DEFAULT_S3_TIMEOUT_MS = 60_000;
 const MAX_SINGLE_PUT = 5 * 1024 ** 3;
 const MAX_PARTS = 10_000;
 const BACKOFF_BASE_MS = 100;
+/** Bytes a body reads ahead of its consumer, so the network and the decoder overlap. */
+const READ_AHEAD = 4 * 1024 * 1024;
 const BACKOFF_CAP_MS = 5_000;
 
 /** Credentials for signing requests. */
@@ -584,7 +586,7 @@ export class S3Store implements ObjectStore {
       cancel(reason) {
         return reader?.cancel(reason);
       },
-    }, { highWaterMark: 0 });
+    }, { highWaterMark: READ_AHEAD, size: (chunk) => chunk.byteLength });
   }
 
   #info(key: string, headers: Headers): ObjectInfo {
