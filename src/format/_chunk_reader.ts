@@ -46,7 +46,9 @@ export class ChunkReader {
   ) {
     this.#reuse = reuseBuffers;
     this.#tap = tap;
-    if (source instanceof Deno.FsFile) {
+    if (!(Symbol.asyncIterator in source)) {
+      // An open file (Deno.FsFile is not async-iterable); the test names no global, so it runs
+      // where there is no Deno.
       this.#file = source;
       this.#it = fileChunks(source, FILE_CHUNK);
     } else {
