@@ -72,7 +72,7 @@ export interface IndexEntry {
   /** Offset of the tensor's record from the start of the stream. */
   offset: number;
   /** How the body is stored, when not raw: `"bytegroup"` (byte planes, some deflated). */
-  encoding?: typeof BYTEGROUP_ENCODING;
+  encoding?: "bytegroup";
   /** Bytes of the whole record, digest included. */
   length: number;
 }
@@ -222,7 +222,7 @@ export function decodeRecordHeader(bytes: Uint8Array, offset: number, limits?: D
  * assert.equal(new TextDecoder().decode(h), '{"name":"w","dtype":"int8","shape":[2],"group":"params"}');
  * ```
  */
-export function tensorHead(t: TensorInput, encoding?: typeof BYTEGROUP_ENCODING): Uint8Array {
+export function tensorHead(t: TensorInput, encoding?: "bytegroup"): Uint8Array {
   const head = { name: t.name, dtype: t.dtype, shape: [...t.shape], group: t.group ?? "params" };
   return utf8.encode(JSON.stringify(encoding ? { ...head, encoding } : head));
 }
@@ -252,7 +252,7 @@ export interface TensorDescriptor {
   /** Group. */
   group: string;
   /** How the body is stored, when not raw (binary codec only). */
-  encoding?: typeof BYTEGROUP_ENCODING;
+  encoding?: "bytegroup";
   /** Bytes of data the descriptor implies. */
   byteLength: number;
 }
