@@ -19,18 +19,27 @@ const LOG10_2 = Math.log10(2);
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
 
-/** `a` × 10^j rounded to the nearest integer ± 1 that reads back as `a`, or -1. */
-function fits(a: number, j: number): number {
+/**
+ * The integer n nearest `a` × 10^j if n × 10^-j reads back as `a`, else n ± 1 if one of them does,
+ * else -1. The neighbours can only read back when `a` × 10^j lies within rounding error of a half
+ * (the product is rounded) or `a` is a power of two (`edge`: the gap below it is half the gap
+ * above, so the interval of decimals that read back as `a` is lopsided); elsewhere they are skipped.
+ */
+function fits(a: number, j: number, edge: boolean): number {
   if (j >= 0) {
     const s = P10[j]!;
-    const n = Math.round(a * s);
+    const y = a * s;
+    const n = Math.round(y);
     if (Math.fround(n / s) === a) return n;
+    if (!edge && Math.abs(y - n) < 0.4999) return -1;
     if (Math.fround((n - 1) / s) === a) return n - 1;
     if (Math.fround((n + 1) / s) === a) return n + 1;
   } else {
     const s = P10[-j]!;
-    const n = Math.round(a / s);
+    const y = a / s;
+    const n = Math.round(y);
     if (Math.fround(n * s) === a) return n;
+    if (!edge && Math.abs(y - n) < 0.4999) return -1;
     if (Math.fround((n - 1) * s) === a) return n - 1;
     if (Math.fround((n + 1) * s) === a) return n + 1;
   }
@@ -143,6 +152,7 @@ export function writeFloat32(out: Uint8Array, at: number, x: number): number {
   }
   f32[0] = x;
   const e2 = ((u32[0]! >>> 23) & 0xff) - 127;
+  const edge = (u32[0]! & 0x7fffff) === 0;
   // The decimal exponent, possibly one low; the searches below absorb that.
   const e = Math.floor(e2 * LOG10_2);
   const j8 = 7 - e; // the scale giving 8 significant digits (or 9, when e is one low)
@@ -150,14 +160,14 @@ export function writeFloat32(out: Uint8Array, at: number, x: number): number {
   // Which digit counts read back is upward closed: from 8 digits, go down while it still holds,
   // or up to 9 (10 when e was one low) when it does not.
   let j = j8;
-  let m = fits(x, j8);
+  let m = fits(x, j8, edge);
   if (m < 0) {
-    m = fits(x, ++j);
-    if (m < 0) m = fits(x, ++j);
+    m = fits(x, ++j, edge);
+    if (m < 0) m = fits(x, ++j, edge);
     if (m < 0) return writeAscii(out, at, slowShortest(x));
   } else {
     for (;;) {
-      const n = fits(x, j - 1);
+      const n = fits(x, j - 1, edge);
       if (n <= 0) break;
       m = n;
       j--;
