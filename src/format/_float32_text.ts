@@ -64,41 +64,63 @@ function slowShortest(a: number): string {
   return String(a);
 }
 
+/** Writes the `digits` decimal digits of `m` ending just before `end` (right to left). */
+function writeDigits(out: Uint8Array, end: number, m: number, digits: number): void {
+  let p = end - 1;
+  if (m <= 0x7fffffff) {
+    // int32 arithmetic: much faster than float division and modulo.
+    let v = m | 0;
+    for (let i = 0; i < digits; i++) {
+      const q = (v / 10) | 0;
+      out[p--] = 48 + v - q * 10;
+      v = q;
+    }
+    return;
+  }
+  for (let i = 0; i < digits; i++) {
+    const q = Math.floor(m / 10);
+    out[p--] = 48 + (m - q * 10);
+    m = q;
+  }
+}
+
 /**
  * Writes the integer `m` × 10^-j (m ≥ 1) at `at` as Number.prototype.toString would print that
  * value; returns the position after it.
  */
 function writeDecimal(out: Uint8Array, at: number, m: number, j: number): number {
-  while (m % 10 === 0) {
-    m /= 10;
-    j--;
+  if (m <= 0x7fffffff) {
+    let v = m | 0;
+    while (v % 10 === 0) {
+      v = (v / 10) | 0;
+      j--;
+    }
+    m = v;
+  } else {
+    while (m % 10 === 0) {
+      m /= 10;
+      j--;
+    }
   }
   let digits = 1;
   while (digits < 17 && m >= P10[digits]!) digits++;
   const k = digits - 1 - j; // exponent of the leading digit
-  if (k < -7 + 1 || k > 20) {
+  if (k < -6 || k > 20) {
     // d.ddde±k
-    let end = at + digits + (digits > 1 ? 1 : 0);
-    let p = end - 1;
-    for (let i = digits - 1; i > 0; i--) {
-      const q = Math.floor(m / 10);
-      out[p--] = 48 + (m - q * 10);
-      m = q;
+    const lead = Math.floor(m / P10[digits - 1]!);
+    out[at++] = 48 + lead;
+    if (digits > 1) {
+      out[at++] = 46; // "."
+      writeDigits(out, at + digits - 1, m - lead * P10[digits - 1]!, digits - 1);
+      at += digits - 1;
     }
-    if (digits > 1) out[p--] = 46; // "."
-    out[p] = 48 + m;
-    out[end++] = 101; // "e"
-    out[end++] = k < 0 ? 45 : 43;
-    return writeAscii(out, end, String(k < 0 ? -k : k));
+    out[at++] = 101; // "e"
+    out[at++] = k < 0 ? 45 : 43;
+    return writeAscii(out, at, String(k < 0 ? -k : k));
   }
   if (j <= 0) {
-    // digits then -j zeros
-    let p = at + digits - 1;
-    for (let i = 0; i < digits; i++) {
-      const q = Math.floor(m / 10);
-      out[p--] = 48 + (m - q * 10);
-      m = q;
-    }
+    // digits, then -j zeros
+    writeDigits(out, at + digits, m, digits);
     at += digits;
     for (let i = 0; i < -j; i++) out[at++] = 48;
     return at;
@@ -108,29 +130,16 @@ function writeDecimal(out: Uint8Array, at: number, m: number, j: number): number
     out[at++] = 48;
     out[at++] = 46;
     for (let i = 0; i < j - digits; i++) out[at++] = 48;
-    let p = at + digits - 1;
-    for (let i = 0; i < digits; i++) {
-      const q = Math.floor(m / 10);
-      out[p--] = 48 + (m - q * 10);
-      m = q;
-    }
+    writeDigits(out, at + digits, m, digits);
     return at + digits;
   }
-  // ddd.ddd, the point after digits - j digits
-  const end = at + digits + 1;
-  let p = end - 1;
-  for (let i = 0; i < j; i++) {
-    const q = Math.floor(m / 10);
-    out[p--] = 48 + (m - q * 10);
-    m = q;
-  }
-  out[p--] = 46;
-  for (let i = 0; i < digits - j; i++) {
-    const q = Math.floor(m / 10);
-    out[p--] = 48 + (m - q * 10);
-    m = q;
-  }
-  return end;
+  // ddd.ddd: the point after digits - j digits
+  const whole = Math.floor(m / P10[j]!);
+  writeDigits(out, at + digits - j, whole, digits - j);
+  at += digits - j;
+  out[at++] = 46;
+  writeDigits(out, at + j, m - whole * P10[j]!, j);
+  return at + j;
 }
 
 /** Most bytes {@linkcode writeFloat32} writes for one value. */

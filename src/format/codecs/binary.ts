@@ -25,6 +25,7 @@ import {
   encodeByteGroups,
   isByteGroupable,
   PLANE_ENTRY_BYTES,
+  PlaneScratch,
 } from "./_bytegroup.ts";
 
 /** The 8 bytes every binary checkpoint starts with: `\x89CKPT\r\n\x1a`. */
@@ -522,6 +523,7 @@ async function* encodeRecords(
   };
   const index: IndexEntry[] = [];
   const guard = new EncodeGuard();
+  const scratch = new PlaneScratch();
   try {
     for await (const rec of records) {
       if (guard.check(rec) === "metadata") {
@@ -536,7 +538,7 @@ async function* encodeRecords(
       const start = position;
       const body = bytesOf(t.data);
       const h = sha256();
-      const grouped = byteGroup ? await encodeByteGroups(t.dtype, body) : undefined;
+      const grouped = byteGroup ? await encodeByteGroups(t.dtype, body, { scratch }) : undefined;
       const encoding = grouped ? BYTEGROUP_ENCODING : undefined;
       const head = tensorHead(t, encoding);
       yield emit(encodeRecordPrefix(RecordKind.tensor, head, grouped?.byteLength ?? body.byteLength, position), h);
