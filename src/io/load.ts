@@ -16,6 +16,7 @@ import type { Checkpoint, CheckpointRecord, Metadata, Tensor } from "../format/t
 import { binaryCodec, decodeRecords } from "../format/codecs/binary.ts";
 import { sha256 } from "../format/_hash.ts";
 import { toPath } from "../storage/_path.ts";
+import { requireFiles } from "../format/_runtime.ts";
 import { checkOptionNames, LIMIT_OPTION_NAMES } from "../format/_options.ts";
 
 /** Options for {@linkcode loadCheckpoint}. */
@@ -56,7 +57,9 @@ const LOAD_HINTS: Readonly<Record<string, string>> = {
 };
 
 async function pathCodec(path: string | URL, codecs?: readonly Codec[]): Promise<Codec | undefined> {
-  const file = await Deno.open(toPath(path, "read checkpoint from"), { read: true });
+  const p = toPath(path, "read checkpoint from");
+  requireFiles(p, "read checkpoint from");
+  const file = await Deno.open(p, { read: true });
   try {
     return await fileCodec(file, codecs);
   } finally {

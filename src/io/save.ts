@@ -10,6 +10,7 @@ import { sha256 } from "../format/_hash.ts";
 import { StagedFileSink } from "../storage/_file_sink.ts";
 import { WorkerHash } from "../storage/_worker_hash.ts";
 import { toPath } from "../storage/_path.ts";
+import { requireFiles } from "../format/_runtime.ts";
 import { checkOptionNames } from "../format/_options.ts";
 
 export { toPath };
@@ -172,6 +173,7 @@ export async function saveCheckpoint(
     throw new TypeError("Cannot save checkpoint: target must be a path, a file: URL or a WritableStream");
   }
   const path = toPath(target, "save checkpoint to");
+  requireFiles(path, "save checkpoint to");
   return await writeFileAtomic(path, async (file) => {
     // Large saves hash the whole file on another thread, over shared staging buffers, while this
     // one encodes and computes the per-tensor digests; small ones do both here (a worker costs

@@ -15,7 +15,7 @@ import { metadataFromJson, metadataToJson } from "../metadata.ts";
 import type { Checkpoint, CheckpointRecord, Tensor, TensorInput } from "../types.ts";
 import { readTensorsByName } from "./binary_file.ts";
 import { ChunkReader } from "../_chunk_reader.ts";
-import { type Hash, sha256, toHex } from "../_hash.ts";
+import { equalBytes, type Hash, sha256, toHex } from "../_hash.ts";
 import { digestingEncoder, generatorPair, type Settle } from "../_pair.ts";
 import { EncodeGuard } from "../_encode_guard.ts";
 import {
@@ -592,8 +592,8 @@ export async function* decodeRecords(
   const checkDigest = async (h: Hash, subject: string, at: number): Promise<void> => {
     const stored = await read(DIGEST_BYTES, `the digest of ${subject}`);
     const actual = h.digest();
-    if (!actual.equals(stored)) {
-      throw new ChecksumMismatchError(subject, toHex(stored), actual.toString("hex"), `at offset ${at}`);
+    if (!equalBytes(actual, stored)) {
+      throw new ChecksumMismatchError(subject, toHex(stored), toHex(actual), `at offset ${at}`);
     }
   };
   const flags = decodeHeader(await read(HEADER_BYTES, "the header"));
@@ -625,11 +625,11 @@ export async function* decodeRecords(
       if (footer.indexOffset !== at) {
         fail(`footer points to index at ${footer.indexOffset}, found it at ${at}`, footerAt);
       }
-      if (!expected.equals(footer.digest)) {
+      if (!equalBytes(expected, footer.digest)) {
         throw new ChecksumMismatchError(
           "stream",
           toHex(footer.digest),
-          expected.toString("hex"),
+          toHex(expected),
           `at offset ${footerAt + 8}`,
         );
       }

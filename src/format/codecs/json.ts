@@ -376,7 +376,10 @@ async function* decodeLines(input: AsyncIterable<Uint8Array>, limits?: DecodeLim
     if (names.has(d.name)) fail(`duplicate tensor name ${JSON.stringify(d.name)}`);
     names.add(d.name);
     const count = d.byteLength / DTYPES[d.dtype].bytes;
-    const chunks: TensorData[] = [];
+    // One array for the tensor, grown (at most doubling, never past the shape's count) as lines
+    // arrive: memory follows the data received, and a line of one element costs one element, not
+    // a typed array of its own.
+    let data: TensorData = new DTYPES[d.dtype].array(0);
     let filled = 0;
     while (filled < count) {
       const [k, v, b] = await next(`data of tensor ${JSON.stringify(d.name)}`);
@@ -391,31 +394,19 @@ async function* decodeLines(input: AsyncIterable<Uint8Array>, limits?: DecodeLim
       }
       stream.update(b);
       h.update(b);
-      // Grow with the bytes that arrive: one typed array per line, joined at the end.
-      const part = new DTYPES[d.dtype].array(values.length);
-      try {
-        fillValues(d.dtype, values, part, 0);
-      } catch (e) {
-        fail(
-          `tensor ${JSON.stringify(d.name)} ${
-            (e as Error).message.replace(/^element (\d+)/, (_, n) => `element ${filled + Number(n)}`)
-          }`,
-        );
+      if (filled + values.length > data.length) {
+        const grown = new DTYPES[d.dtype].array(Math.min(count, Math.max(filled + values.length, data.length * 2)));
+        (grown as Uint8Array).set(data as Uint8Array);
+        data = grown;
       }
-      chunks.push(part);
+      try {
+        fillValues(d.dtype, values, data, filled);
+      } catch (e) {
+        fail(`tensor ${JSON.stringify(d.name)} ${(e as Error).message}`);
+      }
       filled += values.length;
     }
     await checkDigest(h, `tensor ${JSON.stringify(d.name)}`);
-    let data: TensorData;
-    if (chunks.length === 1) data = chunks[0]!;
-    else {
-      data = new DTYPES[d.dtype].array(count);
-      let o = 0;
-      for (const c of chunks) {
-        (data as Uint8Array).set(c as Uint8Array, o);
-        o += c.length;
-      }
-    }
     const tensor: Tensor = { name: d.name, dtype: d.dtype, shape: d.shape, group: d.group, data };
     yield { type: "tensor", tensor };
   }
