@@ -112,6 +112,7 @@ export {
   type WriteOptions,
 } from "./src/storage/types.ts";
 export { FileStore } from "./src/storage/file.ts";
+export { MemoryStore, type MemoryStoreOptions } from "./src/storage/memory.ts";
 export {
   DEFAULT_S3_CONCURRENCY,
   DEFAULT_S3_PART_SIZE,

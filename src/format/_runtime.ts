@@ -10,3 +10,10 @@ export function requireFiles(path: string, verb: string): void {
     }: file paths need Deno; here use a Blob, a Response, a stream, bytes or an ObjectStore`,
   );
 }
+
+/** Whether `e` is Deno's error class `name` (`Deno.errors[name]`); false wherever there is no Deno. */
+export function isDenoError(e: unknown, name: string): boolean {
+  const errors = (globalThis as { Deno?: { errors?: Record<string, unknown> } }).Deno?.errors;
+  const cls = errors?.[name];
+  return typeof cls === "function" && e instanceof (cls as new () => Error);
+}

@@ -284,7 +284,7 @@ export async function sniffCheckpoint(source: CheckpointSource, options: DecodeO
     if (flags & FLAG_BYTEGROUP) compression = "bytegroup";
   }
   if (limits.maxDecodedBytes !== Infinity) {
-    bytes = ReadableStream.from(capped(bytes, limits.maxDecodedBytes, compression === "gzip"));
+    bytes = readableFrom(capped(bytes, limits.maxDecodedBytes, compression === "gzip"));
   }
   return { codec, compression, bytes };
 }

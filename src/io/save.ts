@@ -10,7 +10,7 @@ import { sha256 } from "../format/_hash.ts";
 import { StagedFileSink } from "../storage/_file_sink.ts";
 import { WorkerHash } from "../storage/_worker_hash.ts";
 import { toPath } from "../storage/_path.ts";
-import { requireFiles } from "../format/_runtime.ts";
+import { isDenoError, requireFiles } from "../format/_runtime.ts";
 import { checkOptionNames } from "../format/_options.ts";
 
 export { toPath };
@@ -161,7 +161,7 @@ export async function saveCheckpoint(
     try {
       await counted.pipeTo(target, { preventClose: keepOpen, preventAbort: keepOpen });
     } catch (e) {
-      if (!(e instanceof Deno.errors.BrokenPipe)) throw e;
+      if (!isDenoError(e, "BrokenPipe")) throw e;
       throw new Deno.errors.BrokenPipe(
         `Cannot save checkpoint: the stream's reader went away after ${bytes} bytes had been handed to it (broken pipe; e.g. piped into head)`,
         { cause: e },

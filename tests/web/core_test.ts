@@ -145,6 +145,16 @@ browserTest("core in Chromium", { entries: { core: "tests/web/page/core_entry.ts
           savePath: await describe(() => m.saveCheckpoint("/runs/a.ckpt", { metadata: { step: 0 }, tensors: [] })),
           http: await describe(() => m.loadCheckpoint(new Response("x", { status: 404, statusText: "Not Found" }))),
           garbage: await describe(() => m.loadCheckpoint(new Blob(["hello world"]))),
+          sink: await describe(() =>
+            m.saveCheckpoint(
+              new WritableStream({
+                write() {
+                  throw new RangeError("disk full");
+                },
+              }),
+              { metadata: { step: 0 }, tensors: [] },
+            )
+          ),
         };
       },
       [...good],
@@ -156,5 +166,6 @@ browserTest("core in Chromium", { entries: { core: "tests/web/page/core_entry.ts
     assert.match(r.savePath, /^TypeError: .*file path/);
     assert.match(r.http, /^TypeError: Cannot read checkpoint.*HTTP 404 Not Found/);
     assert.match(r.garbage, /^SyntaxError: Cannot decode checkpoint: unrecognised format/);
+    assert.equal(r.sink, "RangeError: disk full", "a failing sink's own error, not a ReferenceError about Deno");
   });
 });
