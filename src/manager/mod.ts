@@ -237,15 +237,18 @@ export class CheckpointManager {
     const loc = this.#loc;
     const o = this.#o;
     const read = await readIndex(loc).catch((e) => {
-      if (e instanceof SyntaxError && !o.readOnly) {
-        o.onWarning(`${e.message}; rebuilding it from the checkpoint files in ${loc.where}`);
-        return { contents: undefined, version: undefined, damaged: true };
-      }
-      throw e;
+      if (!(e instanceof SyntaxError)) throw e;
+      o.onWarning(
+        o.readOnly
+          ? `${e.message}; showing what a writing manager would rebuild from the checkpoint files in ${loc.where} (nothing is rewritten)`
+          : `${e.message}; rebuilding it from the checkpoint files in ${loc.where}`,
+      );
+      return { contents: undefined, version: undefined, damaged: true };
     });
     if (o.readOnly) {
       o.stored = read.contents?.retention;
-      this.#entries = read.contents?.entries ?? [];
+      // A damaged index: the entries a writer would adopt, found without renaming or writing anything.
+      this.#entries = read.contents?.entries ?? ("damaged" in read ? await adopt(loc, o) : []);
     } else {
       // A damaged index is replaced: its version is read again to replace exactly it.
       this.#version = "damaged" in read ? (await loc.store.head(INDEX_FILE))?.version : read.version;
@@ -645,9 +648,14 @@ export class CheckpointManager {
     if (this.#closed) throw new TypeError(`Cannot read checkpoints: the manager of ${this.#loc.where} is closed`);
     // A read-only view follows the writer: it re-reads the index, which is replaced atomically.
     if (this.#o.readOnly) {
-      const { contents } = await readIndex(this.#loc);
-      this.#entries = contents?.entries ?? [];
-      this.#o.stored = contents?.retention;
+      const read = await readIndex(this.#loc).catch((e) => {
+        if (e instanceof SyntaxError) return undefined; // still damaged: the view rebuilt at open stands
+        throw e;
+      });
+      if (read) {
+        this.#entries = read.contents?.entries ?? [];
+        this.#o.stored = read.contents?.retention;
+      }
     }
     return this.#entries;
   }
