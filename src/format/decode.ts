@@ -5,19 +5,11 @@
  * @module
  */
 import { type Codec, type DecoderOptions, DETECT_BYTES } from "./codec.ts";
-import { binaryCodec, decodeRecords } from "./codecs/binary.ts";
 import { BUILTIN_CODECS, type Compression } from "./encode.ts";
-import { toPath } from "../storage/_path.ts";
-import { fileChunks, readFull } from "../storage/_file_io.ts";
 import type { CheckpointRecord } from "./types.ts";
 
-/** Where checkpoint bytes come from. */
-export type CheckpointSource =
-  | string
-  | URL
-  | Uint8Array
-  | ReadableStream<Uint8Array>
-  | AsyncIterable<Uint8Array>;
+/** Checkpoint bytes: all at once, or as a stream. (`loadCheckpoint` and friends also take addresses.) */
+export type CheckpointBytes = Uint8Array | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>;
 
 /**
  * Options for {@linkcode decodeCheckpoint} and `loadCheckpoint`: the caps, `reuseBuffers` (for one-pass consumers;
@@ -45,35 +37,25 @@ export interface SniffResult {
 const GZIP_MAGIC = [0x1f, 0x8b];
 
 /**
- * A path or `file:` URL as a byte stream; other sources unchanged.
+ * Bytes as a stream.
  *
  * @example
  * ```ts
- * import { openSource } from "./decode.ts";
+ * import { bytesStream } from "./decode.ts";
  * import assert from "node:assert/strict";
- * const s = openSource(new Uint8Array([1, 2]));
+ * const s = bytesStream(new Uint8Array([1, 2]));
  * assert.deepEqual(new Uint8Array(await new Response(s).arrayBuffer()), new Uint8Array([1, 2]));
  * ```
  */
-export function openSource(source: CheckpointSource): ReadableStream<Uint8Array> {
-  if (typeof source === "string" || source instanceof URL) return fileStream(toPath(source, "read checkpoint from"));
+export function bytesStream(source: CheckpointBytes): ReadableStream<Uint8Array> {
   if (source instanceof Uint8Array) return ReadableStream.from([source]);
   if (source instanceof ReadableStream) return source;
   if (source !== null && typeof source === "object" && Symbol.asyncIterator in source) {
     return ReadableStream.from(source);
   }
   throw new TypeError(
-    "Cannot read checkpoint: source must be a path, a file: URL, a Uint8Array, a ReadableStream or an AsyncIterable",
+    "Cannot read checkpoint: source must be a path, a file: URL, a storage address, a Uint8Array, a ReadableStream or an AsyncIterable",
   );
-}
-
-/** File reads of this size; each chunk is a fresh buffer, since decoded tensors may view it. */
-const FILE_CHUNK = 4 * 2 ** 20;
-
-function fileStream(path: string): ReadableStream<Uint8Array> {
-  return ReadableStream.from((async function* () {
-    yield* fileChunks(await Deno.open(path, { read: true }), FILE_CHUNK, true);
-  })());
 }
 
 async function peek(stream: ReadableStream<Uint8Array>): Promise<[Uint8Array, ReadableStream<Uint8Array>]> {
@@ -142,20 +124,21 @@ async function* gunzip(bytes: ReadableStream<Uint8Array>): AsyncGenerator<Uint8A
   }
 }
 
-/** The first codec (the caller's, then the built-in ones) that claims these leading bytes. */
-function detectCodec(head: Uint8Array, codecs: readonly Codec[] = []): Codec | undefined {
-  return [...codecs, ...Object.values(BUILTIN_CODECS)].find((c) => c.detect(head));
-}
-
 /**
- * The codec whose bytes an open file starts with (the caller's codecs first), or `undefined`
- * (gzip, or nothing recognised). Leaves the file at offset 0.
+ * The first codec (the caller's, then the built-in ones) that claims these leading bytes (up to
+ * {@linkcode DETECT_BYTES}), or `undefined` (gzip, or nothing recognised).
+ *
+ * @example
+ * ```ts
+ * import { detectCodec } from "./decode.ts";
+ * import { encodeCheckpoint } from "./encode.ts";
+ * import assert from "node:assert/strict";
+ * const bytes = new Uint8Array(await new Response(encodeCheckpoint({ metadata: { step: 0 }, tensors: [] })).arrayBuffer());
+ * assert.equal(detectCodec(bytes.subarray(0, 64))?.name, "binary");
+ * ```
  */
-export async function fileCodec(file: Deno.FsFile, codecs?: readonly Codec[]): Promise<Codec | undefined> {
-  const head = new Uint8Array(DETECT_BYTES);
-  const n = await readFull(file, head);
-  await file.seek(0, Deno.SeekMode.Start);
-  return detectCodec(head.subarray(0, n), codecs);
+export function detectCodec(head: Uint8Array, codecs: readonly Codec[] = []): Codec | undefined {
+  return [...codecs, ...Object.values(BUILTIN_CODECS)].find((c) => c.detect(head));
 }
 
 /**
@@ -173,8 +156,8 @@ export async function fileCodec(file: Deno.FsFile, codecs?: readonly Codec[]): P
  * await found.bytes.cancel();
  * ```
  */
-export async function sniffCheckpoint(source: CheckpointSource, options: DecodeOptions = {}): Promise<SniffResult> {
-  let [head, bytes] = await peek(openSource(source));
+export async function sniffCheckpoint(source: CheckpointBytes, options: DecodeOptions = {}): Promise<SniffResult> {
+  let [head, bytes] = await peek(bytesStream(source));
   if (head.byteLength === 0) throw new SyntaxError("Cannot decode checkpoint: the stream is empty");
   let compression: Compression = "none";
   if (head[0] === GZIP_MAGIC[0] && head[1] === GZIP_MAGIC[1]) {
@@ -214,22 +197,10 @@ export async function sniffCheckpoint(source: CheckpointSource, options: DecodeO
  * ```
  */
 export function decodeCheckpoint(
-  source: CheckpointSource,
+  source: CheckpointBytes,
   options: DecodeOptions = {},
 ): ReadableStream<CheckpointRecord> {
   async function* records(): AsyncGenerator<CheckpointRecord> {
-    if (typeof source === "string" || source instanceof URL) {
-      // Fast path for binary files: bodies read straight into their final buffers.
-      const file = await Deno.open(toPath(source, "read checkpoint from"), { read: true });
-      try {
-        if (await fileCodec(file, options.codecs) === binaryCodec) {
-          yield* decodeRecords(file, options);
-          return;
-        }
-      } finally {
-        file.close();
-      }
-    }
     const { codec, bytes } = await sniffCheckpoint(source, options);
     yield* bytes.pipeThrough(codec.decoder(options));
   }

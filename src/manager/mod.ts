@@ -31,7 +31,7 @@
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadCheckpoint } from "../io/load.ts";
-import { readCheckpointIndex } from "../format/codecs/binary_file.ts";
+import { readCheckpointIndex } from "../io/read.ts";
 import { bytesOf, validateTensor } from "../format/dtype.ts";
 import { ChecksumMismatchError } from "../format/errors.ts";
 import { validateMetadata } from "../format/metadata.ts";
