@@ -53,7 +53,12 @@ export { jsonCodec } from "./src/format/codecs/json.ts";
 export { type IndexEntry } from "./src/format/codecs/binary.ts";
 export { type CheckpointIndex } from "./src/format/codecs/binary_file.ts";
 export { type CodecName, type Compression, encodeCheckpoint, type EncodeOptions } from "./src/format/encode.ts";
-export { type CheckpointBytes, type DecodeOptions, type SniffResult } from "./src/format/decode.ts";
+export {
+  type CheckpointBytes,
+  type DecodeOptions,
+  DEFAULT_READ_CODECS,
+  type SniffResult,
+} from "./src/format/decode.ts";
 export {
   type CheckpointSource,
   decodeCheckpoint,
@@ -123,3 +128,14 @@ export {
   type StorageAddress,
   type StoreObject,
 } from "./src/storage/resolve.ts";
+export {
+  DEFAULT_S3_CONCURRENCY,
+  DEFAULT_S3_PART_SIZE,
+  DEFAULT_S3_RETRIES,
+  DEFAULT_S3_TIMEOUT_MS,
+  type S3Credentials,
+  S3Error,
+  type S3ErrorInit,
+  S3Store,
+  type S3StoreOptions,
+} from "./src/storage/s3.ts";

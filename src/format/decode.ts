@@ -7,6 +7,9 @@
 import { type Codec, type DecoderOptions, DETECT_BYTES } from "./codec.ts";
 import { BUILTIN_CODECS, type Compression } from "./encode.ts";
 import type { CheckpointRecord } from "./types.ts";
+// safetensors is a codec of the core (mod.ts exports it) kept beside its interop helpers; that
+// module imports only from src/format, so reading it by default here makes no cycle.
+import { safetensorsCodec } from "../interop/safetensors.ts";
 
 /** Checkpoint bytes: all at once, or as a stream. (`loadCheckpoint` and friends also take addresses.) */
 export type CheckpointBytes = Uint8Array | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>;
@@ -17,7 +20,8 @@ export type CheckpointBytes = Uint8Array | ReadableStream<Uint8Array> | AsyncIte
  */
 export interface DecodeOptions extends DecoderOptions {
   /**
-   * Codecs of your own to recognise, tried before the built-in ones.
+   * Codecs of your own to recognise, tried before the ones recognised by default
+   * ({@linkcode DEFAULT_READ_CODECS}: ckpt binary, ckpt JSON, safetensors).
    *
    * @default {[]}
    */
@@ -125,7 +129,31 @@ async function* gunzip(bytes: ReadableStream<Uint8Array>): AsyncGenerator<Uint8A
 }
 
 /**
- * The first codec (the caller's, then the built-in ones) that claims these leading bytes (up to
+ * The codecs every reader recognises from the bytes, in the order they are tried (after the
+ * caller's own `codecs`): ckpt binary, ckpt JSON Lines, safetensors.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_READ_CODECS } from "../../mod.ts";
+ * import assert from "node:assert/strict";
+ * assert.deepEqual(DEFAULT_READ_CODECS.map((c) => c.name), ["binary", "json", "safetensors"]);
+ * ```
+ */
+export const DEFAULT_READ_CODECS: readonly Codec[] = Object.freeze([
+  ...Object.values(BUILTIN_CODECS),
+  safetensorsCodec,
+]);
+
+/** "ckpt binary, ckpt JSON, safetensors", after the caller's own codecs: for "nothing recognised" messages. */
+export function formatsTried(codecs: readonly Codec[] = []): string {
+  const names = [...codecs.filter((c) => !DEFAULT_READ_CODECS.includes(c)), ...DEFAULT_READ_CODECS].map((c) =>
+    c === BUILTIN_CODECS.binary ? "ckpt binary" : c === BUILTIN_CODECS.json ? "ckpt JSON" : c.name
+  );
+  return [...new Set(names)].join(", ");
+}
+
+/**
+ * The first codec (the caller's, then the default ones) that claims these leading bytes (up to
  * {@linkcode DETECT_BYTES}), or `undefined` (gzip, or nothing recognised).
  *
  * @example
@@ -138,7 +166,7 @@ async function* gunzip(bytes: ReadableStream<Uint8Array>): AsyncGenerator<Uint8A
  * ```
  */
 export function detectCodec(head: Uint8Array, codecs: readonly Codec[] = []): Codec | undefined {
-  return [...codecs, ...Object.values(BUILTIN_CODECS)].find((c) => c.detect(head));
+  return [...codecs, ...DEFAULT_READ_CODECS].find((c) => c.detect(head));
 }
 
 /**
@@ -171,7 +199,7 @@ export async function sniffCheckpoint(source: CheckpointBytes, options: DecodeOp
     throw new SyntaxError(
       `Cannot decode checkpoint: unrecognised format at offset 0${
         compression === "gzip" ? " of the gzip content" : ""
-      } (first bytes ${hex(head)})`,
+      } (first bytes ${hex(head)}); tried ${formatsTried(options.codecs)}${compression === "gzip" ? "" : ", gzip"}`,
     );
   }
   return { codec, compression, bytes };

@@ -18,8 +18,6 @@ import { sha256 } from "../format/_hash.ts";
 import { digestingEncoder, generatorPair, type Settle } from "../format/_pair.ts";
 import { EncodeGuard } from "../format/_encode_guard.ts";
 import { checkBools } from "../format/codecs/binary.ts";
-import { openAddress } from "../io/read.ts";
-import type { StorageAddress } from "../storage/resolve.ts";
 import { parseStrictJson, type StrictJson } from "./_json_strict.ts";
 import { metadataFromSafetensors, metadataToSafetensors } from "./safetensors_metadata.ts";
 
@@ -543,7 +541,7 @@ export function createSafetensorsCodec(options: SafetensorsCodecOptions = {}): C
 
 /**
  * The safetensors codec, for `saveCheckpoint(path, ckpt, { codec: safetensorsCodec })` and
- * `loadCheckpoint(path, { codecs: [safetensorsCodec] })`. It holds references to the tensors
+ * `loadCheckpoint(path)` (which recognises safetensors by default). It holds references to the tensors
  * until the last one arrives (see {@linkcode createSafetensorsCodec} to stream instead).
  *
  * @example
@@ -556,7 +554,7 @@ export function createSafetensorsCodec(options: SafetensorsCodecOptions = {}): C
  *   metadata: { step: 7, metrics: { loss: 0.5 } },
  *   tensors: [{ name: "dense/kernel", dtype: "float32", shape: [2], data: new Float32Array([1, 2]) }],
  * }, { codec: safetensorsCodec });
- * const back = await loadCheckpoint(path, { codecs: [safetensorsCodec], sha256 });
+ * const back = await loadCheckpoint(path, { sha256 });
  * assert.equal(back.metadata.step, 7);
  * assert.deepEqual(back.tensors[0]!.data, new Float32Array([1, 2]));
  * await Deno.remove(path);
@@ -569,6 +567,35 @@ async function readAt(source: RandomAccessReader, offset: number, length: number
   const got = await source.read(offset, length);
   if (got.byteLength !== length) fail(`file ends while reading ${what} (${length} bytes)`, offset + got.byteLength);
   return got;
+}
+
+/**
+ * A local file as a {@linkcode RandomAccessReader} for the duration of `fn` (objects elsewhere are
+ * read through `loadCheckpoint(address, { only })`, which hands the codec a reader by range).
+ */
+async function withFile<T>(path: string | URL, fn: (source: RandomAccessReader) => Promise<T>): Promise<T> {
+  const file = await Deno.open(path, { read: true });
+  try {
+    const size = (await file.stat()).size;
+    const url = path instanceof URL ? path.href : path;
+    return await fn({
+      url,
+      size,
+      async read(offset: number, length: number): Promise<Uint8Array> {
+        await file.seek(offset, Deno.SeekMode.Start);
+        const out = new Uint8Array(length);
+        let filled = 0;
+        while (filled < length) {
+          const n = await file.read(out.subarray(filled));
+          if (n === null) break;
+          filled += n;
+        }
+        return out.subarray(0, filled);
+      },
+    });
+  } finally {
+    file.close();
+  }
 }
 
 /** Leading bytes read at once: the length prefix and, usually, the whole JSON header. */
@@ -640,11 +667,8 @@ async function readTensorsFrom(
  * await Deno.remove(path);
  * ```
  */
-export async function readSafetensorsHeader(
-  address: StorageAddress,
-  limits?: DecodeLimits,
-): Promise<SafetensorsHeader> {
-  return await openHeader(await openAddress(address), limits);
+export async function readSafetensorsHeader(path: string | URL, limits?: DecodeLimits): Promise<SafetensorsHeader> {
+  return await withFile(path, (source) => openHeader(source, limits));
 }
 
 /**
@@ -671,12 +695,12 @@ export async function readSafetensorsHeader(
  * ```
  */
 export async function readSafetensorsTensors(
-  address: StorageAddress,
+  path: string | URL,
   names: readonly string[],
   limits?: DecodeLimits,
 ): Promise<Checkpoint> {
   if (!Array.isArray(names) || names.some((n) => typeof n !== "string")) {
     throw new TypeError("Cannot load safetensors: names must be an array of strings");
   }
-  return await readTensorsFrom(await openAddress(address), names, limits);
+  return await withFile(path, (source) => readTensorsFrom(source, names, limits));
 }

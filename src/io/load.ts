@@ -8,6 +8,7 @@ import { ChecksumMismatchError } from "../format/errors.ts";
 import type { Checkpoint, CheckpointRecord, Metadata, Tensor } from "../format/types.ts";
 import { binaryCodec, decodeRecords } from "../format/codecs/binary.ts";
 import { sha256 } from "../format/_hash.ts";
+import { checkOptionNames, LIMIT_OPTION_NAMES } from "../format/_options.ts";
 import { FileStore } from "../storage/file.ts";
 import { isAddress, resolveObject } from "../storage/resolve.ts";
 import { openRandomAccess } from "../storage/random_access.ts";
@@ -37,6 +38,27 @@ export interface LoadOptions extends DecodeOptions, StorageOptions {
   sha256?: string;
 }
 
+/** Every option {@linkcode loadCheckpoint} takes; any other name is a `TypeError`. */
+const LOAD_OPTION_NAMES = [
+  "codecs",
+  "only",
+  "sha256",
+  "reuseBuffers",
+  "storage",
+  ...LIMIT_OPTION_NAMES,
+] as const satisfies readonly (
+  keyof LoadOptions
+)[];
+// A compile error here means LoadOptions gained an option LOAD_OPTION_NAMES does not list.
+const _everyLoadOption: Exclude<keyof LoadOptions, typeof LOAD_OPTION_NAMES[number]> extends never ? true : never =
+  true;
+
+const LOAD_HINTS: Readonly<Record<string, string>> = {
+  codec: "a load recognises the format from the bytes (ckpt binary, ckpt JSON, safetensors, gzip); " +
+    "pass a codec of your own as codecs: [codec]",
+  compression: "a load recognises gzip from the bytes",
+};
+
 function hashing(source: ReadableStream<Uint8Array>, expected: string): ReadableStream<Uint8Array> {
   const hash = sha256();
   return source.pipeThrough(
@@ -57,7 +79,9 @@ function hashing(source: ReadableStream<Uint8Array>, expected: string): Readable
  * Loads a checkpoint and verifies it: every record digest and the whole-stream digest (and the
  * caller's `sha256`, when given). The codec and gzip are recognised from the bytes. Nothing is
  * returned unless everything checked out: corrupt bytes raise {@linkcode ChecksumMismatchError},
- * malformed ones a `SyntaxError`, sizes over a limit a `RangeError`.
+ * malformed ones a `SyntaxError`, sizes over a limit a `RangeError`. The formats recognised are
+ * ckpt binary, ckpt JSON Lines and safetensors (each optionally gzipped), after any `codecs` of
+ * your own; an option name `loadCheckpoint` does not know (such as `codec`) is a `TypeError`.
  *
  * @example
  * ```ts
@@ -77,6 +101,7 @@ function hashing(source: ReadableStream<Uint8Array>, expected: string): Readable
  * ```
  */
 export async function loadCheckpoint(source: CheckpointSource, options: LoadOptions = {}): Promise<Checkpoint> {
+  checkOptionNames(options, LOAD_OPTION_NAMES, "Cannot load checkpoint", LOAD_HINTS);
   const { only, sha256: expected } = options;
   if (expected !== undefined && !/^[0-9a-fA-F]{64}$/.test(expected)) {
     throw new TypeError("Invalid sha256 option: expected 64 hex digits");

@@ -8,6 +8,7 @@ import { basename, dirname, resolve as resolvePath } from "node:path";
 import { fileURLToPath } from "node:url";
 import { FileStore } from "./file.ts";
 import { HttpStore, type HttpStoreOptions } from "./http.ts";
+import { S3Store, type S3StoreOptions } from "./s3.ts";
 import type { ObjectStore } from "./types.ts";
 
 /** One object in a store of your own. */
@@ -32,11 +33,10 @@ export interface ResolveOptions {
   /** For `http(s)://` addresses. */
   http?: Omit<HttpStoreOptions, "search">;
   /**
-   * For `s3://` addresses: endpoint, region, credentials and tuning (`S3StoreOptions` but for
-   * `bucket` and `prefix`, which come from the address); defaults come from the `AWS_*`
-   * environment variables.
+   * For `s3://` addresses: endpoint, region, credentials and tuning (`bucket` and `prefix` come
+   * from the address); what is not given comes from the `AWS_*` environment variables.
    */
-  s3?: Record<string, unknown>;
+  s3?: Omit<S3StoreOptions, "bucket" | "prefix">;
 }
 
 const SCHEME = /^([a-zA-Z][a-zA-Z0-9+.-]+):/;
@@ -87,9 +87,8 @@ function s3Parts(url: URL): { bucket: string; key: string } {
   return { bucket, key };
 }
 
-/** Makes an S3 store; replaced once the S3 backend is in the tree. */
-function s3Store(url: URL, _prefix: string, _options: ResolveOptions): ObjectStore {
-  throw new TypeError(`Cannot use ${url.href}: s3:// addresses need the S3 backend, which this build lacks`);
+function s3Store(url: URL, prefix: string, options: ResolveOptions): ObjectStore {
+  return new S3Store({ ...options.s3, bucket: s3Parts(url).bucket, prefix });
 }
 
 /**

@@ -146,6 +146,9 @@ export function encodeRecordPrefix(kind: number, head: Uint8Array, bodyBytes: nu
  */
 export function decodeRecordHeader(bytes: Uint8Array, offset: number, limits?: DecodeLimits): RecordHeader {
   const lim = resolveLimits(limits);
+  if (bytes.byteLength < RECORD_HEADER_BYTES) {
+    fail(`${bytes.byteLength} bytes cannot hold a ${RECORD_HEADER_BYTES}-byte record header`, offset);
+  }
   const v = new DataView(bytes.buffer, bytes.byteOffset, RECORD_HEADER_BYTES);
   const kind = bytes[0]!;
   if (kind < RecordKind.metadata || kind > RecordKind.index) fail(`unknown record kind ${kind}`, offset);
@@ -301,7 +304,7 @@ export function checkBools(data: Uint8Array, name: string, where: string): void 
  * ```ts
  * import { decodeFooter, encodeFooter } from "./binary.ts";
  * import assert from "node:assert/strict";
- * const f = decodeFooter(encodeFooter(128, new Uint8Array(32)), 0);
+ * const f = decodeFooter(encodeFooter(128, new Uint8Array(32)), 256);
  * assert.equal(f.indexOffset, 128);
  * ```
  */
@@ -313,8 +316,13 @@ export function encodeFooter(indexOffset: number, digest: Uint8Array): Uint8Arra
   return b;
 }
 
+/** Fewest bytes an index record can take: its header, a one-byte head, its digest. */
+const MIN_INDEX_RECORD = RECORD_HEADER_BYTES + 1 + DIGEST_BYTES;
+
 /**
- * Reads the footer found at `offset`. Throws a `SyntaxError` on a wrong end magic.
+ * Reads the footer found at `offset` (where it starts in the stream). Throws a `SyntaxError` on a
+ * wrong end magic, or an index offset that leaves no room for an index record between the stream
+ * header and the footer.
  *
  * @example
  * ```ts
@@ -328,7 +336,12 @@ export function decodeFooter(bytes: Uint8Array, offset: number): { indexOffset: 
     if (bytes[40 + i] !== BINARY_END_MAGIC[i]) fail("footer has a wrong end magic", offset + 40 + i);
   }
   const off = new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true);
-  if (off > BigInt(Number.MAX_SAFE_INTEGER)) fail(`index offset ${off} is out of range`, offset);
+  if (off < HEADER_BYTES || off > offset - MIN_INDEX_RECORD) {
+    fail(
+      `footer points to an index at ${off}, outside the file (an index record of at least ${MIN_INDEX_RECORD} bytes must lie between offset ${HEADER_BYTES} and the footer)`,
+      offset,
+    );
+  }
   return { indexOffset: Number(off), digest: bytes.subarray(8, 40) };
 }
 
