@@ -5,6 +5,7 @@
  * @module
  */
 import { type Codec, type DecoderOptions, DETECT_BYTES } from "./codec.ts";
+import { binaryCodec, FLAG_BYTEGROUP, HEADER_BYTES } from "./codecs/binary.ts";
 import { BUILTIN_CODECS, type Compression } from "./encode.ts";
 import type { CheckpointRecord } from "./types.ts";
 // safetensors is a codec of the core (mod.ts exports it) kept beside its interop helpers; that
@@ -32,7 +33,7 @@ export interface DecodeOptions extends DecoderOptions {
 export interface SniffResult {
   /** The codec whose bytes these are. */
   codec: Codec;
-  /** Whether the bytes were gzip-compressed. */
+  /** Whether the bytes were gzip-compressed, or a binary stream holds byte-grouped tensors. */
   compression: Compression;
   /** The codec's bytes (decompressed), from the first byte. */
   bytes: ReadableStream<Uint8Array>;
@@ -201,6 +202,10 @@ export async function sniffCheckpoint(source: CheckpointBytes, options: DecodeOp
         compression === "gzip" ? " of the gzip content" : ""
       } (first bytes ${hex(head)}); tried ${formatsTried(options.codecs)}${compression === "gzip" ? "" : ", gzip"}`,
     );
+  }
+  if (compression === "none" && codec === binaryCodec && head.byteLength >= HEADER_BYTES) {
+    const flags = new DataView(head.buffer, head.byteOffset, HEADER_BYTES).getUint32(12, true);
+    if (flags & FLAG_BYTEGROUP) compression = "bytegroup";
   }
   return { codec, compression, bytes };
 }

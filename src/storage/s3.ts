@@ -232,6 +232,8 @@ interface RequestSpec {
   accept?: number[];
   /** What the error message calls the operation. */
   what: string;
+  /** Retries for this request. @default {the store's} */
+  retries?: number;
   signal?: AbortSignal | undefined;
 }
 
@@ -365,7 +367,7 @@ export class S3Store implements ObjectStore {
         return await this.#attempt(url, spec);
       } catch (e) {
         if (!(e instanceof Attempt)) throw e;
-        if (!e.retryable || attempt >= this.#retries) {
+        if (!e.retryable || attempt >= (spec.retries ?? this.#retries)) {
           const tries = attempt > 0 ? ` (after ${attempt + 1} attempts)` : "";
           throw new S3Error(where, {
             operation: spec.what,
@@ -480,7 +482,7 @@ export class S3Store implements ObjectStore {
     } else {
       info.size = length;
     }
-    const body = this.#idleTimeout(res.body ?? new ReadableStream({ start: (c) => c.close() }), this.#where(path));
+    const body = this.#resumable(res, path, { offset, length, version: info.version }, signal);
     return { info, offset, length, body };
   }
 
@@ -496,36 +498,87 @@ export class S3Store implements ObjectStore {
     return { info, offset, length: 0, body: new ReadableStream({ start: (c) => c.close() }) };
   }
 
-  /** `body`, failing if no bytes come for `timeout` ms (a stalled connection would hang the reader). */
-  #idleTimeout(body: ReadableStream<Uint8Array>, where: string): ReadableStream<Uint8Array> {
-    const reader = body.getReader();
+  /**
+   * The body of a GET of `length` bytes from `offset`, made resilient: if no bytes come for
+   * `timeout` ms, or the connection fails, the rest is fetched again from where it stopped (a
+   * range request with `If-Match`, so a changed object is an error, never a splice), up to
+   * `retries` times in a row.
+   */
+  #resumable(
+    first: Response,
+    path: string,
+    span: { offset: number; length: number; version: string },
+    signal: AbortSignal | undefined,
+  ): ReadableStream<Uint8Array> {
+    const where = this.#where(path);
     const ms = this.#timeout;
+    const retries = this.#retries;
+    const end = span.offset + span.length;
+    let pos = span.offset;
+    let failures = 0;
+    let reader: ReadableStreamDefaultReader<Uint8Array> | undefined = first.body?.getReader();
+    const refetch = async (): Promise<ReadableStreamDefaultReader<Uint8Array> | undefined> => {
+      const headers: Record<string, string> = { range: `bytes=${pos}-${end - 1}` };
+      if (span.version !== "") headers["if-match"] = span.version;
+      // One attempt: the body's own loop counts the failures.
+      const res = await this.#request({ method: "GET", path, headers, what: "GET", signal, accept: [412], retries: 0 });
+      if (res.status === 412) {
+        await res.body?.cancel();
+        throw new S3Error(where, { operation: "GET", status: 412, detail: "the object changed while it was read" });
+      }
+      return res.body?.getReader();
+    };
     return new ReadableStream<Uint8Array>({
       async pull(controller) {
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        const stalled = new Promise<never>((_, reject) => {
-          timer = setTimeout(
-            () => reject(new S3Error(where, { operation: "GET", detail: `no bytes for ${ms} ms` })),
-            ms,
-          );
-        });
-        try {
-          const { done, value } = await Promise.race([reader.read(), stalled]);
-          if (done) controller.close();
-          else controller.enqueue(value);
-        } catch (e) {
-          reader.cancel(e).catch(() => {});
-          controller.error(
-            e instanceof S3Error
-              ? e
-              : new S3Error(where, { operation: "GET", detail: `body failed (${String(e)})`, cause: e }),
-          );
-        } finally {
-          clearTimeout(timer);
+        for (;;) {
+          let timer: ReturnType<typeof setTimeout> | undefined;
+          try {
+            reader ??= await refetch();
+            if (reader === undefined) throw new Error("no body");
+            const stalled = new Promise<never>((_, reject) => {
+              timer = setTimeout(() => reject(new Error(`no bytes for ${ms} ms`)), ms);
+            });
+            const { done, value } = await Promise.race([reader.read(), stalled]);
+            if (done) {
+              if (pos < end) throw new Error(`the body ended ${end - pos} bytes early`);
+              controller.close();
+              return;
+            }
+            if (value.byteLength > end - pos) throw new Error(`the body runs past byte ${end}`);
+            pos += value.byteLength;
+            failures = 0;
+            controller.enqueue(value);
+            return;
+          } catch (e) {
+            reader?.cancel(e).catch(() => {});
+            reader = undefined;
+            if (signal?.aborted) return controller.error(signal.reason);
+            // An answer that says no (412: the object changed; 403) ends it; a failed transfer is retried.
+            const transient = !(e instanceof S3Error) || e.status === 0 || RETRY_STATUS.has(e.status) ||
+              RETRY_CODES.has(e.code);
+            if (!transient) return controller.error(e);
+            if (++failures > retries) {
+              const why = e instanceof Error ? e.message : String(e);
+              return controller.error(
+                new S3Error(where, {
+                  operation: "GET",
+                  detail: `the body failed at byte ${pos} (${why}) (after ${failures} attempts)`,
+                  cause: e,
+                }),
+              );
+            }
+          } finally {
+            clearTimeout(timer);
+          }
+          try {
+            await sleep(Math.random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** (failures - 1)), signal);
+          } catch (e) {
+            return controller.error(e);
+          }
         }
       },
       cancel(reason) {
-        return reader.cancel(reason);
+        return reader?.cancel(reason);
       },
     }, { highWaterMark: 0 });
   }

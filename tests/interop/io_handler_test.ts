@@ -5,6 +5,7 @@ import { ckptHandler } from "../../src/interop/io_handler.ts";
 import { readSafetensorsHeader, safetensorsCodec } from "../../src/interop/safetensors.ts";
 import { readTfjsArtifacts, writeTfjsArtifacts } from "../../src/interop/tfjs_artifacts.ts";
 
+tf.enableProdMode(); // Deno looks like Node.js to TF.js: no "install tfjs-node" banner in the test output
 await tf.setBackend("cpu");
 
 function bits(t: tf.Tensor): Uint8Array {

@@ -1,7 +1,8 @@
 // A fault-injecting TCP proxy on 127.0.0.1, between an HTTP client and a server (RGW). It reads
 // each request's head and Content-Length body from the client side, so it can act per request:
-// pass it on, cut the connection after part of the body (a reset mid-part), answer 503 or
-// SlowDown itself, or hold it without answering (a stall, for timeouts). Responses are relayed
+// pass it on, cut the connection after part of the body (a reset mid-part) or part of the
+// response (a reset mid-download), answer 503 or SlowDown itself, or hold it without answering
+// (a stall, for timeouts). Responses are relayed
 // as bytes; clients send one request at a time per connection, so the framing stays simple.
 
 /** What the proxy saw of one request. */
@@ -12,6 +13,8 @@ export interface SeenRequest {
   query: URLSearchParams;
   /** Body bytes the request declared. */
   length: number;
+  /** The Range header, if any. */
+  range?: string;
 }
 
 /** What to do with a request. */
@@ -24,12 +27,15 @@ export type FaultAction =
   /** Read the whole request, answer 503 with the S3 code SlowDown, close. */
   | "slowdown"
   /** Read the whole request and never answer (until the proxy closes). */
-  | "stall";
+  | "stall"
+  /** Forward the request, relay the first 64 KiB of the response, then drop both connections. */
+  | "cut";
 
 /** Decides per request; `"pass"` when it returns nothing. */
 export type FaultRule = (request: SeenRequest) => FaultAction | undefined;
 
 const enc = new TextEncoder();
+const CUT_AFTER = 64 * 1024;
 
 function errorResponse(code: string): Uint8Array {
   const body =
@@ -152,6 +158,7 @@ export class FaultProxy {
     const from = new Framer(client);
     let server: Deno.Conn | undefined;
     let relay: Promise<void> | undefined;
+    const cut: { after?: number } = {};
     try {
       for (;;) {
         const head = await from.head();
@@ -165,6 +172,8 @@ export class FaultProxy {
           query: new URL(target, "http://x").searchParams,
           length,
         };
+        const range = text.match(/\r\nrange:\s*([^\r]*)/i)?.[1];
+        if (range !== undefined) request.range = range;
         const action = this.rule(request) ?? "pass";
         this.log.push({ request, action });
         if (action === "503" || action === "slowdown") {
@@ -179,10 +188,9 @@ export class FaultProxy {
         }
         if (!server) {
           server = this.#track(await Deno.connect(this.#upstream));
-          const s = server;
-          // Responses flow back as bytes; a client reset ends the relay.
-          relay = s.readable.pipeTo(client.writable, { preventClose: true }).catch(() => {});
+          relay = this.#relay(server, client, cut).catch(() => {});
         }
+        if (action === "cut") cut.after = CUT_AFTER;
         await writeAll(server, head);
         if (action === "reset") {
           await writeAll(server, await from.take(Math.floor(length / 2)));
@@ -193,6 +201,23 @@ export class FaultProxy {
     } finally {
       this.#drop(client, server);
       await relay;
+    }
+  }
+
+  /** Responses flow back as bytes, up to `cut.after` of them when set. */
+  async #relay(server: Deno.Conn, client: Deno.Conn, cut: { after?: number }): Promise<void> {
+    const buf = new Uint8Array(64 * 1024);
+    for (;;) {
+      const n = await server.read(buf);
+      if (n === null) return;
+      const out = buf.subarray(0, n);
+      if (cut.after !== undefined && out.length >= cut.after) {
+        await writeAll(client, out.subarray(0, cut.after));
+        this.#drop(client, server);
+        return;
+      }
+      if (cut.after !== undefined) cut.after -= out.length;
+      await writeAll(client, out);
     }
   }
 

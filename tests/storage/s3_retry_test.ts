@@ -62,6 +62,17 @@ s3Test("S3Store retries resets mid-part, 503, SlowDown and stalls; the object is
     proxy.rule = once((r) => r.method === "GET", "503", 2);
     assert.deepEqual(await bytesOf((await store.get("retry/obj.bin")).body), data);
     assert.equal(proxy.count("503"), 4);
+    // A download cut twice, and stalled once, resumes where it stopped.
+    const cuts = [once((r) => r.method === "GET", "cut", 2), once((r) => r.method === "GET", "stall")];
+    proxy.rule = (r) => cuts[0]!(r) ?? cuts[1]!(r);
+    const ranged = await store.get("retry/obj.bin", { range: { offset: 1000, length: 500 * KiB } });
+    assert.deepEqual(await bytesOf(ranged.body), data.subarray(1000, 1000 + 500 * KiB));
+    assert.deepEqual([proxy.count("cut"), proxy.count("stall")], [2, 2]);
+    const ranges = proxy.log.slice(-4).map((l) => l.request.range!.match(/^bytes=(\d+)-(\d+)$/)!.slice(1).map(Number));
+    assert.equal(ranges[0]![0], 1000, "the first request asks for the whole range");
+    assert.ok(ranges[1]![0]! > 1000 && ranges[2]![0]! > ranges[1]![0]!, "each resumes where the last stopped");
+    assert.deepEqual(ranges[3], ranges[2], "a stalled request is asked again from the same byte");
+    assert.ok(ranges.every((r) => r[1] === 1000 + 500 * KiB - 1));
     assert.deepEqual(await b.store().uploads(), []);
 
     // A small object and a conditional put go through the same retries.
@@ -110,6 +121,35 @@ s3Test("S3Store past its retry budget fails naming the object and leaves the old
     );
     proxy.rule = () => "pass";
     assert.equal(await b.store().head("budget/stalled.bin"), undefined);
+
+    // A download cut, then stalled on every resume, fails naming the object and the byte.
+    await b.store().put("budget/big.bin", randomBytes(300 * KiB, 34));
+    let gets = 0;
+    proxy.rule = (r) => r.method === "GET" ? (gets++ === 0 ? "cut" : "stall") : undefined;
+    const { body } = await quick.get("budget/big.bin");
+    await assert.rejects(
+      () => bytesOf(body),
+      /^S3Error: Cannot GET s3:\/\/[^/]+\/budget\/big\.bin: the body failed at byte \d+ \(.*\) \(after 2 attempts\)$/,
+    );
+  } finally {
+    await proxy.close();
+  }
+});
+
+s3Test("S3Store never splices two versions: a resumed download of a replaced object fails", async (b) => {
+  const proxy = new FaultProxy(b.endpoint.endpoint);
+  try {
+    const store = b.store({ endpoint: proxy.endpoint });
+    await store.put("v.bin", randomBytes(300 * KiB, 35));
+    proxy.rule = (r) => r.method === "GET" ? "cut" : undefined;
+    const { body } = await store.get("v.bin");
+    proxy.rule = () => "pass";
+    await b.store().put("v.bin", randomBytes(300 * KiB, 36));
+    proxy.rule = (r) => r.method === "GET" ? "cut" : undefined;
+    await assert.rejects(
+      () => bytesOf(body),
+      /^S3Error: Cannot GET s3:\/\/[^/]+\/v\.bin: 412 the object changed while it was read$/,
+    );
   } finally {
     await proxy.close();
   }

@@ -1,11 +1,18 @@
 // The binary format's layout: its constants and the pure encoders and parsers of its fixed parts
 // (header, record header, footer, tensor descriptor, index), shared by the streaming codec
-// (binary.ts) and random access (binary_file.ts), which import it and never each other's internals.
+// (binary.ts) and random access (binary_file.ts), which import it and never each other.
 //
 // Doc examples import through binary.ts, which re-exports the public part.
 import { checkTensorName, DTYPES, elementCount, isDType } from "../dtype.ts";
 import { type DecodeLimits, resolveLimits } from "../limits.ts";
 import type { Tensor, TensorInput } from "../types.ts";
+import {
+  BYTEGROUP_ENCODING,
+  BYTEGROUP_HEADER_BYTES,
+  decodeByteGroups,
+  isByteGroupable,
+  PLANE_ENTRY_BYTES,
+} from "./_bytegroup.ts";
 
 /** The 8 bytes every binary checkpoint starts with: `\x89CKPT\r\n\x1a`. */
 export const BINARY_MAGIC: Uint8Array = new Uint8Array([0x89, 0x43, 0x4b, 0x50, 0x54, 0x0d, 0x0a, 0x1a]);
@@ -13,6 +20,11 @@ export const BINARY_MAGIC: Uint8Array = new Uint8Array([0x89, 0x43, 0x4b, 0x50, 
 export const BINARY_END_MAGIC: Uint8Array = new Uint8Array([0x43, 0x4b, 0x50, 0x54, 0x45, 0x4e, 0x44, 0x0a]);
 /** The format version this module writes and reads. */
 export const BINARY_VERSION = 1;
+/**
+ * Header flag: tensor records may hold byte-grouped bodies (`"encoding":"bytegroup"` in their
+ * head). Readers that do not know a flag reject the stream at its header.
+ */
+export const FLAG_BYTEGROUP = 1;
 /** Tensor data starts at a multiple of this many bytes from the start of the stream. */
 export const BINARY_ALIGNMENT = 64;
 
@@ -43,6 +55,8 @@ export interface IndexEntry {
   group: string;
   /** Offset of the tensor's record from the start of the stream. */
   offset: number;
+  /** How the body is stored, when not raw: `"bytegroup"` (byte planes, some deflated). */
+  encoding?: typeof BYTEGROUP_ENCODING;
   /** Bytes of the whole record, digest included. */
   length: number;
 }
@@ -56,7 +70,7 @@ export function padTo(position: number): number {
 }
 
 /**
- * The 16-byte stream header: magic, version, flags.
+ * The 16-byte stream header: magic, version, flags ({@linkcode FLAG_BYTEGROUP} or 0).
  *
  * @example
  * ```ts
@@ -65,26 +79,28 @@ export function padTo(position: number): number {
  * assert.equal(encodeHeader().byteLength, 16);
  * ```
  */
-export function encodeHeader(): Uint8Array {
+export function encodeHeader(flags = 0): Uint8Array {
   const b = new Uint8Array(HEADER_BYTES);
   b.set(BINARY_MAGIC);
-  new DataView(b.buffer).setUint32(8, BINARY_VERSION, true);
+  const v = new DataView(b.buffer);
+  v.setUint32(8, BINARY_VERSION, true);
+  v.setUint32(12, flags, true);
   return b;
 }
 
 /**
- * Checks the 16-byte stream header at `offset` (for messages). Throws a `SyntaxError` on a wrong
- * magic, an unknown version or non-zero flags.
+ * Checks the 16-byte stream header at `offset` (for messages) and returns its flags. Throws a
+ * `SyntaxError` on a wrong magic, an unknown version or an unknown flag.
  *
  * @example
  * ```ts
- * import { decodeHeader, encodeHeader } from "./binary.ts";
+ * import { decodeHeader, encodeHeader, FLAG_BYTEGROUP } from "./binary.ts";
  * import assert from "node:assert/strict";
- * decodeHeader(encodeHeader());
+ * assert.equal(decodeHeader(encodeHeader(FLAG_BYTEGROUP)), FLAG_BYTEGROUP);
  * assert.throws(() => decodeHeader(new Uint8Array(16)), SyntaxError);
  * ```
  */
-export function decodeHeader(bytes: Uint8Array, offset = 0): void {
+export function decodeHeader(bytes: Uint8Array, offset = 0): number {
   for (let i = 0; i < BINARY_MAGIC.length; i++) {
     if (bytes[i] !== BINARY_MAGIC[i]) fail("not a ckpt binary stream (wrong magic)", offset + i);
   }
@@ -94,7 +110,8 @@ export function decodeHeader(bytes: Uint8Array, offset = 0): void {
     fail(`unsupported format version ${version} (this reader knows ${BINARY_VERSION})`, offset + 8);
   }
   const flags = v.getUint32(12, true);
-  if (flags !== 0) fail(`unknown flags 0x${flags.toString(16)}`, offset + 12);
+  if ((flags & ~FLAG_BYTEGROUP) !== 0) fail(`unknown flags 0x${flags.toString(16)}`, offset + 12);
+  return flags;
 }
 
 /** A record's fixed header. */
@@ -178,7 +195,8 @@ export function decodeRecordHeader(bytes: Uint8Array, offset: number, limits?: D
 }
 
 /**
- * The canonical head of a tensor record: JSON with keys name, dtype, shape, group in that order.
+ * The canonical head of a tensor record: JSON with keys name, dtype, shape, group in that order,
+ * then `encoding` for a body that is not raw.
  *
  * @example
  * ```ts
@@ -188,10 +206,9 @@ export function decodeRecordHeader(bytes: Uint8Array, offset: number, limits?: D
  * assert.equal(new TextDecoder().decode(h), '{"name":"w","dtype":"int8","shape":[2],"group":"params"}');
  * ```
  */
-export function tensorHead(t: TensorInput): Uint8Array {
-  return utf8.encode(
-    JSON.stringify({ name: t.name, dtype: t.dtype, shape: [...t.shape], group: t.group ?? "params" }),
-  );
+export function tensorHead(t: TensorInput, encoding?: typeof BYTEGROUP_ENCODING): Uint8Array {
+  const head = { name: t.name, dtype: t.dtype, shape: [...t.shape], group: t.group ?? "params" };
+  return utf8.encode(JSON.stringify(encoding ? { ...head, encoding } : head));
 }
 
 export function parseJson(bytes: Uint8Array, what: string, offset: number): unknown {
@@ -218,6 +235,8 @@ export interface TensorDescriptor {
   shape: number[];
   /** Group. */
   group: string;
+  /** How the body is stored, when not raw (binary codec only). */
+  encoding?: typeof BYTEGROUP_ENCODING;
   /** Bytes of data the descriptor implies. */
   byteLength: number;
 }
@@ -225,7 +244,8 @@ export interface TensorDescriptor {
 /**
  * Checks a parsed tensor descriptor (`{name, dtype, shape, group}`, nothing else) from untrusted
  * input: shape dimensions non-negative safe integers, rank and size within `limits`. Shared by
- * every codec that stores descriptors as JSON.
+ * every codec that stores descriptors as JSON. With `encodings`, a float tensor's descriptor may
+ * also say `"encoding":"bytegroup"` (the binary codec's byte-grouped bodies).
  *
  * @example
  * ```ts
@@ -236,14 +256,21 @@ export interface TensorDescriptor {
  * assert.throws(() => checkDescriptor({ name: "w", dtype: "float64", shape: [-2], group: "p" }, "x"), SyntaxError);
  * ```
  */
-export function checkDescriptor(value: unknown, where: string, limits?: DecodeLimits): TensorDescriptor {
+export function checkDescriptor(
+  value: unknown,
+  where: string,
+  limits?: DecodeLimits,
+  encodings = false,
+): TensorDescriptor {
   const lim = resolveLimits(limits);
   const bad = (why: string): never => {
     throw new SyntaxError(`Cannot decode checkpoint: invalid tensor descriptor ${where}: ${why}`);
   };
   if (typeof value !== "object" || value === null || Array.isArray(value)) bad("not a JSON object");
   const d = value as Record<string, unknown>;
-  const extra = Object.keys(d).find((k) => k !== "name" && k !== "dtype" && k !== "shape" && k !== "group");
+  const extra = Object.keys(d).find((k) =>
+    k !== "name" && k !== "dtype" && k !== "shape" && k !== "group" && (k !== "encoding" || !encodings)
+  );
   if (extra !== undefined) bad(`unknown field ${JSON.stringify(extra)}`);
   const nameProblem = checkTensorName(d.name);
   if (nameProblem) bad(nameProblem);
@@ -274,7 +301,74 @@ export function checkDescriptor(value: unknown, where: string, limits?: DecodeLi
       }] needs ${byteLength} bytes, over maxTensorBytes ${lim.maxTensorBytes} ${where}`,
     );
   }
-  return { name, dtype, shape: shape as number[], group: d.group as string, byteLength };
+  const out: TensorDescriptor = { name, dtype, shape: shape as number[], group: d.group as string, byteLength };
+  if (d.encoding !== undefined) {
+    if (d.encoding !== BYTEGROUP_ENCODING) {
+      bad(`tensor ${JSON.stringify(name)} has unknown encoding ${JSON.stringify(d.encoding)}`);
+    }
+    if (!isByteGroupable(dtype)) bad(`tensor ${JSON.stringify(name)} of dtype ${dtype} cannot be byte-grouped`);
+    out.encoding = BYTEGROUP_ENCODING;
+  }
+  return out;
+}
+
+/**
+ * Checks the stored length of a tensor body against its descriptor before any of it is read: a
+ * raw body holds exactly the tensor's bytes; a byte-grouped one is smaller than the tensor plus
+ * its plane table, and needs {@linkcode FLAG_BYTEGROUP} in the header. `at` is the offset of the
+ * record.
+ *
+ * @example
+ * ```ts
+ * import { checkBodyLength } from "./binary.ts";
+ * import assert from "node:assert/strict";
+ * const d = { name: "w", dtype: "float32" as const, shape: [2], group: "params", byteLength: 8 };
+ * checkBodyLength(d, 8, 0, 0);
+ * assert.throws(() => checkBodyLength(d, 12, 0, 0), SyntaxError);
+ * ```
+ */
+export function checkBodyLength(d: TensorDescriptor, bodyBytes: number, flags: number, at: number): void {
+  if (d.encoding === undefined) {
+    if (d.byteLength !== bodyBytes) {
+      fail(
+        `tensor ${JSON.stringify(d.name)} of dtype ${d.dtype} and shape [${
+          d.shape.join(", ")
+        }] needs ${d.byteLength} bytes but its record declares ${bodyBytes}`,
+        at + 8,
+      );
+    }
+    return;
+  }
+  if ((flags & FLAG_BYTEGROUP) === 0) {
+    fail(`tensor ${JSON.stringify(d.name)} is byte-grouped but the header does not set flag ${FLAG_BYTEGROUP}`, at);
+  }
+  const most = d.byteLength + BYTEGROUP_HEADER_BYTES + PLANE_ENTRY_BYTES * DTYPES[d.dtype].bytes;
+  if (bodyBytes > most) {
+    fail(
+      `byte-grouped tensor ${
+        JSON.stringify(d.name)
+      } of ${d.byteLength} bytes declares a body of ${bodyBytes}, over ${most}`,
+      at + 8,
+    );
+  }
+}
+
+/**
+ * The tensor bytes of a checked record body: the body itself when raw, else its byte planes
+ * inflated and interleaved (every length checked against the descriptor first). `at` is the
+ * offset of the body in the stream.
+ *
+ * @example
+ * ```ts
+ * import { decodeTensorBody } from "./binary.ts";
+ * import assert from "node:assert/strict";
+ * const d = { name: "w", dtype: "int8" as const, shape: [2], group: "params", byteLength: 2 };
+ * assert.deepEqual(await decodeTensorBody(d, new Uint8Array([1, 2]), 64), new Uint8Array([1, 2]));
+ * ```
+ */
+export function decodeTensorBody(d: TensorDescriptor, body: Uint8Array, at: number): Promise<Uint8Array> {
+  if (d.encoding === undefined) return Promise.resolve(body);
+  return decodeByteGroups(body, d.dtype, d.byteLength / DTYPES[d.dtype].bytes, d.name, at);
 }
 
 /**
@@ -373,16 +467,21 @@ export function checkIndex(value: unknown, where: string, limits?: DecodeLimits)
   return list.map((e, i) => {
     if (typeof e !== "object" || e === null || Array.isArray(e)) bad(`entry ${i} is not an object`);
     const { offset, length, ...rest } = e as Record<string, unknown>;
-    const d = checkDescriptor(rest, `${where}, entry ${i}`, limits);
+    const d = checkDescriptor(rest, `${where}, entry ${i}`, limits, true);
     if (!Number.isSafeInteger(offset) || (offset as number) < 0) bad(`entry ${i} has a bad offset`);
     if (!Number.isSafeInteger(length) || (length as number) <= 0) bad(`entry ${i} has a bad length`);
-    return {
-      name: d.name,
-      dtype: d.dtype,
-      shape: d.shape,
-      group: d.group,
-      offset: offset as number,
-      length: length as number,
-    };
+    return indexEntry(d, offset as number, length as number);
   });
+}
+
+/** An index entry, keys in the order the index stores them. */
+export function indexEntry(
+  d: Pick<TensorDescriptor, "name" | "dtype" | "shape" | "group" | "encoding">,
+  offset: number,
+  length: number,
+): IndexEntry {
+  const { name, dtype, shape, group, encoding } = d;
+  return encoding
+    ? { name, dtype, shape, group, encoding, offset, length }
+    : { name, dtype, shape, group, offset, length };
 }

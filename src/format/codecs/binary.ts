@@ -14,22 +14,32 @@ import { type DecodeLimits, resolveLimits } from "../limits.ts";
 import { metadataFromJson, metadataToJson } from "../metadata.ts";
 import type { Checkpoint, CheckpointRecord } from "../types.ts";
 import { readTensorsByName } from "./binary_file.ts";
+import type { ByteReader } from "../_byte_reader.ts";
+import { ChunkReader } from "../_chunk_reader.ts";
+import { type Hash, sha256, toHex } from "../_hash.ts";
+import { digestingEncoder, generatorPair, type Settle } from "../_pair.ts";
+import { EncodeGuard } from "../_encode_guard.ts";
+import { BYTEGROUP_ENCODING, encodeByteGroups } from "./_bytegroup.ts";
 import {
   BINARY_MAGIC,
+  checkBodyLength,
   checkBools,
   checkDescriptor,
   checkIndex,
   decodeFooter,
   decodeHeader,
   decodeRecordHeader,
+  decodeTensorBody,
   DIGEST_BYTES,
   encodeFooter,
   encodeHeader,
   encodeRecordPrefix,
   fail,
+  FLAG_BYTEGROUP,
   FOOTER_BYTES,
   HEADER_BYTES,
   type IndexEntry,
+  indexEntry,
   padTo,
   parseJson,
   RECORD_HEADER_BYTES,
@@ -43,16 +53,19 @@ export {
   BINARY_END_MAGIC,
   BINARY_MAGIC,
   BINARY_VERSION,
+  checkBodyLength,
   checkBools,
   checkDescriptor,
   checkIndex,
   decodeFooter,
   decodeHeader,
   decodeRecordHeader,
+  decodeTensorBody,
   DIGEST_BYTES,
   encodeFooter,
   encodeHeader,
   encodeRecordPrefix,
+  FLAG_BYTEGROUP,
   FOOTER_BYTES,
   HEADER_BYTES,
   type IndexEntry,
@@ -62,11 +75,6 @@ export {
   type TensorDescriptor,
   tensorHead,
 } from "./_binary_layout.ts";
-import type { ByteReader } from "../_byte_reader.ts";
-import { ChunkReader } from "../_chunk_reader.ts";
-import { type Hash, sha256, toHex } from "../_hash.ts";
-import { digestingEncoder, generatorPair, type Settle } from "../_pair.ts";
-import { EncodeGuard } from "../_encode_guard.ts";
 
 /** Body bytes handed on per chunk by the encoder, so hashing and writing interleave. */
 const BODY_SLICE = 4 * 2 ** 20;
@@ -75,6 +83,7 @@ async function* encodeRecords(
   records: AsyncIterable<CheckpointRecord>,
   settle: Settle<string>,
   digest = true,
+  byteGroup = false,
 ): AsyncGenerator<Uint8Array> {
   // stream: every byte before the footer except tensor bodies (their record digests stand in);
   // file: every byte, for the caller's whole-file digest (what sha256sum prints).
@@ -93,7 +102,7 @@ async function* encodeRecords(
   try {
     for await (const rec of records) {
       if (guard.check(rec) === "metadata") {
-        yield emit(encodeHeader());
+        yield emit(encodeHeader(byteGroup ? FLAG_BYTEGROUP : 0));
         const head = utf8.encode(metadataToJson((rec as Extract<CheckpointRecord, { type: "metadata" }>).metadata));
         const h = sha256();
         yield emit(encodeRecordPrefix(RecordKind.metadata, head, 0, position), h);
@@ -104,19 +113,22 @@ async function* encodeRecords(
       const start = position;
       const body = bytesOf(t.data);
       const h = sha256();
-      yield emit(encodeRecordPrefix(RecordKind.tensor, tensorHead(t), body.byteLength, position), h);
-      for (let i = 0; i < body.byteLength; i += BODY_SLICE) {
-        yield emit(body.subarray(i, Math.min(body.byteLength, i + BODY_SLICE)), h, true);
+      const grouped = byteGroup ? await encodeByteGroups(t.dtype, body) : undefined;
+      const encoding = grouped ? BYTEGROUP_ENCODING : undefined;
+      const head = tensorHead(t, encoding);
+      yield emit(encodeRecordPrefix(RecordKind.tensor, head, grouped?.byteLength ?? body.byteLength, position), h);
+      if (grouped) {
+        // The record digest covers the tensor's own bytes, so a reader checks what it decoded.
+        h.update(body);
+        for (const part of grouped.parts) yield emit(part, undefined, true);
+      } else {
+        for (let i = 0; i < body.byteLength; i += BODY_SLICE) {
+          yield emit(body.subarray(i, Math.min(body.byteLength, i + BODY_SLICE)), h, true);
+        }
       }
       yield emit(new Uint8Array(h.digest()));
-      index.push({
-        name: t.name,
-        dtype: t.dtype,
-        shape: [...t.shape],
-        group: t.group ?? "params",
-        offset: start,
-        length: position - start,
-      });
+      const group = t.group ?? "params";
+      index.push(indexEntry({ ...t, shape: [...t.shape], group, encoding }, start, position - start));
     }
     guard.end();
     const indexOffset = position;
@@ -159,7 +171,7 @@ export async function* decodeRecords(
       throw new ChecksumMismatchError(subject, toHex(stored), actual.toString("hex"), `at offset ${at}`);
     }
   };
-  decodeHeader(await read(HEADER_BYTES, "the header"));
+  const flags = decodeHeader(await read(HEADER_BYTES, "the header"));
   const seen: IndexEntry[] = [];
   const names = new Set<string>();
   let sawMetadata = false;
@@ -203,28 +215,27 @@ export async function* decodeRecords(
     if (seen.length >= lim.maxTensors) {
       throw new RangeError(`Cannot decode checkpoint: more than maxTensors ${lim.maxTensors} tensors at offset ${at}`);
     }
-    const d = checkDescriptor(parseJson(head, "tensor descriptor", headAt), `at offset ${headAt}`, lim);
+    const d = checkDescriptor(parseJson(head, "tensor descriptor", headAt), `at offset ${headAt}`, lim, true);
     if (names.has(d.name)) fail(`duplicate tensor name ${JSON.stringify(d.name)}`, headAt);
     names.add(d.name);
-    if (d.byteLength !== rh.bodyBytes) {
-      fail(
-        `tensor ${JSON.stringify(d.name)} of dtype ${d.dtype} and shape [${
-          d.shape.join(", ")
-        }] needs ${d.byteLength} bytes but its record declares ${rh.bodyBytes}`,
-        at + 8,
-      );
-    }
+    checkBodyLength(d, rh.bodyBytes, flags, at);
     const padAt = r.position;
     const pad = await read(padTo(padAt), "padding", h);
     if (pad.some((b) => b !== 0)) fail(`non-zero padding before tensor ${JSON.stringify(d.name)}`, padAt);
     const bodyAt = r.position;
     // The body goes into the record digest only; the stream digest covers that digest instead.
-    const body = await r.readBody(rh.bodyBytes, `tensor ${JSON.stringify(d.name)}`, h);
+    // A byte-grouped body is decoded first: the record digest covers the tensor's own bytes.
+    let body: Uint8Array;
+    if (d.encoding) {
+      const stored = await r.readBody(rh.bodyBytes, `tensor ${JSON.stringify(d.name)}`);
+      body = await decodeTensorBody(d, stored, bodyAt);
+      h.update(body);
+    } else body = await r.readBody(rh.bodyBytes, `tensor ${JSON.stringify(d.name)}`, h);
     await checkDigest(h, `tensor ${JSON.stringify(d.name)}`, at);
     const data = typedArrayFrom(d.dtype, body);
     if (d.dtype === "bool") checkBools(data as Uint8Array, d.name, `at offset ${bodyAt}`);
     const { name, dtype, shape, group } = d;
-    seen.push({ name, dtype, shape, group, offset: at, length: r.position - at });
+    seen.push(indexEntry(d, at, r.position - at));
     yield { type: "tensor", tensor: { name, dtype, shape, group, data } };
   }
 }
@@ -251,12 +262,13 @@ export const binaryCodec: Codec = Object.freeze({
     return head.byteLength >= BINARY_MAGIC.length && BINARY_MAGIC.every((b, i) => head[i] === b);
   },
   encoder(options?: EncoderOptions): CheckpointEncoder {
+    const byteGroup = options?.compression === "bytegroup";
     if (options?.digest === false) {
       return generatorPair((records: AsyncIterable<CheckpointRecord>) =>
-        encodeRecords(records, { resolve() {}, reject() {} }, false)
+        encodeRecords(records, { resolve() {}, reject() {} }, false, byteGroup)
       );
     }
-    return digestingEncoder(encodeRecords);
+    return digestingEncoder((records, settle) => encodeRecords(records, settle, true, byteGroup));
   },
   decoder(limits?: DecoderOptions) {
     return generatorPair((chunks: AsyncIterable<Uint8Array>) => decodeRecords(chunks, limits));

@@ -14,12 +14,14 @@ import type { RandomAccessReader } from "../codec.ts";
 import { typedArrayFrom } from "../dtype.ts";
 import {
   BINARY_ALIGNMENT,
+  checkBodyLength,
   checkBools,
   checkDescriptor,
   checkIndex,
   decodeFooter,
   decodeHeader,
   decodeRecordHeader,
+  decodeTensorBody,
   DIGEST_BYTES,
   FOOTER_BYTES,
   HEADER_BYTES,
@@ -58,15 +60,17 @@ async function readAt(source: RandomAccessReader, offset: number, length: number
 }
 
 /**
- * Reads and verifies the whole record at `offset` (its length known from the index). The read
- * starts at the aligned offset at or before the record, so the body (aligned in the file) lands
- * aligned in memory and becomes the tensor without a copy.
+ * Reads and verifies the whole record at `offset` (its length known from the index); a tensor
+ * body comes back decoded (`flags` from the header say whether byte-grouped bodies may occur).
+ * The read starts at the aligned offset at or before the record, so a raw body (aligned in the
+ * file) lands aligned in memory and becomes the tensor without a copy.
  */
 async function readRecord(
   source: RandomAccessReader,
   offset: number,
   length: number,
   limits: Required<DecodeLimits>,
+  flags = 0,
   known?: Uint8Array,
 ): Promise<{ kind: number; head: unknown; body: Uint8Array }> {
   const size = source.size;
@@ -81,25 +85,32 @@ async function readRecord(
     : 0;
   if (fixed + pad !== length) fail(`record is ${fixed + pad} bytes but the index says ${length}`, offset);
   const digestAt = length - DIGEST_BYTES;
-  const actual = sha256().update(buf.subarray(0, digestAt)).digest();
-  const stored = buf.subarray(digestAt, length);
-  if (!actual.equals(stored)) {
-    throw new ChecksumMismatchError(`record at offset ${offset}`, toHex(stored), actual.toString("hex"));
-  }
-  if (buf.subarray(headEnd, headEnd + pad).some((b) => b !== 0)) fail("non-zero padding", offset + headEnd);
   let head: unknown;
   try {
     head = JSON.parse(utf8Strict.decode(buf.subarray(RECORD_HEADER_BYTES, headEnd)));
   } catch {
     fail("record head is not valid UTF-8 JSON", offset + RECORD_HEADER_BYTES);
   }
-  return { kind: rh.kind, head, body: buf.subarray(headEnd + pad, digestAt) };
+  let body: Uint8Array = buf.subarray(headEnd + pad, digestAt);
+  if (rh.kind === RecordKind.tensor && (head as { encoding?: unknown })?.encoding !== undefined) {
+    // The record digest of a byte-grouped tensor covers its decoded bytes.
+    const d = checkDescriptor(head, `at offset ${offset + RECORD_HEADER_BYTES}`, limits, true);
+    checkBodyLength(d, rh.bodyBytes, flags, offset);
+    body = await decodeTensorBody(d, body, offset + headEnd + pad);
+  }
+  const actual = sha256().update(buf.subarray(0, headEnd + pad)).update(body).digest();
+  const stored = buf.subarray(digestAt, length);
+  if (!actual.equals(stored)) {
+    throw new ChecksumMismatchError(`record at offset ${offset}`, toHex(stored), actual.toString("hex"));
+  }
+  if (buf.subarray(headEnd, headEnd + pad).some((b) => b !== 0)) fail("non-zero padding", offset + headEnd);
+  return { kind: rh.kind, head, body };
 }
 
 async function openIndexed(
   source: RandomAccessReader,
   limits: Required<DecodeLimits>,
-): Promise<CheckpointIndex & { metadataEnd: number }> {
+): Promise<CheckpointIndex & { metadataEnd: number; flags: number }> {
   const size = source.size;
   const minimum = HEADER_BYTES + FOOTER_BYTES;
   if (size < minimum) fail(`file of ${size} bytes is too short for a binary checkpoint (at least ${minimum})`, 0);
@@ -107,7 +118,7 @@ async function openIndexed(
   // The footer first: a reader that fetched the object's tail holds it (and usually the index).
   const footerBytes = await readAt(source, footerAt, FOOTER_BYTES);
   const start = await readAt(source, 0, Math.min(HEAD_GUESS, footerAt));
-  decodeHeader(start.subarray(0, HEADER_BYTES));
+  const flags = decodeHeader(start.subarray(0, HEADER_BYTES));
   const footer = decodeFooter(footerBytes, footerAt);
   if (footer.indexOffset < HEADER_BYTES || footer.indexOffset >= footerAt) {
     fail(`footer points to an index at ${footer.indexOffset}, outside the file`, footerAt);
@@ -128,7 +139,7 @@ async function openIndexed(
   const inStart = HEADER_BYTES + metaLength <= start.byteLength
     ? start.subarray(HEADER_BYTES, HEADER_BYTES + metaLength)
     : undefined;
-  const meta = await readRecord(source, HEADER_BYTES, metaLength, limits, inStart);
+  const meta = await readRecord(source, HEADER_BYTES, metaLength, limits, flags, inStart);
   const metadata = metadataFromJson(meta.head, `at offset ${HEADER_BYTES + RECORD_HEADER_BYTES}`);
   let next = HEADER_BYTES + metaLength;
   const names = new Set<string>();
@@ -149,6 +160,7 @@ async function openIndexed(
     bytes: size,
     streamSha256: toHex(footer.digest),
     metadataEnd: HEADER_BYTES + metaLength,
+    flags,
   };
 }
 
@@ -177,7 +189,7 @@ async function openIndexed(
  * ```
  */
 export async function readBinaryIndex(source: RandomAccessReader, limits?: DecodeLimits): Promise<CheckpointIndex> {
-  const { metadataEnd: _, ...index } = await openIndexed(source, resolveLimits(limits));
+  const { metadataEnd: _, flags: __, ...index } = await openIndexed(source, resolveLimits(limits));
   return index;
 }
 
@@ -227,12 +239,15 @@ export async function readTensorsByName(
   const tensors: Tensor[] = [];
   for (const e of index.tensors) {
     if (!wanted.has(e.name)) continue;
-    const rec = await readRecord(source, e.offset, e.length, lim);
+    const rec = await readRecord(source, e.offset, e.length, lim, index.flags);
     if (rec.kind !== RecordKind.tensor) {
       fail(`index entry ${JSON.stringify(e.name)} points to a record of kind ${rec.kind}`, e.offset);
     }
-    const d = checkDescriptor(rec.head, `at offset ${e.offset + RECORD_HEADER_BYTES}`, lim);
-    if (d.name !== e.name || d.dtype !== e.dtype || d.group !== e.group || d.shape.join() !== e.shape.join()) {
+    const d = checkDescriptor(rec.head, `at offset ${e.offset + RECORD_HEADER_BYTES}`, lim, true);
+    if (
+      d.name !== e.name || d.dtype !== e.dtype || d.group !== e.group || d.shape.join() !== e.shape.join() ||
+      d.encoding !== e.encoding
+    ) {
       fail(`tensor record disagrees with its index entry ${JSON.stringify(e.name)}`, e.offset);
     }
     if (rec.body.byteLength !== d.byteLength) {

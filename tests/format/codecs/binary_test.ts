@@ -101,7 +101,7 @@ Deno.test("binary decoder errors name the problem and the offset", async (t) => 
       SyntaxError,
       /unsupported format version 2 .* at offset 8/,
     ],
-    ["non-zero flags", buildRaw({ flags: 1, records: ok }), SyntaxError, /unknown flags 0x1 at offset 12/],
+    ["unknown flags", buildRaw({ flags: 3, records: ok }), SyntaxError, /unknown flags 0x3 at offset 12/],
     [
       "tensor digest",
       buildRaw({ records: [meta(), tensor(W, f32(1, 2), { badDigest: true })] }),
