@@ -8,8 +8,8 @@ import { basename, dirname, resolve as resolvePath } from "node:path";
 import { fileURLToPath } from "node:url";
 import { FileStore } from "./file.ts";
 import { HttpStore, type HttpStoreOptions } from "./http.ts";
-import { S3Store, type S3StoreOptions } from "./s3.ts";
-import type { ObjectStore } from "./types.ts";
+import type { S3StoreOptions } from "./s3.ts";
+import type { ObjectInfo, ObjectStore } from "./types.ts";
 
 /** One object in a store of your own. */
 export interface StoreObject {
@@ -87,8 +87,30 @@ function s3Parts(url: URL): { bucket: string; key: string } {
   return { bucket, key };
 }
 
+/**
+ * An S3 store, its module (and the S3 client it brings) loaded on first use, so that code which
+ * never touches `s3://` never loads it.
+ */
 function s3Store(url: URL, prefix: string, options: ResolveOptions): ObjectStore {
-  return new S3Store({ ...options.s3, bucket: s3Parts(url).bucket, prefix });
+  const bucket = s3Parts(url).bucket;
+  let real: Promise<ObjectStore> | undefined;
+  const load = () => real ??= import("./s3.ts").then((m) => new m.S3Store({ ...options.s3, bucket, prefix }));
+  return {
+    url: `s3://${bucket}/${prefix}`,
+    writable: true,
+    get: async (key, o) => await (await load()).get(key, o),
+    head: async (key) => await (await load()).head(key),
+    put: async (key, data, o) => await (await load()).put(key, data, o),
+    writer: async (key, o) => await (await load()).writer(key, o),
+    delete: async (key) => await (await load()).delete(key),
+    list: async function* (p?: string): AsyncGenerator<ObjectInfo> {
+      yield* (await load()).list(p);
+    },
+    sweep: async (p) => {
+      const store = await load();
+      return store.sweep ? await store.sweep(p) : 0;
+    },
+  };
 }
 
 /**
