@@ -329,7 +329,8 @@ async function main(args: string[]): Promise<number> {
   await manager.close();
   Deno.removeSignalListener("SIGINT", onInterrupt);
   if (interrupted) {
-    say(`stopped at step ${step}; run the same command again to resume`);
+    // --fresh would delete what this run saved: resuming means the same flags without it.
+    say(`stopped at step ${step}; run the same command${config.fresh ? " without --fresh" : ""} again to resume`);
     return 130;
   }
 

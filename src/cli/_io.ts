@@ -104,8 +104,12 @@ export function safeText(text: string): string {
   return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u{${c.charCodeAt(0).toString(16)}}`);
 }
 
-/** What an OS error says, without Deno's `: open '/path'` tail (the CLI names the path itself). */
+/**
+ * What an OS error says, without Deno's `: open '/path'` tail (the CLI names the path itself);
+ * a directory where a file was expected reads "it is a directory" whichever call found it.
+ */
 export function osReason(e: unknown): string {
+  if (e instanceof Deno.errors.IsADirectory) return "it is a directory";
   const message = e instanceof Error ? e.message : String(e);
   return message.replace(/\s*\(os error \d+\)/, "").replace(/:\s*\w+ '.*'$/s, "").trim();
 }
@@ -283,13 +287,13 @@ export function meter(
 }
 
 /**
- * A size as people read it, as the seed's `size_human_readable`: bytes below 1 KB, else two
- * decimals in KB, MB, GB or TB of 1024.
+ * A size as people read it: bytes below 1 KiB, else two decimals in KiB, MiB, GiB, TiB or PiB
+ * (units of 1024, named as such, as the train demo and the docs name them).
  */
 export function humanBytes(n: number): string {
   if (!Number.isFinite(n)) return `${n} B`;
   if (Math.abs(n) < 1024) return `${Math.round(n)} B`;
-  const units = ["KB", "MB", "GB", "TB", "PB"];
+  const units = ["KiB", "MiB", "GiB", "TiB", "PiB"];
   let v = n / 1024;
   let i = 0;
   while (Math.abs(v) >= 1024 && i < units.length - 1) {

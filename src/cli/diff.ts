@@ -18,7 +18,7 @@ import {
   type TensorSummary,
 } from "../compare/checkpoint_diff.ts";
 
-/** Default memory for tensors waiting for their partner, in MB. */
+/** Default memory for tensors waiting for their partner, in MiB. */
 const DEFAULT_BUFFER_MB = DEFAULT_DIFF_BUFFER_BYTES / 2 ** 20;
 
 async function loadOnly(path: string, names: readonly string[]): Promise<Tensor[]> {
@@ -85,7 +85,7 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
         throw new UsageError(
           `the tensor order differs too much to compare within --buffer ${
             budget / 2 ** 20
-          } MB while one input is standard input: save it to a file first, or raise --buffer`,
+          } MiB while one input is standard input: save it to a file first, or raise --buffer`,
         );
       }
       throw e;
@@ -235,7 +235,7 @@ only in one side, a dtype or shape change, or values outside the tolerance.
 
 Memory stays bounded: A and B are decoded in step, one tensor at a time, and each tensor is
 compared as soon as its partner arrives, so checkpoints with the same tensor order hold two
-tensors at once. Tensors waiting for a partner are held up to --buffer MB; beyond that their
+tensors at once. Tensors waiting for a partner are held up to --buffer MiB; beyond that their
 data is dropped and those pairs are compared afterwards by name, in batches that fit the
 buffer (by seeking, for uncompressed binary files; otherwise by reading the file again). That
 second pass needs files: with standard input it fails with a clear message instead.`,
@@ -245,7 +245,7 @@ second pass needs files: with standard input it fails with a clear message inste
     all: { type: "boolean", short: "a", help: "list every common tensor, identical ones included" },
     buffer: {
       type: "string",
-      arg: "MB",
+      arg: "MiB",
       help: `memory for tensors waiting for a partner (default: ${DEFAULT_BUFFER_MB})`,
     },
     json: { type: "boolean", help: "print one JSON document instead of text" },

@@ -521,11 +521,11 @@ export function createSafetensorsCodec(options: SafetensorsCodecOptions = {}): C
   return Object.freeze({
     name: "safetensors",
     detect(head: Uint8Array): boolean {
-      // The first 8 bytes are a little-endian length, so bytes 5 to 7 are zero for any header
-      // under 2^40 bytes, and the header itself starts with "{"; ckpt's binary and JSON formats
-      // (and text) have neither. Past that the claim stays loose so that malformed headers get
-      // the decoder's precise errors; fewer than 9 bytes are not recognised at all.
-      return head.byteLength >= 9 && head.subarray(5, 8).every((b) => b === 0) && head[8] === 0x7b;
+      // The first 8 bytes are a little-endian length and the header itself starts with "{" at
+      // byte 8; ckpt's binary and JSON formats (tried first) and text do not. The length is not
+      // judged here, so that an absurd one (2^62) gets the decoder's maxHeaderBytes message
+      // rather than "unrecognised format"; fewer than 9 bytes are not recognised at all.
+      return head.byteLength >= 9 && head[8] === 0x7b;
     },
     encoder(): CheckpointEncoder {
       return digestingEncoder(encoderBody(descriptors));

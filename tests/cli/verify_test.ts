@@ -29,7 +29,7 @@ Deno.test("verify prints one ok line per intact checkpoint and exits 0", async (
   assert.equal(r.err, "");
   const lines = r.out.trimEnd().split("\n");
   assert.equal(lines.length, 2);
-  assert.match(lines[0]!, new RegExp(`^ok .*a\\.ckpt: binary, step 100, 4 tensors, [\\d.]+ KB, sha256 ${da.sha256}$`));
+  assert.match(lines[0]!, new RegExp(`^ok .*a\\.ckpt: binary, step 100, 4 tensors, [\\d.]+ KiB, sha256 ${da.sha256}$`));
   assert.match(
     lines[1]!,
     new RegExp(`^ok .*b\\.jsonl\\.gz: json\\+gzip, step 100, 4 tensors, .*, sha256 ${db.sha256}$`),
@@ -107,7 +107,7 @@ Deno.test("verify -q prints nothing and --json prints one object per checkpoint"
     tensors: 4,
     bytes,
     sha256,
-    checked: ["record digests"],
+    checked: ["record digests", "stream digest"],
   });
   assert.equal(failed.ok, false);
   assert.match(failed.error, /Checksum mismatch for tensor "dense\/kernel"/);
