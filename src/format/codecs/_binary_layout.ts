@@ -56,7 +56,7 @@ export interface IndexEntry {
   /** Offset of the tensor's record from the start of the stream. */
   offset: number;
   /** How the body is stored, when not raw: `"bytegroup"` (byte planes, some deflated). */
-  encoding?: typeof BYTEGROUP_ENCODING;
+  encoding?: "bytegroup";
   /** Bytes of the whole record, digest included. */
   length: number;
 }
@@ -236,7 +236,7 @@ export interface TensorDescriptor {
   /** Group. */
   group: string;
   /** How the body is stored, when not raw (binary codec only). */
-  encoding?: typeof BYTEGROUP_ENCODING;
+  encoding?: "bytegroup";
   /** Bytes of data the descriptor implies. */
   byteLength: number;
 }
