@@ -52,7 +52,8 @@ export async function inflateRaw(
   if (z) {
     let out: Uint8Array;
     try {
-      out = z.inflateRawSync(bytes, { maxOutputLength: size });
+      // One output chunk of the expected size: no joining of 16 KiB pieces.
+      out = z.inflateRawSync(bytes, { maxOutputLength: size, chunkSize: Math.max(64, size) });
     } catch (e) {
       if ((e as { code?: string }).code === "ERR_BUFFER_TOO_LARGE") bad(`inflates to more than ${size} bytes`);
       bad(`is not valid deflate data (${(e as Error).message})`);

@@ -8,6 +8,7 @@ import { type Codec, type DecoderOptions, DETECT_BYTES } from "./codec.ts";
 import { binaryCodec, FLAG_BYTEGROUP, HEADER_BYTES } from "./codecs/binary.ts";
 import { BUILTIN_CODECS, type Compression } from "./encode.ts";
 import type { CheckpointRecord } from "./types.ts";
+import { type DecodeLimits, resolveLimits } from "./limits.ts";
 // safetensors is a codec of the core (mod.ts exports it) kept beside its interop helpers; that
 // module imports only from src/format, so reading it by default here makes no cycle.
 import { safetensorsCodec } from "../interop/safetensors.ts";
@@ -110,13 +111,38 @@ function hex(head: Uint8Array): string {
   return [...head.subarray(0, 8)].map((b) => b.toString(16).padStart(2, "0")).join(" ");
 }
 
-async function* gunzip(bytes: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
+/** Compressed bytes handed to the decompressor at a time (deflate expands at most about 1032:1). */
+const GZIP_PIECE = 16 * 1024;
+/** Output after which `maxCompressionRatio` is checked (a stream's first bytes may expand a lot). */
+const RATIO_GRACE = 2 ** 20;
+
+async function* gunzip(bytes: ReadableStream<Uint8Array>, limits: Required<DecodeLimits>): AsyncGenerator<Uint8Array> {
+  let read = 0;
   let out = 0;
+  const counted = bytes.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      // Small pieces: the decompressor turns each input chunk into one output chunk, so a 1 MiB
+      // chunk of a hostile stream would come out as up to 1 GiB at once, before any cap could act.
+      transform(c, controller) {
+        for (let i = 0; i < c.byteLength; i += GZIP_PIECE) {
+          const piece = c.subarray(i, i + GZIP_PIECE);
+          read += piece.byteLength;
+          controller.enqueue(piece);
+        }
+      },
+    }),
+  );
+  const ratio = limits.maxCompressionRatio;
   try {
     for await (
-      const c of bytes.pipeThrough(new DecompressionStream("gzip") as ReadableWritablePair<Uint8Array, Uint8Array>)
+      const c of counted.pipeThrough(new DecompressionStream("gzip") as ReadableWritablePair<Uint8Array, Uint8Array>)
     ) {
       out += c.byteLength;
+      if (out > RATIO_GRACE && out > ratio * read) {
+        throw new RangeError(
+          `Cannot decode checkpoint: gzip stream expands ${read} compressed bytes to over ${out}, past maxCompressionRatio ${ratio}`,
+        );
+      }
       yield c;
     }
   } catch (e) {
@@ -126,6 +152,21 @@ async function* gunzip(bytes: ReadableStream<Uint8Array>): AsyncGenerator<Uint8A
         (e as Error)?.message ?? e
       })`,
     );
+  }
+}
+
+/** The bytes unchanged, failing once more than `max` have passed. */
+async function* capped(bytes: ReadableStream<Uint8Array>, max: number, gzip: boolean): AsyncGenerator<Uint8Array> {
+  let n = 0;
+  for await (const c of bytes) {
+    n += c.byteLength;
+    if (n > max) {
+      await bytes.cancel().catch(() => {});
+      throw new RangeError(
+        `Cannot decode checkpoint: more than maxDecodedBytes ${max} bytes${gzip ? " of gzip content" : ""} to decode`,
+      );
+    }
+    yield c;
   }
 }
 
@@ -186,12 +227,13 @@ export function detectCodec(head: Uint8Array, codecs: readonly Codec[] = []): Co
  * ```
  */
 export async function sniffCheckpoint(source: CheckpointBytes, options: DecodeOptions = {}): Promise<SniffResult> {
+  const limits = resolveLimits(options);
   let [head, bytes] = await peek(bytesStream(source));
   if (head.byteLength === 0) throw new SyntaxError("Cannot decode checkpoint: the stream is empty");
   let compression: Compression = "none";
   if (head[0] === GZIP_MAGIC[0] && head[1] === GZIP_MAGIC[1]) {
     compression = "gzip";
-    [head, bytes] = await peek(ReadableStream.from(gunzip(bytes)));
+    [head, bytes] = await peek(ReadableStream.from(gunzip(bytes, limits)));
     if (head.byteLength === 0) throw new SyntaxError("Cannot decode checkpoint: the gzip stream holds no bytes");
   }
   const codec = detectCodec(head, options.codecs);
@@ -206,6 +248,9 @@ export async function sniffCheckpoint(source: CheckpointBytes, options: DecodeOp
   if (compression === "none" && codec === binaryCodec && head.byteLength >= HEADER_BYTES) {
     const flags = new DataView(head.buffer, head.byteOffset, HEADER_BYTES).getUint32(12, true);
     if (flags & FLAG_BYTEGROUP) compression = "bytegroup";
+  }
+  if (limits.maxDecodedBytes !== Infinity) {
+    bytes = ReadableStream.from(capped(bytes, limits.maxDecodedBytes, compression === "gzip"));
   }
   return { codec, compression, bytes };
 }

@@ -674,7 +674,10 @@ export async function readSafetensorsHeader(path: string | URL, limits?: DecodeL
 /**
  * Loads some tensors of a `.safetensors` file by name: reads the header, then only the byte
  * ranges of the named tensors. Tensors come in file order. A name the file lacks is a
- * `RangeError`.
+ * `RangeError`. The header and the file's length are checked as a full load checks them, but
+ * the bytes of tensors not named are never read, so what only their bytes could show goes
+ * unchecked: a bool tensor holding a byte other than 0 or 1 is rejected by a full load and when
+ * it is named, not when it is skipped (safetensors has no digests to catch anything else).
  *
  * @example
  * ```ts

@@ -199,7 +199,7 @@ export async function saveCheckpoint(
   // buffers, while this one encodes and computes the per-tensor digests; small ones do both here
   // (a worker costs ~0.1 s to start).
   const worker = store instanceof FileStore && knownBytes(checkpoint) >= WORKER_HASH_BYTES &&
-      (options.compression ?? "none") === "none"
+      options.compression !== "gzip"
     ? new WorkerHash()
     : undefined;
   try {

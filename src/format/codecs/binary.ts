@@ -227,7 +227,8 @@ export async function* decodeRecords(
     // A byte-grouped body is decoded first: the record digest covers the tensor's own bytes.
     let body: Uint8Array;
     if (d.encoding) {
-      const stored = await r.readBody(rh.bodyBytes, `tensor ${JSON.stringify(d.name)}`);
+      // Read into the reader's scratch buffer: the stored bytes are decoded into a new one at once.
+      const stored = await r.readBody(rh.bodyBytes, `tensor ${JSON.stringify(d.name)}`, undefined, true);
       body = await decodeTensorBody(d, stored, bodyAt);
       h.update(body);
     } else body = await r.readBody(rh.bodyBytes, `tensor ${JSON.stringify(d.name)}`, h);
