@@ -8,13 +8,19 @@ import { type Codec, type DecoderOptions, DETECT_BYTES } from "./codec.ts";
 import { binaryCodec, FLAG_BYTEGROUP, HEADER_BYTES } from "./codecs/binary.ts";
 import { BUILTIN_CODECS, type Compression } from "./encode.ts";
 import type { CheckpointRecord } from "./types.ts";
+import { readableFrom } from "./_streams.ts";
 import { type DecodeLimits, resolveLimits } from "./limits.ts";
 // safetensors is a codec of the core (mod.ts exports it) kept beside its interop helpers; that
 // module imports only from src/format, so reading it by default here makes no cycle.
 import { safetensorsCodec } from "../interop/safetensors.ts";
 
-/** Checkpoint bytes: all at once, or as a stream. (`loadCheckpoint` and friends also take addresses.) */
-export type CheckpointBytes = Uint8Array | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>;
+/** Checkpoint bytes: all at once (a `Uint8Array`, a `Blob`), a `Response`'s body, or a stream. (`loadCheckpoint` and friends also take addresses.) */
+export type CheckpointBytes =
+  | Uint8Array
+  | Blob
+  | Response
+  | ReadableStream<Uint8Array>
+  | AsyncIterable<Uint8Array>;
 
 /**
  * Options for {@linkcode decodeCheckpoint} and `loadCheckpoint`: the caps, `reuseBuffers` (for one-pass consumers;
@@ -43,25 +49,37 @@ export interface SniffResult {
 const GZIP_MAGIC = [0x1f, 0x8b];
 
 /**
- * Bytes as a stream.
+ * Bytes as a stream: a `Blob` (a `File` too) or a `Response` as its body; streams unchanged.
  *
  * @example
  * ```ts
  * import { bytesStream } from "./decode.ts";
  * import assert from "node:assert/strict";
- * const s = bytesStream(new Uint8Array([1, 2]));
+ * const s = bytesStream(new Blob([new Uint8Array([1, 2])]));
  * assert.deepEqual(new Uint8Array(await new Response(s).arrayBuffer()), new Uint8Array([1, 2]));
  * ```
  */
 export function bytesStream(source: CheckpointBytes): ReadableStream<Uint8Array> {
-  if (source instanceof Uint8Array) return ReadableStream.from([source]);
+  if (source instanceof Uint8Array) return readableFrom([source]);
+  if (typeof Blob === "function" && source instanceof Blob) return source.stream();
+  if (typeof Response === "function" && source instanceof Response) return responseBody(source);
   if (source instanceof ReadableStream) return source;
   if (source !== null && typeof source === "object" && Symbol.asyncIterator in source) {
-    return ReadableStream.from(source);
+    return readableFrom(source);
   }
   throw new TypeError(
-    "Cannot read checkpoint: source must be a path, a file: URL, a storage address, a Uint8Array, a ReadableStream or an AsyncIterable",
+    "Cannot read checkpoint: source must be a path, a file: URL, a storage address, a Uint8Array, a Blob, a Response, a ReadableStream or an AsyncIterable",
   );
+}
+
+function responseBody(response: Response): ReadableStream<Uint8Array> {
+  const where = response.url ? ` from ${response.url}` : "";
+  if (!response.ok) {
+    response.body?.cancel().catch(() => {});
+    throw new TypeError(`Cannot read checkpoint${where}: HTTP ${response.status} ${response.statusText}`.trimEnd());
+  }
+  if (response.bodyUsed) throw new TypeError(`Cannot read checkpoint${where}: the response body was already read`);
+  return response.body ?? readableFrom<Uint8Array>([]);
 }
 
 async function peek(stream: ReadableStream<Uint8Array>): Promise<[Uint8Array, ReadableStream<Uint8Array>]> {
@@ -103,7 +121,7 @@ async function peek(stream: ReadableStream<Uint8Array>): Promise<[Uint8Array, Re
       reader.releaseLock();
     }
   }
-  const replay = ReadableStream.from(rest());
+  const replay = readableFrom(rest());
   return [head, replay];
 }
 
@@ -233,7 +251,7 @@ export async function sniffCheckpoint(source: CheckpointBytes, options: DecodeOp
   let compression: Compression = "none";
   if (head[0] === GZIP_MAGIC[0] && head[1] === GZIP_MAGIC[1]) {
     compression = "gzip";
-    [head, bytes] = await peek(ReadableStream.from(gunzip(bytes, limits)));
+    [head, bytes] = await peek(readableFrom(gunzip(bytes, limits)));
     if (head.byteLength === 0) throw new SyntaxError("Cannot decode checkpoint: the gzip stream holds no bytes");
   }
   const codec = detectCodec(head, options.codecs);
@@ -250,7 +268,7 @@ export async function sniffCheckpoint(source: CheckpointBytes, options: DecodeOp
     if (flags & FLAG_BYTEGROUP) compression = "bytegroup";
   }
   if (limits.maxDecodedBytes !== Infinity) {
-    bytes = ReadableStream.from(capped(bytes, limits.maxDecodedBytes, compression === "gzip"));
+    bytes = readableFrom(capped(bytes, limits.maxDecodedBytes, compression === "gzip"));
   }
   return { codec, compression, bytes };
 }
@@ -282,5 +300,5 @@ export function decodeCheckpoint(
     const { codec, bytes } = await sniffCheckpoint(source, options);
     yield* bytes.pipeThrough(codec.decoder(options));
   }
-  return ReadableStream.from(records());
+  return readableFrom(records());
 }

@@ -10,12 +10,13 @@ import { binaryCodec, decodeRecords } from "../format/codecs/binary.ts";
 import { sha256 } from "../format/_hash.ts";
 import { checkOptionNames, LIMIT_OPTION_NAMES } from "../format/_options.ts";
 import { FileStore } from "../storage/file.ts";
-import { isAddress, resolveObject } from "../storage/resolve.ts";
+import { isAddress } from "../storage/resolve.ts";
 import { openRandomAccess } from "../storage/random_access.ts";
 import {
   type CheckpointSource,
   decodeCheckpoint,
   fileCodec,
+  locate,
   openSource,
   readerCodec,
   type StorageOptions,
@@ -113,7 +114,7 @@ export async function loadCheckpoint(source: CheckpointSource, options: LoadOpti
       );
     }
   }
-  const at = isAddress(source) ? resolveObject(source, options.storage) : undefined;
+  const at = isAddress(source) ? locate(source, options) : undefined;
   if (at && only && expected === undefined) {
     // Random access: the object's tail (footer, index), its head, then only the wanted records.
     const reader = await openRandomAccess(at.store, at.key);
@@ -124,11 +125,9 @@ export async function loadCheckpoint(source: CheckpointSource, options: LoadOpti
   let checkFile = () => {};
   let file: Deno.FsFile | undefined;
   if (at?.store instanceof FileStore && expected !== undefined) {
-    file = await at.store.openFile(at.key);
-    if (await fileCodec(file, options.codecs) !== binaryCodec) {
-      file.close();
-      file = undefined;
-    }
+    const opened = await at.store.openFile(at.key);
+    if (await fileCodec(opened, options.codecs) === binaryCodec) file = opened;
+    else opened.close();
   }
   if (file) {
     // A local binary file: its digest in the same pass as decoding, over the bytes the decoder reads.

@@ -20,10 +20,19 @@ import type { DecodeLimits } from "../format/limits.ts";
 import type { CheckpointRecord } from "../format/types.ts";
 import { binaryCodec, decodeRecords } from "../format/codecs/binary.ts";
 import { type CheckpointIndex, readBinaryIndex } from "../format/codecs/binary_file.ts";
+import { readableFrom } from "../format/_streams.ts";
 import { readFull } from "../storage/_file_io.ts";
 import { FileStore } from "../storage/file.ts";
 import { type CountingReader, openRandomAccess } from "../storage/random_access.ts";
-import { isAddress, resolveObject, type ResolveOptions, type StorageAddress } from "../storage/resolve.ts";
+import {
+  isAddress,
+  isStoreObject,
+  resolveObject,
+  type ResolveOptions,
+  type StorageAddress,
+  type StoreObject,
+} from "../storage/resolve.ts";
+import { requireFiles } from "../format/_runtime.ts";
 
 /**
  * Where checkpoint bytes come from: an address (a path, a `file:`, `http(s):` or `s3:` URL,
@@ -37,13 +46,31 @@ export interface StorageOptions {
   storage?: ResolveOptions;
 }
 
+/**
+ * The store and key of an address; a path where there are no files (a browser) is a `TypeError`
+ * saying so, in the words of `verb`.
+ */
+export function locate(
+  address: StorageAddress,
+  options: StorageOptions = {},
+  verb = "read checkpoint from",
+): StoreObject {
+  if (!isStoreObject(address)) {
+    const local = typeof address === "string"
+      ? !/^[a-zA-Z][a-zA-Z0-9+.-]+:/.test(address)
+      : address.protocol === "file:";
+    if (local) requireFiles(String(address), verb);
+  }
+  return resolveObject(address, options.storage);
+}
+
 /** The bytes of `source` as a stream: an address is read through its store's `get`. */
 export function openSource(source: CheckpointSource, options: StorageOptions = {}): ReadableStream<Uint8Array> {
   if (!isAddress(source)) return bytesStream(source);
-  const { store, key } = resolveObject(source, options.storage);
+  const { store, key } = locate(source, options);
   if (store instanceof FileStore) {
     // A path: the file itself (errors as the file system gives them).
-    return ReadableStream.from((async function* () {
+    return readableFrom((async function* () {
       const file = await store.openFile(key);
       try {
         for (;;) {
@@ -133,7 +160,7 @@ export function decodeCheckpoint(
 ): ReadableStream<CheckpointRecord> {
   if (!isAddress(source)) return decodeBytes(source, options);
   async function* records(): AsyncGenerator<CheckpointRecord> {
-    const { store, key } = resolveObject(source as StorageAddress, options.storage);
+    const { store, key } = locate(source as StorageAddress, options);
     if (store instanceof FileStore) {
       // Fast path for binary files: bodies read straight into their final buffers.
       const file = await store.openFile(key);
@@ -148,7 +175,7 @@ export function decodeCheckpoint(
     }
     yield* decodeBytes(openSource(source, options), options);
   }
-  return ReadableStream.from(records());
+  return readableFrom(records());
 }
 
 /**
@@ -156,7 +183,7 @@ export function decodeCheckpoint(
  * `Codec.readTensors`.
  */
 export async function openAddress(address: StorageAddress, options: StorageOptions = {}): Promise<CountingReader> {
-  const { store, key } = resolveObject(address, options.storage);
+  const { store, key } = locate(address, options);
   return await openRandomAccess(store, key);
 }
 

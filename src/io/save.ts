@@ -9,9 +9,11 @@ import type { CheckpointInput } from "../format/types.ts";
 import { sha256 } from "../format/_hash.ts";
 import { WorkerHash } from "../storage/_worker_hash.ts";
 import { toPath } from "../storage/_path.ts";
+import { isDenoError } from "../format/_runtime.ts";
 import { checkOptionNames } from "../format/_options.ts";
 import { FileStore, WORKER_HASH } from "../storage/file.ts";
-import { isAddress, resolveObject, type ResolveOptions, type StorageAddress } from "../storage/resolve.ts";
+import { isAddress, type ResolveOptions, type StorageAddress } from "../storage/resolve.ts";
+import { locate } from "./read.ts";
 import type { WriteOptions } from "../storage/types.ts";
 
 export { toPath };
@@ -177,7 +179,7 @@ export async function saveCheckpoint(
     try {
       await counted.pipeTo(target, { preventClose: keepOpen, preventAbort: keepOpen });
     } catch (e) {
-      if (!(e instanceof Deno.errors.BrokenPipe)) throw e;
+      if (!isDenoError(e, "BrokenPipe")) throw e;
       throw new Deno.errors.BrokenPipe(
         `Cannot save checkpoint: the stream's reader went away after ${bytes} bytes had been handed to it (broken pipe; e.g. piped into head)`,
         { cause: e },
@@ -194,7 +196,7 @@ export async function saveCheckpoint(
     // Kept from when only paths were accepted: name the scheme that cannot be written.
     throw new TypeError(`Cannot save checkpoint to ${target.href}: only file: and s3: URLs can be written`);
   }
-  const { store, key } = resolveObject(target, options.storage);
+  const { store, key } = locate(target, options, "save checkpoint to");
   // Large saves to files hash the whole file on another thread, over the writer's shared staging
   // buffers, while this one encodes and computes the per-tensor digests; small ones do both here
   // (a worker costs ~0.1 s to start).

@@ -19,6 +19,7 @@ import { metadataFromJson, metadataToJson } from "../format/metadata.ts";
 import type { Checkpoint, Metadata, Tensor, TensorInput } from "../format/types.ts";
 import { sha256 } from "../format/_hash.ts";
 import { BLOB_KEY } from "./_index.ts";
+import { readableFrom } from "../format/_streams.ts";
 import type { Location } from "./_location.ts";
 
 /** The blob store's directory inside a checkpoint directory. */
@@ -44,7 +45,7 @@ export function blobKey(key: string): string {
 }
 
 async function gzip(bytes: Uint8Array): Promise<Uint8Array> {
-  const stream = ReadableStream.from([bytes]).pipeThrough(
+  const stream = readableFrom([bytes]).pipeThrough(
     new CompressionStream("gzip") as ReadableWritablePair<Uint8Array, Uint8Array>,
   );
   return new Uint8Array(await new Response(stream).arrayBuffer());
@@ -55,7 +56,7 @@ async function gunzip(bytes: Uint8Array, maxBytes: number, what: string): Promis
   let total = 0;
   try {
     for await (
-      const c of ReadableStream.from([bytes]).pipeThrough(
+      const c of readableFrom([bytes]).pipeThrough(
         new DecompressionStream("gzip") as ReadableWritablePair<Uint8Array, Uint8Array>,
       )
     ) {

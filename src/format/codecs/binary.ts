@@ -16,7 +16,7 @@ import type { Checkpoint, CheckpointRecord } from "../types.ts";
 import { readTensorsByName } from "./binary_file.ts";
 import type { ByteReader } from "../_byte_reader.ts";
 import { ChunkReader } from "../_chunk_reader.ts";
-import { type Hash, sha256, toHex } from "../_hash.ts";
+import { equalBytes, type Hash, sha256, toHex } from "../_hash.ts";
 import { digestingEncoder, generatorPair, type Settle } from "../_pair.ts";
 import { EncodeGuard } from "../_encode_guard.ts";
 import { BYTEGROUP_ENCODING, encodeByteGroups } from "./_bytegroup.ts";
@@ -167,8 +167,8 @@ export async function* decodeRecords(
   const checkDigest = async (h: Hash, subject: string, at: number): Promise<void> => {
     const stored = await read(DIGEST_BYTES, `the digest of ${subject}`);
     const actual = h.digest();
-    if (!actual.equals(stored)) {
-      throw new ChecksumMismatchError(subject, toHex(stored), actual.toString("hex"), `at offset ${at}`);
+    if (!equalBytes(actual, stored)) {
+      throw new ChecksumMismatchError(subject, toHex(stored), toHex(actual), `at offset ${at}`);
     }
   };
   const flags = decodeHeader(await read(HEADER_BYTES, "the header"));
@@ -200,11 +200,11 @@ export async function* decodeRecords(
       if (footer.indexOffset !== at) {
         fail(`footer points to index at ${footer.indexOffset}, found it at ${at}`, footerAt);
       }
-      if (!expected.equals(footer.digest)) {
+      if (!equalBytes(expected, footer.digest)) {
         throw new ChecksumMismatchError(
           "stream",
           toHex(footer.digest),
-          expected.toString("hex"),
+          toHex(expected),
           `at offset ${footerAt + 8}`,
         );
       }
