@@ -107,13 +107,6 @@ export async function loadCheckpoint(source: CheckpointSource, options: LoadOpti
   if (expected !== undefined && !/^[0-9a-fA-F]{64}$/.test(expected)) {
     throw new TypeError("Invalid sha256 option: expected 64 hex digits");
   }
-  if (!isAddress(source) && !(source instanceof Uint8Array) && !(source instanceof ReadableStream)) {
-    if (source === null || typeof source !== "object" || !(Symbol.asyncIterator in source)) {
-      throw new TypeError(
-        "Cannot load checkpoint: source must be a path, a file: URL, an http(s): or s3: URL, { store, key }, a Uint8Array, a ReadableStream or an AsyncIterable",
-      );
-    }
-  }
   const at = isAddress(source) ? locate(source, options) : undefined;
   if (at && only && expected === undefined) {
     // Random access: the object's tail (footer, index), its head, then only the wanted records.
