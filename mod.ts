@@ -128,6 +128,7 @@ export {
   type StorageAddress,
   type StoreObject,
 } from "./src/storage/resolve.ts";
+export { MemoryStore, type MemoryStoreOptions } from "./src/storage/memory.ts";
 export {
   DEFAULT_S3_CONCURRENCY,
   DEFAULT_S3_PART_SIZE,
