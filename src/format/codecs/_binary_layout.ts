@@ -206,7 +206,7 @@ export function decodeRecordHeader(bytes: Uint8Array, offset: number, limits?: D
  * assert.equal(new TextDecoder().decode(h), '{"name":"w","dtype":"int8","shape":[2],"group":"params"}');
  * ```
  */
-export function tensorHead(t: TensorInput, encoding?: typeof BYTEGROUP_ENCODING): Uint8Array {
+export function tensorHead(t: TensorInput, encoding?: "bytegroup"): Uint8Array {
   const head = { name: t.name, dtype: t.dtype, shape: [...t.shape], group: t.group ?? "params" };
   return utf8.encode(JSON.stringify(encoding ? { ...head, encoding } : head));
 }

@@ -19,7 +19,7 @@ import { ChunkReader } from "../_chunk_reader.ts";
 import { equalBytes, type Hash, sha256, toHex } from "../_hash.ts";
 import { digestingEncoder, generatorPair, type Settle } from "../_pair.ts";
 import { EncodeGuard } from "../_encode_guard.ts";
-import { BYTEGROUP_ENCODING, encodeByteGroups } from "./_bytegroup.ts";
+import { BYTEGROUP_ENCODING, encodeByteGroups, PlaneScratch } from "./_bytegroup.ts";
 import {
   BINARY_MAGIC,
   checkBodyLength,
@@ -99,6 +99,7 @@ async function* encodeRecords(
   };
   const index: IndexEntry[] = [];
   const guard = new EncodeGuard();
+  const scratch = new PlaneScratch();
   try {
     for await (const rec of records) {
       if (guard.check(rec) === "metadata") {
@@ -113,7 +114,7 @@ async function* encodeRecords(
       const start = position;
       const body = bytesOf(t.data);
       const h = sha256();
-      const grouped = byteGroup ? await encodeByteGroups(t.dtype, body) : undefined;
+      const grouped = byteGroup ? await encodeByteGroups(t.dtype, body, { scratch }) : undefined;
       const encoding = grouped ? BYTEGROUP_ENCODING : undefined;
       const head = tensorHead(t, encoding);
       yield emit(encodeRecordPrefix(RecordKind.tensor, head, grouped?.byteLength ?? body.byteLength, position), h);
