@@ -75,9 +75,9 @@ export { type DTypeInfo, DTYPES, type TypedArrayConstructor, validateTensor } fr
 export {
   type BestPolicy,
   type CheckpointEntry,
+  type CheckpointFileWriter,
   CheckpointManager,
   type CheckpointManagerOptions,
-  type CheckpointWriter,
   DEFAULT_FILENAME,
   DEFAULT_MAX_TO_KEEP,
   DirectoryLockedError,

@@ -66,8 +66,8 @@ import { bestSteps, retention, type RetentionPolicy } from "./_retention.ts";
 export type { CheckpointEntry, ListedCheckpoint, TensorSummary } from "./entry.ts";
 export {
   type BestPolicy,
+  type CheckpointFileWriter,
   type CheckpointManagerOptions,
-  type CheckpointWriter,
   DEFAULT_FILENAME,
   DEFAULT_MAX_TO_KEEP,
   INFERENCE_PRESET,
