@@ -5,8 +5,8 @@ import type { CheckpointInput, SaveOptions, SaveResult } from "../../mod.ts";
 import { BackgroundWriter } from "../../src/background/writer.ts";
 import {
   type CheckpointEntry,
+  type CheckpointFileWriter,
   CheckpointManager,
-  type CheckpointWriter,
   DirectoryLockedError,
   INFERENCE_PRESET,
   TRAINING_PRESET,
@@ -510,7 +510,7 @@ Deno.test("a save whose index cannot be written fails clearly and leaves no new 
 });
 
 /** A writer that takes its time, counting how many saves overlap. */
-function slowWriter(delay: number): CheckpointWriter & { maxInFlight: number; calls: number[] } {
+function slowWriter(delay: number): CheckpointFileWriter & { maxInFlight: number; calls: number[] } {
   let inFlight = 0;
   const w = {
     maxInFlight: 0,
