@@ -31,8 +31,7 @@
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadCheckpoint } from "../io/load.ts";
-import { readCheckpointIndex } from "../format/codecs/binary_file.ts";
-import { decodeCheckpoint } from "../format/decode.ts";
+import { decodeCheckpoint, readCheckpointIndex } from "../io/read.ts";
 import { bytesOf, validateTensor } from "../format/dtype.ts";
 import { ChecksumMismatchError } from "../format/errors.ts";
 import { validateMetadata } from "../format/metadata.ts";
@@ -66,8 +65,8 @@ import { bestSteps, retention, type RetentionPolicy } from "./_retention.ts";
 export type { CheckpointEntry, ListedCheckpoint, TensorSummary } from "./entry.ts";
 export {
   type BestPolicy,
+  type CheckpointFileWriter,
   type CheckpointManagerOptions,
-  type CheckpointWriter,
   DEFAULT_FILENAME,
   DEFAULT_MAX_TO_KEEP,
   INFERENCE_PRESET,
@@ -237,15 +236,18 @@ export class CheckpointManager {
     const loc = this.#loc;
     const o = this.#o;
     const read = await readIndex(loc).catch((e) => {
-      if (e instanceof SyntaxError && !o.readOnly) {
-        o.onWarning(`${e.message}; rebuilding it from the checkpoint files in ${loc.where}`);
-        return { contents: undefined, version: undefined, damaged: true };
-      }
-      throw e;
+      if (!(e instanceof SyntaxError)) throw e;
+      o.onWarning(
+        o.readOnly
+          ? `${e.message}; showing what a writing manager would rebuild from the checkpoint files in ${loc.where} (nothing is rewritten)`
+          : `${e.message}; rebuilding it from the checkpoint files in ${loc.where}`,
+      );
+      return { contents: undefined, version: undefined, damaged: true };
     });
     if (o.readOnly) {
       o.stored = read.contents?.retention;
-      this.#entries = read.contents?.entries ?? [];
+      // A damaged index: the entries a writer would adopt, found without renaming or writing anything.
+      this.#entries = read.contents?.entries ?? ("damaged" in read ? await adopt(loc, o) : []);
     } else {
       // A damaged index is replaced: its version is read again to replace exactly it.
       this.#version = "damaged" in read ? (await loc.store.head(INDEX_FILE))?.version : read.version;
@@ -645,9 +647,14 @@ export class CheckpointManager {
     if (this.#closed) throw new TypeError(`Cannot read checkpoints: the manager of ${this.#loc.where} is closed`);
     // A read-only view follows the writer: it re-reads the index, which is replaced atomically.
     if (this.#o.readOnly) {
-      const { contents } = await readIndex(this.#loc);
-      this.#entries = contents?.entries ?? [];
-      this.#o.stored = contents?.retention;
+      const read = await readIndex(this.#loc).catch((e) => {
+        if (e instanceof SyntaxError) return undefined; // still damaged: the view rebuilt at open stands
+        throw e;
+      });
+      if (read) {
+        this.#entries = read.contents?.entries ?? [];
+        this.#o.stored = read.contents?.retention;
+      }
     }
     return this.#entries;
   }
