@@ -302,7 +302,7 @@ async function* decodeLines(input: AsyncIterable<Uint8Array>, limits?: DecodeLim
     const bytes = await r.readLine(lim.maxLineBytes, lineNo);
     if (bytes === null) {
       throw new SyntaxError(
-        `Cannot decode checkpoint: stream ends at offset ${at} (line ${lineNo}) where ${what} was expected`,
+        `Cannot decode checkpoint: truncated, stream ends at offset ${at} (line ${lineNo}) where ${what} was expected`,
       );
     }
     const [k, v] = parseLine(bytes, lineNo, at);
