@@ -10,6 +10,7 @@ import { BUILTIN_CODECS, type Compression } from "./encode.ts";
 import { toPath } from "../storage/_path.ts";
 import { fileChunks, readFull } from "../storage/_file_io.ts";
 import type { CheckpointRecord } from "./types.ts";
+import { settled } from "./_pair.ts";
 
 /** Where checkpoint bytes come from. */
 export type CheckpointSource =
@@ -217,21 +218,40 @@ export function decodeCheckpoint(
   source: CheckpointSource,
   options: DecodeOptions = {},
 ): ReadableStream<CheckpointRecord> {
+  return ReadableStream.from(decodeWithDigest(source, options).records);
+}
+
+/**
+ * Like {@linkcode decodeCheckpoint}, and also the checkpoint's stream digest (hex), settled once
+ * the records have ended and it has been checked; `undefined` for codecs that store none. The
+ * promise rejects when the records end any other way (nobody needs to catch it).
+ */
+export function decodeWithDigest(
+  source: CheckpointSource,
+  options: DecodeOptions = {},
+): { records: AsyncGenerator<CheckpointRecord>; digest: Promise<string | undefined> } {
+  const digest = settled<string | undefined>();
   async function* records(): AsyncGenerator<CheckpointRecord> {
-    if (typeof source === "string" || source instanceof URL) {
-      // Fast path for binary files: bodies read straight into their final buffers.
-      const file = await Deno.open(toPath(source, "read checkpoint from"), { read: true });
-      try {
-        if (await fileCodec(file, options.codecs) === binaryCodec) {
-          yield* decodeRecords(file, options);
-          return;
+    try {
+      if (typeof source === "string" || source instanceof URL) {
+        // Fast path for binary files: bodies read straight into their final buffers.
+        const file = await Deno.open(toPath(source, "read checkpoint from"), { read: true });
+        try {
+          if (await fileCodec(file, options.codecs) === binaryCodec) {
+            yield* decodeRecords(file, options, undefined, digest);
+            return;
+          }
+        } finally {
+          file.close();
         }
-      } finally {
-        file.close();
       }
+      const { codec, bytes } = await sniffCheckpoint(source, options);
+      const decoder = codec.decoder(options);
+      yield* bytes.pipeThrough(decoder);
+      digest.resolve(decoder.digest ? await decoder.digest : undefined);
+    } finally {
+      digest.reject(new Error("Cannot give the checkpoint digest: the stream did not end intact"));
     }
-    const { codec, bytes } = await sniffCheckpoint(source, options);
-    yield* bytes.pipeThrough(codec.decoder(options));
   }
-  return ReadableStream.from(records());
+  return { records: records(), digest: digest.promise };
 }

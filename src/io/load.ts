@@ -6,15 +6,17 @@
 import type { Codec } from "../format/codec.ts";
 import {
   type CheckpointSource,
-  decodeCheckpoint,
   type DecodeOptions,
+  decodeWithDigest,
   fileCodec,
   openSource,
 } from "../format/decode.ts";
 import { ChecksumMismatchError } from "../format/errors.ts";
 import type { Checkpoint, CheckpointRecord, Metadata, Tensor } from "../format/types.ts";
-import { binaryCodec, decodeRecords } from "../format/codecs/binary.ts";
-import { sha256 } from "../format/_hash.ts";
+import { binaryCodec, decodeFooter, decodeRecords, FOOTER_BYTES } from "../format/codecs/binary.ts";
+import { type Hash, sha256, toHex } from "../format/_hash.ts";
+import { settled } from "../format/_pair.ts";
+import { readFull } from "../storage/_file_io.ts";
 import { toPath } from "../storage/_path.ts";
 
 /** Options for {@linkcode loadCheckpoint}. */
@@ -28,8 +30,12 @@ export interface LoadOptions extends DecodeOptions {
    */
   only?: readonly string[];
   /**
-   * The SHA-256 (hex) the source's bytes must have, such as the one `saveCheckpoint` returned;
-   * a mismatch is a {@linkcode ChecksumMismatchError}.
+   * A digest (64 hex digits) the checkpoint must match: its stream digest (what `saveCheckpoint`
+   * returns as `digest`, what `ckpt inspect` prints) or the SHA-256 of the source's bytes (what
+   * `sha256sum` prints, `saveCheckpoint`'s `sha256`). Either pins every byte once the load has
+   * verified them all; checking the stream digest costs nothing more, the file's SHA-256 one
+   * more pass (skipped for a binary file whose stored stream digest is the one given). A
+   * mismatch is a {@linkcode ChecksumMismatchError}.
    */
   sha256?: string;
 }
@@ -43,17 +49,30 @@ async function pathCodec(path: string | URL, codecs?: readonly Codec[]): Promise
   }
 }
 
-function hashing(source: ReadableStream<Uint8Array>, expected: string): ReadableStream<Uint8Array> {
-  const hash = sha256();
+/** The stream digest stored in a binary file's footer (hex), read without reading the rest; undefined if there is none. */
+async function storedDigest(path: string): Promise<string | undefined> {
+  const file = await Deno.open(path, { read: true });
+  try {
+    const size = (await file.stat()).size;
+    if (size < FOOTER_BYTES) return undefined;
+    await file.seek(size - FOOTER_BYTES, Deno.SeekMode.Start);
+    const footer = new Uint8Array(FOOTER_BYTES);
+    if (await readFull(file, footer) < FOOTER_BYTES) return undefined;
+    return toHex(decodeFooter(footer, size - FOOTER_BYTES).digest);
+  } catch (e) {
+    if (e instanceof SyntaxError) return undefined; // the full read says what is wrong
+    throw e;
+  } finally {
+    file.close();
+  }
+}
+
+function tapped(source: ReadableStream<Uint8Array>, hash: Hash): ReadableStream<Uint8Array> {
   return source.pipeThrough(
     new TransformStream<Uint8Array, Uint8Array>({
       transform(chunk, c) {
         hash.update(chunk);
         c.enqueue(chunk);
-      },
-      flush() {
-        const actual = hash.digest("hex");
-        if (actual !== expected.toLowerCase()) throw new ChecksumMismatchError("source bytes", expected, actual);
       },
     }),
   );
@@ -93,27 +112,51 @@ export async function loadCheckpoint(source: CheckpointSource, options: LoadOpti
     return await codec.readTensors(source, only, options);
   }
   const binaryPath = isPath && codec === binaryCodec;
+  const wantedDigest = expected?.toLowerCase();
   let records: AsyncIterable<CheckpointRecord>;
-  let checkFile = () => {};
-  if (binaryPath && expected !== undefined) {
-    // The file's digest in the same pass as decoding, over the bytes the decoder reads.
-    const tap = sha256();
+  let streamDigest: Promise<string | undefined> = Promise.resolve(undefined);
+  let tap: Hash | undefined;
+  if (
+    binaryPath && wantedDigest !== undefined &&
+    await storedDigest(toPath(source, "read checkpoint from")) !== wantedDigest
+  ) {
+    // Not the stored stream digest: perhaps the file's SHA-256, computed in the same pass as
+    // decoding, over the bytes the decoder reads.
+    const fileTap = tap = sha256();
+    const digest = settled<string>();
+    streamDigest = digest.promise;
     records = (async function* () {
       const file = await Deno.open(toPath(source, "read checkpoint from"), { read: true });
       try {
-        yield* decodeRecords(file, { ...options, reuseBuffers: false }, tap);
+        yield* decodeRecords(file, { ...options, reuseBuffers: false }, fileTap, digest);
       } finally {
         file.close();
       }
     })();
-    checkFile = () => {
-      const actual = tap.digest("hex");
-      if (actual !== expected.toLowerCase()) throw new ChecksumMismatchError("source bytes", expected, actual);
-    };
   } else {
-    const bytes = expected === undefined ? source : hashing(openSource(source), expected);
-    records = decodeCheckpoint(bytes, { ...options, reuseBuffers: false });
+    // A stream digest is checked by decoding alone; from a stream, the bytes' SHA-256 is
+    // computed as well in case that is what was given.
+    if (wantedDigest !== undefined && !binaryPath) tap = sha256();
+    const decoded = decodeWithDigest(tap ? tapped(openSource(source), tap) : source, {
+      ...options,
+      reuseBuffers: false,
+    });
+    records = decoded.records;
+    streamDigest = decoded.digest;
   }
+  const checkDigest = async () => {
+    if (wantedDigest === undefined) return;
+    const stream = await streamDigest;
+    if (stream === wantedDigest) return;
+    const file = tap?.digest("hex");
+    if (file === wantedDigest) return;
+    // Report the file's digest when it was computed (the likelier meaning of a digest that
+    // matches nothing), else the stream digest.
+    if (file !== undefined) {
+      throw new ChecksumMismatchError("source bytes", wantedDigest, file, stream ? `(stream digest ${stream})` : "");
+    }
+    throw new ChecksumMismatchError("checkpoint stream digest", wantedDigest, stream ?? "none");
+  };
   const wanted = only ? new Set(only) : undefined;
   let metadata: Metadata | undefined;
   const tensors: Tensor[] = [];
@@ -126,7 +169,7 @@ export async function loadCheckpoint(source: CheckpointSource, options: LoadOpti
     }
   }
   if (!metadata) throw new SyntaxError("Cannot decode checkpoint: no metadata record");
-  checkFile();
+  await checkDigest();
   if (wanted) {
     const missing = [...wanted].filter((n) => !found.has(n));
     if (missing.length) {

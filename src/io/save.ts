@@ -25,14 +25,36 @@ export interface SaveOptions extends EncodeOptions {
    * @default {true}
    */
   sync?: boolean;
+  /**
+   * Also compute the SHA-256 of every byte written (what `sha256sum` prints), returned as
+   * {@linkcode SaveResult.sha256}: for a `sha256sum` sidecar, or to compare with a tool that
+   * knows nothing of ckpt. For the binary codec it is a second pass over every byte (on another
+   * thread for large saves); {@linkcode SaveResult.digest} needs none and proves as much to a
+   * reader that verifies.
+   *
+   * @default {false}
+   */
+  sha256sum?: boolean;
 }
 
 /** What {@linkcode saveCheckpoint} wrote. */
 export interface SaveResult {
   /** Bytes written. */
   bytes: number;
-  /** SHA-256 of exactly those bytes, lowercase hex: what `sha256sum FILE` prints. */
-  sha256: string;
+  /**
+   * The checkpoint's digest, lowercase hex: for ckpt's binary and JSON codecs (gzip or not) the
+   * stream digest stored in the checkpoint itself (footer, end line), computed in the same pass
+   * as the per-tensor digests; for codecs that store no digest (safetensors), the SHA-256 of the
+   * bytes. `loadCheckpoint(source, { sha256: digest })` and `ckpt verify --sha256` check it, and
+   * `ckpt inspect` prints it; a matching, fully verified read proves every byte is as saved.
+   */
+  digest: string;
+  /**
+   * SHA-256 of exactly the bytes written, lowercase hex: what `sha256sum FILE` prints. Present
+   * when asked for with {@linkcode SaveOptions.sha256sum}, or when it cost nothing more (the JSON
+   * codec; codecs that store no digest, where it equals `digest`).
+   */
+  sha256?: string;
 }
 
 /**
@@ -99,13 +121,13 @@ async function syncDir(dir: string): Promise<void> {
  * import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
  * import assert from "node:assert/strict";
  * const dir = await Deno.makeTempDir();
- * const { bytes, sha256 } = await saveCheckpoint(`${dir}/step-10.ckpt`, {
+ * const { bytes, digest } = await saveCheckpoint(`${dir}/step-10.ckpt`, {
  *   metadata: { step: 10, metrics: { loss: 0.25 } },
  *   tensors: [{ name: "dense/kernel", dtype: "float32", shape: [2, 2], data: new Float32Array([1, 2, 3, 4]) }],
  * });
  * assert.equal(bytes, (await Deno.stat(`${dir}/step-10.ckpt`)).size);
- * assert.match(sha256, /^[0-9a-f]{64}$/);
- * const back = await loadCheckpoint(`${dir}/step-10.ckpt`, { sha256 });
+ * assert.match(digest, /^[0-9a-f]{64}$/);
+ * const back = await loadCheckpoint(`${dir}/step-10.ckpt`, { sha256: digest });
  * assert.deepEqual(back.tensors[0]!.data, new Float32Array([1, 2, 3, 4]));
  * await Deno.remove(dir, { recursive: true });
  * ```
@@ -115,10 +137,12 @@ export async function saveCheckpoint(
   checkpoint: CheckpointInput,
   options: SaveOptions = {},
 ): Promise<SaveResult> {
+  const askedFile = options.sha256sum ?? false;
   if (target instanceof WritableStream) {
-    const { readable, sha256: codecDigest } = encodeWithDigest(checkpoint, options);
-    // The codec already hashes its output; hash here only what it does not (gzip output).
-    const hash = codecDigest ? undefined : sha256();
+    const { readable, sha256: codecFile, digest } = encodeWithDigest(checkpoint, options, { digest: askedFile });
+    // Hash here only what the codec does not: the file when asked for (or gzip output), or
+    // everything when the codec stores no digest of its own.
+    const hash = codecFile === undefined && (askedFile || digest === undefined) ? sha256() : undefined;
     let bytes = 0;
     const counted = readable.pipeThrough(
       new TransformStream<Uint8Array, Uint8Array>({
@@ -130,30 +154,37 @@ export async function saveCheckpoint(
       }),
     );
     await counted.pipeTo(target);
-    return { bytes, sha256: codecDigest ? await codecDigest : hash!.digest("hex") };
+    const file = codecFile ? await codecFile : hash?.digest("hex");
+    return result(bytes, digest ? await digest : file!, file);
   }
   if (typeof target !== "string" && !(target instanceof URL)) {
     throw new TypeError("Cannot save checkpoint: target must be a path, a file: URL or a WritableStream");
   }
   const path = toPath(target, "save checkpoint to");
   return await writeFileAtomic(path, async (file) => {
-    // Large saves hash the whole file on another thread, over shared staging buffers, while this
-    // one encodes and computes the per-tensor digests; small ones do both here (a worker costs
-    // ~0.1 s to start).
-    const worker = knownBytes(checkpoint) >= WORKER_HASH_BYTES && (options.compression ?? "none") === "none"
-      ? new WorkerHash()
-      : undefined;
+    // A file digest asked for of a large save is computed on another thread, over shared staging
+    // buffers, while this one encodes and computes the per-tensor digests; small ones do both
+    // here (a worker costs ~0.1 s to start).
+    const worker =
+      askedFile && knownBytes(checkpoint) >= WORKER_HASH_BYTES && (options.compression ?? "none") === "none"
+        ? new WorkerHash()
+        : undefined;
     try {
-      const { readable, sha256: codecDigest } = encodeWithDigest(checkpoint, options, { digest: !worker });
-      const hash = codecDigest || worker ? undefined : sha256();
+      const encoded = encodeWithDigest(checkpoint, options, { digest: askedFile && !worker });
+      const wantHash = !worker && encoded.sha256 === undefined && (askedFile || encoded.digest === undefined);
+      const hash = wantHash ? sha256() : undefined;
       const sink = new StagedFileSink(file, { hash, worker });
-      await readable.pipeTo(new WritableStream(sink));
-      const hex = worker ? await worker.digest() : codecDigest ? await codecDigest : hash!.digest("hex");
-      return { bytes: sink.bytes, sha256: hex };
+      await encoded.readable.pipeTo(new WritableStream(sink));
+      const fileHex = worker ? await worker.digest() : encoded.sha256 ? await encoded.sha256 : hash?.digest("hex");
+      return result(sink.bytes, encoded.digest ? await encoded.digest : fileHex!, fileHex);
     } finally {
       worker?.close();
     }
   }, options);
+}
+
+function result(bytes: number, digest: string, sha256: string | undefined): SaveResult {
+  return sha256 === undefined ? { bytes, digest } : { bytes, digest, sha256 };
 }
 
 /** Saves of at least this many bytes (when known up front) hash the file on a worker thread. */

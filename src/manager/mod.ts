@@ -563,7 +563,7 @@ export class CheckpointManager {
       kind: "full",
       bytes: result.bytes,
       bytesWritten: result.bytes,
-      sha256: result.sha256,
+      sha256: result.digest,
       savedAt: new Date().toISOString(),
       metadata: structuredClone(checkpoint.metadata),
       tensorCount: counter.n,

@@ -17,7 +17,7 @@ for (const codec of ["binary", "json"] as const) {
       try {
         const path = join(dir, "a.ckpt");
         const ckpt = edgeCheckpoint();
-        const r = await saveCheckpoint(path, ckpt, { codec, compression });
+        const r = await saveCheckpoint(path, ckpt, { codec, compression, sha256sum: true });
         assert.equal(r.bytes, (await Deno.stat(path)).size);
         assert.equal(r.sha256, await sha256sum(path));
         assertSameCheckpoint(await loadCheckpoint(path, { sha256: r.sha256 }), ckpt);
@@ -46,7 +46,7 @@ Deno.test("a failed save leaves the previous file intact and no temporary file b
   const dir = await Deno.makeTempDir();
   try {
     const path = join(dir, "model.ckpt");
-    const first = await saveCheckpoint(path, edgeCheckpoint());
+    const first = await saveCheckpoint(path, edgeCheckpoint(), { sha256sum: true });
     const failing = async function* (): AsyncGenerator<TensorInput> {
       yield { name: "a", dtype: "float32", shape: [1 << 20], data: new Float32Array(1 << 20) };
       throw new Error("device lost");
@@ -80,7 +80,7 @@ Deno.test("a save killed mid-write (SIGKILL) leaves the previous checkpoint load
   const dir = await Deno.makeTempDir();
   try {
     const path = join(dir, "m.ckpt");
-    const first = await saveCheckpoint(path, edgeCheckpoint());
+    const first = await saveCheckpoint(path, edgeCheckpoint(), { sha256sum: true });
     const script = `
       import { saveCheckpoint } from ${JSON.stringify(new URL("../../mod.ts", import.meta.url).href)};
       async function* slow() {
@@ -113,7 +113,9 @@ Deno.test("concurrent saves never share staging buffers, and reused ones leave n
       metadata: { step: v },
       tensors: [{ name: "w", dtype: "uint8", shape: [9 * 2 ** 20 + v], data: new Uint8Array(9 * 2 ** 20 + v).fill(v) }],
     });
-    const results = await Promise.all([1, 2, 3, 4].map((v) => saveCheckpoint(join(dir, `${v}.ckpt`), big(v))));
+    const results = await Promise.all(
+      [1, 2, 3, 4].map((v) => saveCheckpoint(join(dir, `${v}.ckpt`), big(v), { sha256sum: true })),
+    );
     for (const v of [1, 2, 3, 4]) {
       assert.equal(results[v - 1]!.sha256, await sha256sum(join(dir, `${v}.ckpt`)));
       assertSameCheckpoint(await loadCheckpoint(join(dir, `${v}.ckpt`)), big(v));
@@ -140,12 +142,14 @@ Deno.test("a large save hashes the file on a worker thread and still returns exa
       data: new Float32Array((14 << 20) / 4 + i).map((_, j) => j * (i + 1)),
     }));
     const path = join(dir, "big.ckpt");
-    const r = await saveCheckpoint(path, { metadata: { step: 1 }, tensors }); // 70 MiB, known up front
+    const r = await saveCheckpoint(path, { metadata: { step: 1 }, tensors }, { sha256sum: true }); // 70 MiB, known up front
     assert.equal(r.sha256, await sha256sum(path));
     const lazy = async function* () {
       yield* tensors;
     };
-    const r2 = await saveCheckpoint(join(dir, "lazy.ckpt"), { metadata: { step: 1 }, tensors: lazy() });
+    const r2 = await saveCheckpoint(join(dir, "lazy.ckpt"), { metadata: { step: 1 }, tensors: lazy() }, {
+      sha256sum: true,
+    });
     assert.equal(r2.sha256, r.sha256, "the main-thread hash of the same bytes agrees");
     assertSameCheckpoint(await loadCheckpoint(path, { sha256: r.sha256 }), { metadata: { step: 1 }, tensors });
   } finally {

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { CheckpointEncoder, Codec, DecoderOptions, EncoderOptions } from "../codec.ts";
+import type { CheckpointDecoder, CheckpointEncoder, Codec, DecoderOptions, EncoderOptions } from "../codec.ts";
 import { bytesOf, checkTensorName, DTYPES, elementCount, isDType, typedArrayFrom } from "../dtype.ts";
 import { ChecksumMismatchError } from "../errors.ts";
 import { type DecodeLimits, resolveLimits } from "../limits.ts";
@@ -16,7 +16,7 @@ import type { Checkpoint, CheckpointRecord, Tensor, TensorInput } from "../types
 import { readTensorsByName } from "./binary_file.ts";
 import { ChunkReader } from "../_chunk_reader.ts";
 import { type Hash, sha256, toHex } from "../_hash.ts";
-import { digestingEncoder, generatorPair, type Settle } from "../_pair.ts";
+import { digestingDecoder, digestingEncoder, type EncoderDigests, type Settle } from "../_pair.ts";
 import { EncodeGuard } from "../_encode_guard.ts";
 
 /** The 8 bytes every binary checkpoint starts with: `\x89CKPT\r\n\x1a`. */
@@ -391,13 +391,12 @@ export function checkIndex(value: unknown, where: string, limits?: DecodeLimits)
 
 async function* encodeRecords(
   records: AsyncIterable<CheckpointRecord>,
-  settle: Settle<string>,
-  digest = true,
+  settle: EncoderDigests,
 ): AsyncGenerator<Uint8Array> {
   // stream: every byte before the footer except tensor bodies (their record digests stand in);
-  // file: every byte, for the caller's whole-file digest (what sha256sum prints).
+  // file: every byte, for the caller's whole-file digest (what sha256sum prints), when asked.
   const stream = sha256();
-  const file = digest ? sha256() : undefined;
+  const file = settle.sha256 ? sha256() : undefined;
   let position = 0;
   const emit = (bytes: Uint8Array, record?: Hash, body = false): Uint8Array => {
     if (!body) stream.update(bytes);
@@ -442,11 +441,14 @@ async function* encodeRecords(
     const h = sha256();
     yield emit(encodeRecordPrefix(RecordKind.index, head, 0, position), h);
     yield emit(new Uint8Array(h.digest()));
-    const footer = encodeFooter(indexOffset, stream.digest());
-    if (file) settle.resolve(file.update(footer).digest("hex"));
+    const streamDigest = stream.digest();
+    const footer = encodeFooter(indexOffset, streamDigest);
+    settle.digest.resolve(toHex(streamDigest));
+    if (file) settle.sha256?.resolve(file.update(footer).digest("hex"));
     yield footer;
   } catch (e) {
-    settle.reject(e);
+    settle.sha256?.reject(e);
+    settle.digest.reject(e);
     throw e;
   }
 }
@@ -460,6 +462,7 @@ export async function* decodeRecords(
   input: AsyncIterable<Uint8Array> | Deno.FsFile,
   limits?: DecoderOptions,
   tap?: Hash,
+  digest?: Settle<string>,
 ): AsyncGenerator<CheckpointRecord> {
   const lim = resolveLimits(limits);
   const r = new ChunkReader(input, "checkpoint", limits?.reuseBuffers ?? false, tap);
@@ -515,6 +518,7 @@ export async function* decodeRecords(
         );
       }
       if (!(await r.atEnd())) fail("trailing bytes after the footer", r.position);
+      digest?.resolve(toHex(footer.digest));
       return;
     }
     // A tensor record.
@@ -569,15 +573,10 @@ export const binaryCodec: Codec = Object.freeze({
     return head.byteLength >= BINARY_MAGIC.length && BINARY_MAGIC.every((b, i) => head[i] === b);
   },
   encoder(options?: EncoderOptions): CheckpointEncoder {
-    if (options?.digest === false) {
-      return generatorPair((records: AsyncIterable<CheckpointRecord>) =>
-        encodeRecords(records, { resolve() {}, reject() {} }, false)
-      );
-    }
-    return digestingEncoder(encodeRecords);
+    return digestingEncoder(encodeRecords, options?.digest ?? true);
   },
-  decoder(limits?: DecoderOptions) {
-    return generatorPair((chunks: AsyncIterable<Uint8Array>) => decodeRecords(chunks, limits));
+  decoder(limits?: DecoderOptions): CheckpointDecoder {
+    return digestingDecoder((chunks, digest) => decodeRecords(chunks, limits, undefined, digest));
   },
   readTensors(path: string | URL, names: readonly string[], limits?: DecodeLimits): Promise<Checkpoint> {
     return readTensorsByName(path, names, limits);
