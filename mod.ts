@@ -97,3 +97,28 @@ export {
   type SafetensorsTensorDescriptor,
 } from "./src/interop/safetensors.ts";
 export { readSha256Sidecar, type SidecarOptions, writeSha256Sidecar } from "./src/interop/sidecar.ts";
+export {
+  type ByteRange,
+  type GetOptions,
+  type GetResult,
+  type ObjectInfo,
+  ObjectNotFoundError,
+  type ObjectStore,
+  type ObjectWriter,
+  PreconditionFailedError,
+  type PutMode,
+  type PutOptions,
+  type WriteOptions,
+} from "./src/storage/types.ts";
+export { FileStore } from "./src/storage/file.ts";
+export {
+  DEFAULT_S3_CONCURRENCY,
+  DEFAULT_S3_PART_SIZE,
+  DEFAULT_S3_RETRIES,
+  DEFAULT_S3_TIMEOUT_MS,
+  type S3Credentials,
+  S3Error,
+  type S3ErrorInit,
+  S3Store,
+  type S3StoreOptions,
+} from "./src/storage/s3.ts";

@@ -298,10 +298,9 @@ async function main(args: string[]): Promise<number> {
       epoch: Math.floor((at * config.batch) / POINTS),
       metrics: { loss },
       custom: { run: identity },
-    }).then(
-      (entry) => say(`  checkpoint step ${at} committed (${(entry.bytes / 1024).toFixed(1)} KiB)`),
-      () => {}, // reported by the next save(), flush() or close()
-    );
+    }).then((entry) => say(`  checkpoint step ${at} committed (${(entry.bytes / 1024).toFixed(1)} KiB)`));
+    // No rejection handler on purpose: a failed save is then the writer's to report, and the
+    // next save() or close() throws it, which ends this run with the error.
   };
 
   const started = performance.now();

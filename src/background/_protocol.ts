@@ -81,10 +81,16 @@ export function rebuildError(e: SerializedError, context: string): Error {
 }
 
 /**
- * A promise that records whether anyone attached a handler (`await`, `then`, `catch`, `finally`,
- * `Promise.all`...): a failure nobody listens to is then reported by the writer's next call.
- * It is created already marked as handled, so an unobserved rejection never becomes an
- * unhandled-rejection crash.
+ * A promise that records whether anyone took charge of its failure: a failure nobody took charge
+ * of is then reported by the writer's next call. Taking charge means attaching a rejection
+ * handler to this promise or to a promise that `then(onFulfilled)` or `finally` derived from it:
+ * `await`, `catch`, the second argument of `then`, `Promise.all` and friends. What the handler
+ * does is its own business: `.catch(() => {})` silences a failure on purpose. `then(onSaved)`
+ * alone does not take charge, so `save(...).then(log)` leaves failures to the writer.
+ *
+ * It is created already marked as handled, so a failure nobody listens to never becomes an
+ * unhandled-rejection crash; a derived promise is marked the same way for that failure (an error
+ * thrown by `onFulfilled` itself is an ordinary rejection).
  */
 export class SavePromise<T> extends Promise<T> {
   static override get [Symbol.species](): PromiseConstructor {
@@ -92,18 +98,67 @@ export class SavePromise<T> extends Promise<T> {
   }
 
   #observed = false;
+  #parent: SavePromise<unknown> | undefined;
 
-  /** Whether a handler was attached. */
+  /** Whether a rejection handler was attached, here or on a promise derived from this one. */
   get observed(): boolean {
     return this.#observed;
+  }
+
+  #observe(): void {
+    this.#observed = true;
+    if (this.#parent) this.#parent.#observe();
   }
 
   override then<A = T, B = never>(
     onFulfilled?: ((value: T) => A | PromiseLike<A>) | null,
     onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null,
   ): Promise<A | B> {
-    this.#observed = true;
-    return super.then(onFulfilled, onRejected);
+    if (typeof onRejected === "function") {
+      this.#observe();
+      return super.then(onFulfilled, onRejected);
+    }
+    return this.#derive<A | B>((value, resolve) => {
+      resolve(typeof onFulfilled === "function" ? onFulfilled(value) : value as unknown as A);
+    });
+  }
+
+  override finally(onFinally?: (() => void) | null): Promise<T> {
+    if (typeof onFinally !== "function") return this.then();
+    return this.#derive((value, resolve, reject) => {
+      Promise.resolve(onFinally()).then(() => resolve(value), reject);
+    }, onFinally);
+  }
+
+  /**
+   * A promise linked to this one: it settles through `onValue` when this one is fulfilled and
+   * fails with this one's failure (after `onFailure`), which stays unreported until a rejection
+   * handler is attached to it.
+   */
+  #derive<A>(
+    onValue: (value: T, resolve: (v: A | PromiseLike<A>) => void, reject: (e: unknown) => void) => void,
+    onFailure?: () => unknown,
+  ): SavePromise<A> {
+    const derived = new SavePromise<A>((resolve, reject) => {
+      Promise.prototype.then.call(this, (value) => {
+        try {
+          onValue(value as T, resolve, reject);
+        } catch (e) {
+          reject(e);
+        }
+      }, async (error: unknown) => {
+        try {
+          if (onFailure) await onFailure();
+        } catch (e) {
+          reject(e); // the callback's own error replaces the save's failure, as with `finally`
+          return;
+        }
+        Promise.prototype.then.call(derived, undefined, () => {}); // the save's failure: the writer's to report
+        reject(error);
+      });
+    });
+    derived.#parent = this as SavePromise<unknown>;
+    return derived;
   }
 
   /** A pending promise with its settle functions. */

@@ -136,7 +136,7 @@ interface Job {
 
 interface Failure {
   error: Error;
-  /** The failed save's promise; when someone listened to it, the failure counts as reported. */
+  /** The failed save's promise; when someone took charge of its failure, the failure counts as reported. */
   promise?: SavePromise<SaveResult>;
 }
 
@@ -222,9 +222,12 @@ function checkTensors(tensors: unknown): readonly TensorInput[] {
  *
  * **Errors.** A bad argument throws from `save()` at once (`TypeError`, `RangeError`). A save
  * that fails in the worker rejects its promise with an error of the worker's error class (such
- * as `Deno.errors.NotFound`) whose message names the step and path. A failure whose promise
- * nobody listened to (`await`, `then`, `catch`) is thrown by the next `save()`, `flush()` or
- * `close()`, so it is never lost; a failure you did listen to is not reported twice. A crashed
+ * as `Deno.errors.NotFound`) whose message names the step and path. A failure nobody took charge
+ * of is thrown by the next `save()`, `flush()` or `close()`, so it is never lost; a failure you
+ * took charge of is not reported twice. Taking charge means attaching a rejection handler to the
+ * save's promise, or to a promise `then(onSaved)` or `finally` derived from it (`await`,
+ * `catch`, `then(f, g)`, `Promise.all`), whatever that handler does: `.catch(() => {})` silences
+ * a failure on purpose, while `save(...).then(onSaved)` alone leaves failures to the writer. A crashed
  * worker fails every save it held with an error saying so, and the next save starts a fresh
  * worker.
  *

@@ -68,7 +68,11 @@ export type PutMode = "overwrite" | "create" | { ifMatch: string };
 
 /** Options for {@linkcode ObjectStore.put}. */
 export interface PutOptions {
-  /** @default {"overwrite"} */
+  /**
+   * What to do when an object exists already.
+   *
+   * @default {"overwrite"}
+   */
   mode?: PutMode;
   /** Cancels the write; the previous object stays. */
   signal?: AbortSignal;
@@ -158,7 +162,11 @@ export interface ObjectStore {
 export class ObjectNotFoundError extends Error {
   /** The object's full address. */
   readonly url: string;
-  /** @param url the object's full address */
+  /**
+   * Names the missing object.
+   *
+   * @param url the object's full address
+   */
   constructor(url: string, options?: ErrorOptions) {
     super(`Cannot read ${url}: no object at ${url}`, options);
     this.name = "ObjectNotFoundError";
@@ -182,6 +190,8 @@ export class PreconditionFailedError extends Error {
   /** The object's full address. */
   readonly url: string;
   /**
+   * Names the object and the condition that did not hold.
+   *
    * @param url the object's full address
    * @param why what did not hold
    */

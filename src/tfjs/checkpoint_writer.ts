@@ -90,8 +90,10 @@ function isManager(target: unknown): target is ManagerLike {
  * the staging buffers come back.
  *
  * Errors: bad arguments throw from `save()` at once. A save that fails (read-back or write)
- * rejects its promise; if nobody listened to that promise, the error is thrown by the next
- * `save()`, `flush()` or `close()` instead, so it is never lost.
+ * rejects its promise; if nobody took charge of it (a rejection handler on the promise or on one
+ * that `then(onSaved)` derived from it: `await`, `catch`, `then(f, g)`), the error is thrown by
+ * the next `save()`, `flush()` or `close()` instead, so it is never lost. `.catch(() => {})`
+ * silences a failure on purpose; `save(...).then(onSaved)` alone leaves failures to the writer.
  *
  * @example
  * ```ts

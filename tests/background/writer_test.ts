@@ -394,6 +394,28 @@ Deno.test("BackgroundWriter reports unobserved failures from flush and close, se
   assert.ok(closing.closed);
 });
 
+Deno.test("BackgroundWriter leaves a failure to close() when only then(onSaved) was attached; a rejection handler takes charge", async () => {
+  const logged: string[] = [];
+  const leaving = new BackgroundWriter();
+  leaving.save("/nonexistent-ckpt-dir/a.ckpt", { metadata: { step: 1 }, tensors: [] }).then(() => logged.push("saved"));
+  leaving.save("/nonexistent-ckpt-dir/b.ckpt", { metadata: { step: 2 }, tensors: [] }).finally(() => logged.push("b"));
+  await assert.rejects(
+    leaving.close(),
+    (e) => e instanceof AggregateError && e.errors.length === 2 && /step 1/.test(e.errors[0].message),
+  );
+  assert.deepEqual(logged, ["b"]);
+
+  // A derived promise that gets a rejection handler takes charge, as does a silencing catch.
+  let caught: unknown;
+  const taking = new BackgroundWriter();
+  taking.save("/nonexistent-ckpt-dir/a.ckpt", { metadata: { step: 1 }, tensors: [] }).then(() => {}).catch((e) => {
+    caught = e;
+  });
+  taking.save("/nonexistent-ckpt-dir/b.ckpt", { metadata: { step: 2 }, tensors: [] }).catch(() => {});
+  await taking.close();
+  assert.match(String(caught), /step 1/);
+});
+
 Deno.test("BackgroundWriter rejects bad arguments at once without taking the tensors", async () => {
   await using writer = new BackgroundWriter();
   const data = new Float32Array([1, 2, 3]);

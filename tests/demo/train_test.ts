@@ -181,3 +181,20 @@ Deno.test("train with adam, killed and resumed, ends exactly as an uninterrupted
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("train ends with the error, not 'done', when a background save fails", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "ckpt_train_fail_" });
+  try {
+    // A directory where step 10's file must go: its save fails at the rename; later ones would work.
+    await Deno.mkdir(`${dir}/step-000000010.ckpt`);
+    const run = await runDemo(["--dir", dir, "--steps", "40", "--every", "10"]);
+    assert.equal(run.code, 1, run.lines.join("\n"));
+    assert.ok(!run.lines.some((l) => l.startsWith("done at step") || l.startsWith("final loss")), run.lines.join("\n"));
+    assert.ok(
+      run.lines.some((l) => /^stderr: train: .*step 10/.test(l)),
+      `the failed save is reported:\n${run.lines.join("\n")}`,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

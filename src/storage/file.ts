@@ -1,0 +1,532 @@
+/**
+ * The local file system as an {@linkcode ObjectStore}: objects are regular files under a root
+ * directory, keys are paths relative to it.
+ *
+ * @module
+ */
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { StagedFileSink } from "./_file_sink.ts";
+import { readFull } from "./_file_io.ts";
+import { checkKey, checkPrefix, checkRange, clipRange } from "./_validate.ts";
+import type { WorkerHash } from "./_worker_hash.ts";
+import {
+  type GetOptions,
+  type GetResult,
+  type ObjectInfo,
+  ObjectNotFoundError,
+  type ObjectStore,
+  type ObjectWriter,
+  PreconditionFailedError,
+  type PutOptions,
+  type WriteOptions,
+} from "./types.ts";
+
+/**
+ * A write option only {@linkcode FileStore} reads: a whole-file hash fed from its staging buffers
+ * on another thread (saves use it; it is not part of the store interface).
+ */
+export const WORKER_HASH: unique symbol = Symbol("ckpt.workerHash");
+
+/** How temporary files are named: `.NAME.tmp-PID-XXXXXXXX` beside their target. */
+const TEMP_NAME = /^\..+\.tmp-\d+-[0-9a-f]{8}$/;
+
+/** Bytes per chunk of a {@linkcode FileStore.get} body; each chunk is a fresh buffer the reader may keep. */
+const GET_CHUNK = 4 * 2 ** 20;
+
+function tempPath(path: string): string {
+  const name = path.slice(path.lastIndexOf("/") + 1);
+  return join(dirname(path), `.${name}.tmp-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`);
+}
+
+function describeKind(st: Deno.FileInfo): string {
+  if (st.isDirectory) return "a directory";
+  if (st.isSymlink) return "a symbolic link";
+  return "a device, socket or pipe";
+}
+
+async function statOrUndefined(path: string): Promise<Deno.FileInfo | undefined> {
+  try {
+    return await Deno.stat(path);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound || e instanceof Deno.errors.NotADirectory) return undefined;
+    throw e;
+  }
+}
+
+async function syncDir(dir: string): Promise<void> {
+  const d = await Deno.open(dir, { read: true });
+  try {
+    await d.sync();
+  } finally {
+    d.close();
+  }
+}
+
+function closeQuietly(file: Deno.FsFile): void {
+  try {
+    file.close();
+  } catch { /* already closed */ }
+}
+
+/**
+ * An {@linkcode ObjectStore} over a directory. Writes go to a temporary file beside the target
+ * (`.NAME.tmp-PID-XXXXXXXX`), which is flushed (`fdatasync`), renamed over the target, and the
+ * directory flushed (`fsync`): readers see the previous file or the new one, never a partial one,
+ * even across a crash. `"create"` publishes with a hard link, which fails if the target exists;
+ * `{ ifMatch }` checks and renames under an exclusive lock on the directory. An object's
+ * `version` is its device, inode, size and modification time.
+ *
+ * Keys map to paths below the root (`a/b.ckpt` is `ROOT/a/b.ckpt`); they never escape it. Only
+ * regular files (or links to them) are objects: reading a directory, device or pipe is a
+ * `TypeError`. Temporary files never appear in {@linkcode FileStore.list};
+ * {@linkcode FileStore.sweep} removes those a killed process left.
+ *
+ * @example
+ * ```ts
+ * import { FileStore } from "./file.ts";
+ * import assert from "node:assert/strict";
+ * const dir = await Deno.makeTempDir();
+ * const store = new FileStore(dir);
+ * const w = await store.writer("run/a.bin");
+ * await w.write(new Uint8Array([1, 2, 3]));
+ * const info = await w.close();
+ * assert.equal(info.size, 3);
+ * const { body } = await store.get("run/a.bin", { range: { suffix: 2 } });
+ * assert.deepEqual(new Uint8Array(await new Response(body).arrayBuffer()), new Uint8Array([2, 3]));
+ * assert.deepEqual(await Array.fromAsync(store.list("run/"), (o) => o.key), ["run/a.bin"]);
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
+export class FileStore implements ObjectStore {
+  /** The root directory, absolute. */
+  readonly root: string;
+  /** The root as a `file:` URL ending in `/`. */
+  readonly url: string;
+  /** Always true. */
+  readonly writable = true;
+
+  /**
+   * A store rooted at a directory.
+   *
+   * @param root the directory holding the objects (a path or a `file:` URL); created on first write
+   */
+  constructor(root: string | URL) {
+    if (root instanceof URL) {
+      if (root.protocol !== "file:") throw new TypeError(`Cannot open a FileStore at ${root.href}: not a file: URL`);
+      root = fileURLToPath(root);
+    }
+    if (typeof root !== "string" || root === "") throw new TypeError("Cannot open a FileStore: root must be a path");
+    this.root = resolve(root);
+    const href = pathToFileURL(this.root).href;
+    this.url = href.endsWith("/") ? href : `${href}/`;
+  }
+
+  /**
+   * The local path of the object `key`.
+   *
+   * @example
+   * ```ts
+   * import { FileStore } from "./file.ts";
+   * import assert from "node:assert/strict";
+   * assert.equal(new FileStore("/data/runs").path("a/b.ckpt"), "/data/runs/a/b.ckpt");
+   * ```
+   */
+  path(key: string): string {
+    checkKey(key, this.url);
+    return join(this.root, ...key.split("/"));
+  }
+
+  #url(key: string): string {
+    return this.url + key.split("/").map(encodeURIComponent).join("/");
+  }
+
+  #info(key: string, st: Deno.FileInfo): ObjectInfo {
+    const mtime = st.mtime?.getTime() ?? 0;
+    const info: ObjectInfo = { key, size: st.size, version: `${st.dev}-${st.ino}-${st.size}-${mtime}` };
+    if (st.mtime) info.lastModified = st.mtime;
+    return info;
+  }
+
+  /** The file's status, refusing what is not a regular file; `undefined` when absent. */
+  async #stat(key: string, verb: string): Promise<Deno.FileInfo | undefined> {
+    const st = await statOrUndefined(this.path(key));
+    if (st && !st.isFile) {
+      throw new TypeError(`Cannot ${verb} ${this.#url(key)}: not a regular file (${describeKind(st)})`);
+    }
+    return st;
+  }
+
+  /** Reads an object or a range of it, in chunks of up to 4 MiB. */
+  async get(key: string, options: GetOptions = {}): Promise<GetResult> {
+    checkRange(options.range);
+    options.signal?.throwIfAborted();
+    const path = this.path(key);
+    // stat first: opening a named pipe would block until a writer came.
+    if (!(await this.#stat(key, "read"))) throw new ObjectNotFoundError(this.#url(key));
+    let file: Deno.FsFile;
+    try {
+      file = await Deno.open(path, { read: true });
+    } catch (e) {
+      if (e instanceof Deno.errors.NotFound) throw new ObjectNotFoundError(this.#url(key), { cause: e });
+      throw e;
+    }
+    let st: Deno.FileInfo;
+    try {
+      st = await file.stat(); // the open file's own status: the object as it is read
+      if (!st.isFile) throw new TypeError(`Cannot read ${this.#url(key)}: not a regular file (${describeKind(st)})`);
+    } catch (e) {
+      file.close();
+      throw e;
+    }
+    const { offset, length } = clipRange(options.range, st.size);
+    const url = this.#url(key);
+    let left = length;
+    let closed = false;
+    const finish = () => {
+      if (!closed) closeQuietly(file);
+      closed = true;
+    };
+    const signal = options.signal;
+    const body = new ReadableStream<Uint8Array>({
+      async start(c) {
+        if (length === 0) {
+          finish();
+          c.close();
+          return;
+        }
+        try {
+          await file.seek(offset, Deno.SeekMode.Start);
+        } catch (e) {
+          finish();
+          throw e;
+        }
+        signal?.addEventListener("abort", () => {
+          finish();
+          try {
+            c.error(signal.reason);
+          } catch { /* already closed */ }
+        }, { once: true });
+      },
+      async pull(c) {
+        const buf = new Uint8Array(Math.min(GET_CHUNK, left));
+        let n: number;
+        try {
+          n = await readFull(file, buf);
+        } catch (e) {
+          finish();
+          throw e;
+        }
+        if (n < buf.byteLength) {
+          finish();
+          throw new RangeError(
+            `Cannot read ${url}: the file shrank while being read (ends at ${offset + length - left + n})`,
+          );
+        }
+        left -= n;
+        c.enqueue(buf);
+        if (left === 0) {
+          finish();
+          c.close();
+        }
+      },
+      cancel() {
+        finish();
+      },
+    }, { highWaterMark: 0 });
+    return { info: this.#info(key, st), offset, length, body };
+  }
+
+  /** Describes an object, or gives `undefined` when there is none. */
+  async head(key: string): Promise<ObjectInfo | undefined> {
+    const st = await this.#stat(key, "read");
+    return st ? this.#info(key, st) : undefined;
+  }
+
+  /** Writes `data` to a flushed temporary file beside the object, then publishes it per `mode`. */
+  async put(key: string, data: Uint8Array, options: PutOptions = {}): Promise<ObjectInfo> {
+    const path = this.path(key);
+    const mode = options.mode ?? "overwrite";
+    if (
+      mode !== "overwrite" && mode !== "create" &&
+      !(typeof mode === "object" && mode !== null && typeof mode.ifMatch === "string")
+    ) {
+      throw new TypeError(`Cannot write ${this.#url(key)}: mode must be "overwrite", "create" or { ifMatch: version }`);
+    }
+    if (!(data instanceof Uint8Array)) throw new TypeError(`Cannot write ${this.#url(key)}: data must be a Uint8Array`);
+    options.signal?.throwIfAborted();
+    await this.#stat(key, "write");
+    const dir = dirname(path);
+    await Deno.mkdir(dir, { recursive: true });
+    const tmp = tempPath(path);
+    let info: ObjectInfo;
+    const file = await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
+    try {
+      try {
+        let off = 0;
+        while (off < data.byteLength) off += await file.write(data.subarray(off));
+        await file.syncData();
+        info = this.#info(key, await file.stat());
+      } finally {
+        file.close();
+      }
+      options.signal?.throwIfAborted();
+      if (mode === "create") {
+        try {
+          await Deno.link(tmp, path);
+        } catch (e) {
+          if (e instanceof Deno.errors.AlreadyExists) {
+            throw new PreconditionFailedError(this.#url(key), "an object already exists there", { cause: e });
+          }
+          throw e;
+        }
+        await Deno.remove(tmp);
+      } else if (mode === "overwrite") {
+        await Deno.rename(tmp, path);
+      } else {
+        await this.#locked(dir, async () => {
+          const st = await this.#stat(key, "write");
+          if (!st) {
+            throw new PreconditionFailedError(
+              this.#url(key),
+              `no object to replace (expected version ${mode.ifMatch})`,
+            );
+          }
+          const now = this.#info(key, st).version;
+          if (now !== mode.ifMatch) {
+            throw new PreconditionFailedError(
+              this.#url(key),
+              `it changed since it was read (version ${now}, expected ${mode.ifMatch})`,
+            );
+          }
+          await Deno.rename(tmp, path);
+        });
+      }
+    } catch (e) {
+      await Deno.remove(tmp).catch(() => {});
+      throw e;
+    }
+    await syncDir(dir);
+    return info;
+  }
+
+  /** Runs `fn` holding an exclusive lock on the directory (`flock`), across processes. */
+  async #locked<T>(dir: string, fn: () => Promise<T>): Promise<T> {
+    const d = await Deno.open(dir, { read: true });
+    try {
+      await d.lock(true);
+      return await fn();
+    } finally {
+      d.close(); // releases the lock
+    }
+  }
+
+  /**
+   * Starts a streaming write to a temporary file beside the object, through two reused staging
+   * buffers written off the JS thread. With `reuse`, that object's file is renamed to the
+   * temporary name and overwritten in place (then truncated to the bytes written).
+   */
+  async writer(key: string, options: WriteOptions = {}): Promise<ObjectWriter> {
+    const path = this.path(key);
+    if (options.reuse !== undefined) {
+      checkKey(options.reuse, this.url);
+      if (options.reuse === key) {
+        throw new TypeError(`Cannot write ${this.#url(key)}: reuse must name another object than the one written`);
+      }
+    }
+    options.signal?.throwIfAborted();
+    await this.#stat(key, "write");
+    const dir = dirname(path);
+    await Deno.mkdir(dir, { recursive: true });
+    const tmp = tempPath(path);
+    let file: Deno.FsFile | undefined;
+    let reused = false;
+    if (options.reuse !== undefined) {
+      const old = this.path(options.reuse);
+      const st = await Deno.lstat(old).catch(() => undefined);
+      if (st?.isFile) {
+        try {
+          await Deno.rename(old, tmp);
+          file = await Deno.open(tmp, { write: true });
+          reused = true;
+        } catch {
+          // Gone meanwhile, or on another file system: write a new file instead.
+          await Deno.remove(tmp).catch(() => {});
+        }
+      }
+    }
+    file ??= await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
+    const worker = (options as { [WORKER_HASH]?: WorkerHash })[WORKER_HASH];
+    return new FileWriter({
+      file,
+      tmp,
+      path,
+      dir,
+      reused,
+      sync: options.sync ?? true,
+      sink: new StagedFileSink(file, worker ? { worker } : {}),
+      info: (st) => this.#info(key, st),
+      signal: options.signal,
+    });
+  }
+
+  /** Deletes an object; an absent one is not an error. Directories left empty stay. */
+  async delete(key: string): Promise<void> {
+    const path = this.path(key);
+    await this.#stat(key, "delete");
+    try {
+      await Deno.remove(path);
+    } catch (e) {
+      if (!(e instanceof Deno.errors.NotFound)) throw e;
+    }
+  }
+
+  /** Every regular file below the root whose key starts with `prefix`, in ascending key order. */
+  async *list(prefix = ""): AsyncIterable<ObjectInfo> {
+    checkPrefix(prefix, this.url);
+    const keys = (await this.#walk(prefix)).filter((k) => !TEMP_NAME.test(k.slice(k.lastIndexOf("/") + 1)));
+    for (const key of keys) {
+      const st = await statOrUndefined(this.path(key));
+      if (st?.isFile) yield this.#info(key, st);
+    }
+  }
+
+  /** Removes the temporary files below `prefix` that interrupted writes left; says how many. */
+  async sweep(prefix = ""): Promise<number> {
+    checkPrefix(prefix, this.url);
+    let removed = 0;
+    for (const key of await this.#walk(prefix)) {
+      if (!TEMP_NAME.test(key.slice(key.lastIndexOf("/") + 1))) continue;
+      try {
+        await Deno.remove(this.path(key));
+        removed++;
+      } catch (e) {
+        if (!(e instanceof Deno.errors.NotFound)) throw e;
+      }
+    }
+    return removed;
+  }
+
+  /** Keys of the files (and links to files) below the root that start with `prefix`, sorted. */
+  async #walk(prefix: string): Promise<string[]> {
+    const cut = prefix.lastIndexOf("/");
+    const start = cut < 0 ? "" : prefix.slice(0, cut + 1);
+    const keys: string[] = [];
+    const visit = async (dirKey: string): Promise<void> => {
+      const dir = dirKey === "" ? this.root : join(this.root, ...dirKey.slice(0, -1).split("/"));
+      let entries: Deno.DirEntry[];
+      try {
+        entries = await Array.fromAsync(Deno.readDir(dir));
+      } catch (e) {
+        if (e instanceof Deno.errors.NotFound || e instanceof Deno.errors.NotADirectory) return;
+        throw e;
+      }
+      for (const e of entries) {
+        const key = dirKey + e.name;
+        if (e.name.includes("\\")) continue; // not addressable by a key
+        let isFile = e.isFile;
+        let isDir = e.isDirectory;
+        if (e.isSymlink) {
+          // Links to files are objects; links to directories are not followed (no loops, no escape).
+          isFile = (await statOrUndefined(join(dir, e.name)))?.isFile ?? false;
+          isDir = false;
+        }
+        if (isFile && key.startsWith(prefix)) keys.push(key);
+        else if (isDir && (key + "/").slice(0, prefix.length) === prefix.slice(0, key.length + 1)) {
+          await visit(key + "/");
+        }
+      }
+    };
+    await visit(start);
+    return keys.sort((a, b) => a < b ? -1 : a > b ? 1 : 0);
+  }
+}
+
+interface FileWriterParts {
+  file: Deno.FsFile;
+  tmp: string;
+  path: string;
+  dir: string;
+  reused: boolean;
+  sync: boolean;
+  sink: StagedFileSink;
+  info: (st: Deno.FileInfo) => ObjectInfo;
+  signal: AbortSignal | undefined;
+}
+
+/** One streaming write to a temporary file; published by rename on close. */
+class FileWriter implements ObjectWriter {
+  #p: FileWriterParts;
+  #state: "open" | "closing" | "done" = "open";
+  #failure: unknown;
+  #onAbort: (() => void) | undefined;
+
+  constructor(parts: FileWriterParts) {
+    this.#p = parts;
+    const signal = parts.signal;
+    if (signal) {
+      this.#onAbort = () => void this.abort(signal.reason);
+      signal.addEventListener("abort", this.#onAbort, { once: true });
+    }
+  }
+
+  #check(): void {
+    if (this.#failure !== undefined) throw this.#failure;
+    if (this.#state !== "open") throw new TypeError(`Cannot write ${this.#p.path}: the writer is closed`);
+  }
+
+  async write(chunk: Uint8Array): Promise<void> {
+    this.#check();
+    if (!(chunk instanceof Uint8Array)) throw new TypeError(`Cannot write ${this.#p.path}: chunk is not a Uint8Array`);
+    try {
+      await this.#p.sink.write(chunk);
+    } catch (e) {
+      await this.abort(e);
+      throw e;
+    }
+    this.#check(); // aborted while the chunk was being staged
+  }
+
+  async close(): Promise<ObjectInfo> {
+    this.#check();
+    this.#state = "closing";
+    const { file, sink, tmp, path, dir, sync } = this.#p;
+    try {
+      await sink.close();
+      if (this.#p.reused) await file.truncate(sink.bytes);
+      if (sync) await file.syncData();
+      const info = this.#p.info(await file.stat());
+      file.close();
+      if (this.#failure !== undefined) throw this.#failure;
+      await Deno.rename(tmp, path);
+      this.#state = "done";
+      this.#detach();
+      if (sync) await syncDir(dir);
+      return info;
+    } catch (e) {
+      this.#state = "open";
+      await this.abort(e);
+      throw e;
+    }
+  }
+
+  async abort(reason?: unknown): Promise<void> {
+    if (this.#state === "done") return;
+    if (this.#state === "closing") {
+      // close() sees this before publishing, and cleans up.
+      this.#failure ??= reason ?? new Error(`Cannot write ${this.#p.path}: the write was aborted`);
+      return;
+    }
+    this.#state = "done";
+    this.#failure ??= reason ?? new Error(`Cannot write ${this.#p.path}: the write was aborted`);
+    this.#detach();
+    await this.#p.sink.abort();
+    closeQuietly(this.#p.file);
+    await Deno.remove(this.#p.tmp).catch(() => {});
+  }
+
+  #detach(): void {
+    if (this.#onAbort) this.#p.signal?.removeEventListener("abort", this.#onAbort);
+    this.#onAbort = undefined;
+  }
+}

@@ -1,0 +1,983 @@
+/**
+ * S3-compatible object storage (AWS S3, Ceph RGW, MinIO, R2, GCS's XML API) as an
+ * {@linkcode ObjectStore}. Requests are signed with `aws4fetch` (SigV4 over `fetch`), so the same
+ * code runs in Deno, Node and browsers.
+ *
+ * - Small objects go up in one PUT; {@linkcode S3Store.writer} streams a multipart upload holding at
+ *   most `concurrency` parts of `partSize` bytes in flight (plus the one being filled), each sent
+ *   with its Content-Length. A failed or aborted write aborts its multipart upload: nothing is
+ *   left behind and the previous object stays.
+ * - Conditional writes: `"create"` sends `If-None-Match: *`, `{ ifMatch }` sends `If-Match` with the
+ *   ETag unquoted (Ceph RGW refuses a quoted one). A failed condition is a
+ *   {@linkcode PreconditionFailedError}.
+ * - Transient failures (connection errors, 500, 502, 503, 504, 429, SlowDown, timeouts) are
+ *   retried with exponential backoff and full jitter, `retries` times; a part's bytes are kept
+ *   until the store acknowledges them, so a retried part is sent whole again.
+ *
+ * @module
+ */
+
+import { AwsClient } from "aws4fetch";
+import { checkKey, checkPrefix, checkRange } from "./_validate.ts";
+import {
+  type GetOptions,
+  type GetResult,
+  type ObjectInfo,
+  ObjectNotFoundError,
+  type ObjectStore,
+  type ObjectWriter,
+  PreconditionFailedError,
+  type PutOptions,
+  type WriteOptions,
+} from "./types.ts";
+
+/** Default multipart part size: 8 MiB (S3 requires at least 5 MiB for every part but the last). */
+export const DEFAULT_S3_PART_SIZE = 8 * 1024 * 1024;
+/** Default number of parts uploaded at once. */
+export const DEFAULT_S3_CONCURRENCY = 4;
+/** Default number of times a failed request is retried. */
+export const DEFAULT_S3_RETRIES = 5;
+/** Default milliseconds a request may wait for its response, or a response body for its next bytes. */
+export const DEFAULT_S3_TIMEOUT_MS = 60_000;
+
+/** The most S3 accepts in one PUT, and the most parts in one multipart upload. */
+const MAX_SINGLE_PUT = 5 * 1024 ** 3;
+const MAX_PARTS = 10_000;
+const BACKOFF_BASE_MS = 100;
+const BACKOFF_CAP_MS = 5_000;
+
+/** Credentials for signing requests. */
+export interface S3Credentials {
+  /** The access key id (`AWS_ACCESS_KEY_ID`). */
+  accessKeyId: string;
+  /** The secret access key (`AWS_SECRET_ACCESS_KEY`). */
+  secretAccessKey: string;
+  /** A session token for temporary credentials (`AWS_SESSION_TOKEN`). */
+  sessionToken?: string;
+}
+
+/** Options for {@linkcode S3Store}. */
+export interface S3StoreOptions {
+  /** The bucket. */
+  bucket: string;
+  /** A key prefix every key is relative to (`run/a` holds `run/a/...`). @default {""} */
+  prefix?: string;
+  /**
+   * The S3 endpoint, for S3-compatible stores (`http://127.0.0.1:7480`); requests then use
+   * path-style addressing (`endpoint/bucket/key`). Without one, AWS S3 in `region`, with
+   * virtual-hosted addressing.
+   *
+   * @default {the AWS_ENDPOINT_URL environment variable, else AWS S3}
+   */
+  endpoint?: string;
+  /** The signing region. @default {the AWS_REGION environment variable, else "us-east-1"} */
+  region?: string;
+  /**
+   * The credentials to sign with.
+   *
+   * @default {AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN from the environment}
+   */
+  credentials?: S3Credentials;
+  /** Bytes per multipart part. @default {DEFAULT_S3_PART_SIZE} */
+  partSize?: number;
+  /** Parts uploaded at once by one writer. @default {DEFAULT_S3_CONCURRENCY} */
+  concurrency?: number;
+  /** Times a request that failed transiently is retried. @default {DEFAULT_S3_RETRIES} */
+  retries?: number;
+  /**
+   * Milliseconds a request may wait for its response headers, and a response body for its next
+   * bytes, before it counts as failed (and is retried). @default {DEFAULT_S3_TIMEOUT_MS}
+   */
+  timeout?: number;
+  /** The `fetch` to send requests with (to count or intercept them). @default {globalThis.fetch} */
+  fetch?: typeof fetch;
+}
+
+/** What {@linkcode S3Error} is told. */
+export interface S3ErrorInit extends ErrorOptions {
+  /** The operation (`PUT`, `UploadPart 3 of`, ...). */
+  operation: string;
+  /** The HTTP status, or 0 when no response came. @default {0} */
+  status?: number;
+  /** The S3 error code. @default {""} */
+  code?: string;
+  /** More words, if any. @default {""} */
+  detail?: string;
+}
+
+/**
+ * An S3 request that failed: names the object, the HTTP status and the S3 error code.
+ *
+ * @example
+ * ```ts
+ * import { S3Error } from "./s3.ts";
+ * import assert from "node:assert/strict";
+ * const e = new S3Error("s3://bucket/run/a.ckpt", { operation: "PUT", status: 403, code: "AccessDenied" });
+ * assert.equal(e.message, "Cannot PUT s3://bucket/run/a.ckpt: 403 AccessDenied");
+ * assert.equal(e.code, "AccessDenied");
+ * ```
+ */
+export class S3Error extends Error {
+  /** The object's (or the bucket's) address. */
+  readonly url: string;
+  /** The HTTP status, or 0 when no response came (connection failure, timeout). */
+  readonly status: number;
+  /** The S3 error code (`NoSuchKey`, `SlowDown`, ...), or `""` when the response had none. */
+  readonly code: string;
+  /**
+   * Describes a failed request.
+   *
+   * @param url the object's address
+   * @param init the operation, the status, the S3 error code and more words
+   */
+  constructor(url: string, init: S3ErrorInit) {
+    const status = init.status ?? 0;
+    const code = init.code ?? "";
+    const why = [status ? String(status) : "", code, init.detail ?? ""].filter((s) => s !== "").join(" ");
+    super(`Cannot ${init.operation} ${url}: ${why}`, init.cause === undefined ? {} : { cause: init.cause });
+    this.name = "S3Error";
+    this.url = url;
+    this.status = status;
+    this.code = code;
+  }
+}
+
+function env(name: string): string | undefined {
+  try {
+    return globalThis.Deno?.env.get(name) ?? (globalThis as { process?: { env: Record<string, string> } }).process
+      ?.env[name];
+  } catch {
+    return undefined; // no --allow-env
+  }
+}
+
+function positiveInt(value: number, name: string, min: number): number {
+  if (!Number.isSafeInteger(value) || value < min) {
+    throw new RangeError(`Invalid S3StoreOptions.${name}: expected an integer >= ${min}, got ${value}`);
+  }
+  return value;
+}
+
+/** `"abc"` → `abc`; RGW wants If-Match unquoted, and versions compare as plain strings. */
+function unquote(etag: string | null): string {
+  if (etag === null) return "";
+  const e = etag.startsWith("W/") ? etag.slice(2) : etag;
+  return e.length >= 2 && e.startsWith('"') && e.endsWith('"') ? e.slice(1, -1) : e;
+}
+
+function xmlUnescape(s: string): string {
+  return s.replace(/&(#x[0-9a-fA-F]+|#[0-9]+|amp|lt|gt|quot|apos);/g, (_, e: string) => {
+    switch (e) {
+      case "amp":
+        return "&";
+      case "lt":
+        return "<";
+      case "gt":
+        return ">";
+      case "quot":
+        return '"';
+      case "apos":
+        return "'";
+      default:
+        return String.fromCodePoint(e[1] === "x" ? parseInt(e.slice(2), 16) : parseInt(e.slice(1), 10));
+    }
+  });
+}
+
+function xmlEscape(s: string): string {
+  return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/** The text of the first `<tag>` in `xml`, unescaped, or `undefined`. */
+function xmlTag(xml: string, tag: string): string | undefined {
+  const m = xml.match(new RegExp(`<${tag}>([\\s\\S]*?)</${tag}>`));
+  return m ? xmlUnescape(m[1]!) : undefined;
+}
+
+/** Every `<tag>...</tag>` block in `xml`. */
+function xmlBlocks(xml: string, tag: string): string[] {
+  return [...xml.matchAll(new RegExp(`<${tag}>([\\s\\S]*?)</${tag}>`, "g"))].map((m) => m[1]!);
+}
+
+function encodeKey(key: string): string {
+  return key.split("/").map(encodeURIComponent).join("/");
+}
+
+/** Why a request failed, and whether trying again may help. */
+class Attempt extends Error {
+  constructor(
+    readonly retryable: boolean,
+    readonly status: number,
+    readonly code: string,
+    detail: string,
+    options?: ErrorOptions,
+  ) {
+    super(detail, options);
+  }
+}
+
+const RETRY_STATUS = new Set([429, 500, 502, 503, 504]);
+const RETRY_CODES = new Set(["SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "Throttling"]);
+
+interface RequestSpec {
+  method: string;
+  /** The key relative to the bucket (with the store's prefix), or `""` for the bucket. */
+  path: string;
+  query?: Record<string, string>;
+  headers?: Record<string, string>;
+  body?: Uint8Array;
+  /** Statuses that are not errors (besides 2xx). */
+  accept?: number[];
+  /** What the error message calls the operation. */
+  what: string;
+  signal?: AbortSignal | undefined;
+}
+
+/**
+ * An {@linkcode ObjectStore} over S3-compatible object storage.
+ *
+ * @example Save and read back an object (needs an S3 endpoint, such as `deno task store:start`)
+ * ```ts ignore
+ * import { S3Store } from "./s3.ts";
+ * const store = new S3Store({ bucket: "ckpt", prefix: "runs/a" });
+ * await store.put("hello.txt", new TextEncoder().encode("hello"));
+ * const { body } = await store.get("hello.txt", { range: { suffix: 4 } });
+ * console.log(await new Response(body).text()); // "ello"
+ * ```
+ *
+ * @example Options are checked when the store is made
+ * ```ts
+ * import { S3Store } from "./s3.ts";
+ * import assert from "node:assert/strict";
+ * const store = new S3Store({
+ *   bucket: "ckpt",
+ *   prefix: "runs/a",
+ *   endpoint: "http://127.0.0.1:7480",
+ *   credentials: { accessKeyId: "id", secretAccessKey: "secret" },
+ * });
+ * assert.equal(store.url, "s3://ckpt/runs/a/");
+ * assert.throws(() => new S3Store({ bucket: "ckpt", partSize: 0 }), RangeError);
+ * ```
+ */
+export class S3Store implements ObjectStore {
+  /** `s3://bucket/prefix/`. */
+  readonly url: string;
+  /** Always true. */
+  readonly writable = true;
+  readonly #bucket: string;
+  readonly #prefix: string;
+  readonly #base: string;
+  readonly #partSize: number;
+  readonly #concurrency: number;
+  readonly #retries: number;
+  readonly #timeout: number;
+  readonly #fetch: typeof fetch;
+  readonly #region: string;
+  readonly #credentials: S3Credentials | undefined;
+  #client: AwsClient | undefined;
+
+  /**
+   * A store on a bucket (and a prefix in it). Checks the options; sends nothing.
+   *
+   * @param options where the objects are and how to reach them
+   */
+  constructor(options: S3StoreOptions) {
+    const { bucket } = options;
+    if (typeof bucket !== "string" || !/^[a-z0-9][a-z0-9.\-_]{1,254}$/i.test(bucket)) {
+      throw new TypeError(`Invalid S3StoreOptions.bucket: ${JSON.stringify(bucket)} is not a bucket name`);
+    }
+    let prefix = options.prefix ?? "";
+    prefix = prefix.replace(/^\/+/, "");
+    if (prefix !== "" && !prefix.endsWith("/")) prefix += "/";
+    if (prefix !== "") checkPrefix(prefix, `s3://${bucket}/`);
+    this.#bucket = bucket;
+    this.#prefix = prefix;
+    this.url = `s3://${bucket}/${prefix}`;
+    this.#partSize = positiveInt(options.partSize ?? DEFAULT_S3_PART_SIZE, "partSize", 1);
+    this.#concurrency = positiveInt(options.concurrency ?? DEFAULT_S3_CONCURRENCY, "concurrency", 1);
+    this.#retries = positiveInt(options.retries ?? DEFAULT_S3_RETRIES, "retries", 0);
+    this.#timeout = positiveInt(options.timeout ?? DEFAULT_S3_TIMEOUT_MS, "timeout", 1);
+    this.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
+    this.#region = options.region ?? env("AWS_REGION") ?? env("AWS_DEFAULT_REGION") ?? "us-east-1";
+    const endpoint = options.endpoint ?? env("AWS_ENDPOINT_URL_S3") ?? env("AWS_ENDPOINT_URL");
+    if (endpoint !== undefined && endpoint !== "") {
+      let u: URL;
+      try {
+        u = new URL(endpoint);
+      } catch {
+        throw new TypeError(`Invalid S3 endpoint ${JSON.stringify(endpoint)}: not a URL`);
+      }
+      if (u.protocol !== "http:" && u.protocol !== "https:") {
+        throw new TypeError(`Invalid S3 endpoint ${endpoint}: expected http: or https:`);
+      }
+      this.#base = `${u.origin}${u.pathname.replace(/\/+$/, "")}/${encodeURIComponent(bucket)}/`;
+    } else if (bucket.includes(".")) {
+      this.#base = `https://s3.${this.#region}.amazonaws.com/${encodeURIComponent(bucket)}/`;
+    } else {
+      this.#base = `https://${bucket}.s3.${this.#region}.amazonaws.com/`;
+    }
+    this.#credentials = options.credentials;
+  }
+
+  /** The signer, made on first use so a store can be described without credentials. */
+  #signer(): AwsClient {
+    if (this.#client) return this.#client;
+    const c = this.#credentials ?? {
+      accessKeyId: env("AWS_ACCESS_KEY_ID") ?? "",
+      secretAccessKey: env("AWS_SECRET_ACCESS_KEY") ?? "",
+      sessionToken: env("AWS_SESSION_TOKEN"),
+    };
+    if (!c.accessKeyId || !c.secretAccessKey) {
+      throw new TypeError(
+        `Cannot reach ${this.url}: no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or pass credentials)`,
+      );
+    }
+    this.#client = new AwsClient({
+      accessKeyId: c.accessKeyId,
+      secretAccessKey: c.secretAccessKey,
+      ...(c.sessionToken ? { sessionToken: c.sessionToken } : {}),
+      service: "s3",
+      region: this.#region,
+      retries: 0,
+    });
+    return this.#client;
+  }
+
+  #where(key: string): string {
+    return `s3://${this.#bucket}/${key}`;
+  }
+
+  /**
+   * Sends a request, retrying transient failures. Resolves with a response whose status is 2xx or
+   * in `accept`; its body is the caller's to read or cancel.
+   */
+  async #request(spec: RequestSpec): Promise<Response> {
+    const url = new URL(this.#base + encodeKey(spec.path));
+    for (const [k, v] of Object.entries(spec.query ?? {})) url.searchParams.set(k, v);
+    const where = this.#where(spec.path);
+    for (let attempt = 0;; attempt++) {
+      spec.signal?.throwIfAborted();
+      try {
+        return await this.#attempt(url, spec);
+      } catch (e) {
+        if (!(e instanceof Attempt)) throw e;
+        if (!e.retryable || attempt >= this.#retries) {
+          const tries = attempt > 0 ? ` (after ${attempt + 1} attempts)` : "";
+          throw new S3Error(where, {
+            operation: spec.what,
+            status: e.status,
+            code: e.code,
+            detail: e.message + tries,
+            cause: e.cause,
+          });
+        }
+      }
+      await sleep(Math.random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt), spec.signal);
+    }
+  }
+
+  async #attempt(url: URL, spec: RequestSpec): Promise<Response> {
+    const timer = new AbortController();
+    const timeout = setTimeout(() => timer.abort(), this.#timeout);
+    const signal = spec.signal ? AbortSignal.any([spec.signal, timer.signal]) : timer.signal;
+    let res: Response;
+    try {
+      const init: RequestInit = { method: spec.method, signal };
+      if (spec.headers) init.headers = spec.headers;
+      if (spec.body) init.body = spec.body as Uint8Array<ArrayBuffer>;
+      const req = await this.#signer().sign(url.href, init);
+      res = await this.#fetch(req);
+    } catch (e) {
+      clearTimeout(timeout);
+      if (spec.signal?.aborted) throw spec.signal.reason;
+      if (timer.signal.aborted) {
+        throw new Attempt(true, 0, "", `no response within ${this.#timeout} ms`, { cause: e });
+      }
+      if (e instanceof TypeError) {
+        throw new Attempt(true, 0, "", `request failed (${e.message})`, { cause: e });
+      }
+      throw e;
+    }
+    clearTimeout(timeout);
+    if ((res.status >= 200 && res.status < 300) || spec.accept?.includes(res.status)) return res;
+    // An error: S3 describes it in an XML body (none for HEAD).
+    let text = "";
+    try {
+      text = spec.method === "HEAD" ? "" : await res.text();
+    } catch {
+      // a body cut off: the status says enough
+    }
+    const code = xmlTag(text, "Code") ?? "";
+    const message = xmlTag(text, "Message") ?? "";
+    const retryable = RETRY_STATUS.has(res.status) || RETRY_CODES.has(code);
+    throw new Attempt(retryable, res.status, code, message);
+  }
+
+  /**
+   * Reads an object or a range of it (a suffix range fetches the last bytes without knowing the
+   * size). The body errors with an {@linkcode S3Error} if the connection stalls for `timeout` ms.
+   */
+  async get(key: string, options: GetOptions = {}): Promise<GetResult> {
+    checkKey(key, this.url);
+    const { range, signal } = options;
+    checkRange(range);
+    const path = this.#prefix + key;
+    let header: string | undefined;
+    if (range !== undefined) {
+      if ("suffix" in range) header = range.suffix > 0 ? `bytes=-${range.suffix}` : undefined;
+      else if (range.length === undefined) header = `bytes=${range.offset}-`;
+      else if (range.length > 0) header = `bytes=${range.offset}-${range.offset + range.length - 1}`;
+      // Empty ranges: nothing to fetch but the object's description.
+      if (header === undefined) return this.#emptyGet(key, range, signal);
+    }
+    const res = await this.#request({
+      method: "GET",
+      path,
+      what: "GET",
+      signal,
+      accept: [404, 416],
+      ...(header ? { headers: { range: header } } : {}),
+    });
+    if (res.status === 404) {
+      await res.body?.cancel();
+      throw new ObjectNotFoundError(this.#where(path));
+    }
+    if (res.status === 416) {
+      // The range starts at or past the end (or the object is empty): an empty body, clipped.
+      await res.body?.cancel();
+      return this.#emptyGet(key, range!, signal);
+    }
+    const info = this.#info(key, res.headers);
+    let offset = 0;
+    let length = Number(res.headers.get("content-length"));
+    if (res.status === 206) {
+      const m = (res.headers.get("content-range") ?? "").match(/^bytes (\d+)-(\d+)\/(\d+)$/);
+      if (!m) {
+        await res.body?.cancel();
+        throw new S3Error(this.#where(path), {
+          operation: "GET",
+          status: 206,
+          detail: `unreadable Content-Range ${res.headers.get("content-range")}`,
+        });
+      }
+      offset = Number(m[1]);
+      length = Number(m[2]) - offset + 1;
+      info.size = Number(m[3]);
+    } else {
+      info.size = length;
+    }
+    const body = this.#idleTimeout(res.body ?? new ReadableStream({ start: (c) => c.close() }), this.#where(path));
+    return { info, offset, length, body };
+  }
+
+  async #emptyGet(
+    key: string,
+    range: NonNullable<GetOptions["range"]>,
+    signal: AbortSignal | undefined,
+  ): Promise<GetResult> {
+    signal?.throwIfAborted();
+    const info = await this.head(key);
+    if (!info) throw new ObjectNotFoundError(this.#where(this.#prefix + key));
+    const offset = "suffix" in range ? info.size : Math.min(range.offset, info.size);
+    return { info, offset, length: 0, body: new ReadableStream({ start: (c) => c.close() }) };
+  }
+
+  /** `body`, failing if no bytes come for `timeout` ms (a stalled connection would hang the reader). */
+  #idleTimeout(body: ReadableStream<Uint8Array>, where: string): ReadableStream<Uint8Array> {
+    const reader = body.getReader();
+    const ms = this.#timeout;
+    return new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const stalled = new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () => reject(new S3Error(where, { operation: "GET", detail: `no bytes for ${ms} ms` })),
+            ms,
+          );
+        });
+        try {
+          const { done, value } = await Promise.race([reader.read(), stalled]);
+          if (done) controller.close();
+          else controller.enqueue(value);
+        } catch (e) {
+          reader.cancel(e).catch(() => {});
+          controller.error(
+            e instanceof S3Error
+              ? e
+              : new S3Error(where, { operation: "GET", detail: `body failed (${String(e)})`, cause: e }),
+          );
+        } finally {
+          clearTimeout(timer);
+        }
+      },
+      cancel(reason) {
+        return reader.cancel(reason);
+      },
+    }, { highWaterMark: 0 });
+  }
+
+  #info(key: string, headers: Headers): ObjectInfo {
+    const info: ObjectInfo = {
+      key,
+      size: Number(headers.get("content-length") ?? 0),
+      version: unquote(headers.get("etag")),
+    };
+    const lm = headers.get("last-modified");
+    if (lm) info.lastModified = new Date(lm);
+    return info;
+  }
+
+  /** Describes an object, or gives `undefined` when there is none. */
+  async head(key: string): Promise<ObjectInfo | undefined> {
+    checkKey(key, this.url);
+    const res = await this.#request({ method: "HEAD", path: this.#prefix + key, what: "HEAD", accept: [404] });
+    await res.body?.cancel();
+    return res.status === 404 ? undefined : this.#info(key, res.headers);
+  }
+
+  /**
+   * Writes an object in one PUT. `"create"` sends `If-None-Match: *` and `{ ifMatch }` sends
+   * `If-Match` with the version unquoted; a failed condition is a {@linkcode PreconditionFailedError}.
+   */
+  async put(key: string, data: Uint8Array, options: PutOptions = {}): Promise<ObjectInfo> {
+    checkKey(key, this.url);
+    if (!(data instanceof Uint8Array)) {
+      throw new TypeError(`Cannot write ${this.#where(this.#prefix + key)}: data is not a Uint8Array`);
+    }
+    const mode = options.mode ?? "overwrite";
+    if (data.byteLength > MAX_SINGLE_PUT) {
+      if (mode !== "overwrite") {
+        throw new RangeError(
+          `Cannot write ${
+            this.#where(this.#prefix + key)
+          }: a conditional write holds at most ${MAX_SINGLE_PUT} bytes, got ${data.byteLength}`,
+        );
+      }
+      const w = await this.writer(key, options.signal ? { signal: options.signal } : {});
+      try {
+        await w.write(data);
+      } catch (e) {
+        await w.abort(e);
+        throw e;
+      }
+      return w.close();
+    }
+    return this.#putOnce(key, data, mode, options.signal);
+  }
+
+  async #putOnce(
+    key: string,
+    data: Uint8Array,
+    mode: NonNullable<PutOptions["mode"]>,
+    signal: AbortSignal | undefined,
+  ): Promise<ObjectInfo> {
+    const path = this.#prefix + key;
+    const headers: Record<string, string> = { "content-type": "application/octet-stream" };
+    if (mode === "create") headers["if-none-match"] = "*";
+    else if (typeof mode === "object") {
+      if (typeof mode.ifMatch !== "string" || mode.ifMatch === "") {
+        throw new TypeError(`Cannot write ${this.#where(path)}: ifMatch must be a version string`);
+      }
+      headers["if-match"] = unquote(mode.ifMatch);
+    } else if (mode !== "overwrite") {
+      throw new TypeError(`Cannot write ${this.#where(path)}: unknown mode ${String(mode)}`);
+    }
+    const res = await this.#request({
+      method: "PUT",
+      path,
+      what: "PUT",
+      headers,
+      body: data,
+      signal,
+      accept: [404, 409, 412],
+    });
+    const text = await res.text();
+    if (res.status === 412 || res.status === 409 || (res.status === 404 && typeof mode === "object")) {
+      const why = mode === "create"
+        ? "an object with that key already exists"
+        : "the object changed (or was deleted) since version " + (typeof mode === "object" ? mode.ifMatch : "");
+      throw new PreconditionFailedError(this.#where(path), why);
+    }
+    if (res.status === 404) {
+      throw new S3Error(this.#where(path), {
+        operation: "PUT",
+        status: 404,
+        code: xmlTag(text, "Code") ?? "",
+        detail: xmlTag(text, "Message") ?? "",
+      });
+    }
+    const info: ObjectInfo = { key, size: data.byteLength, version: unquote(res.headers.get("etag")) };
+    if (info.version === "") return (await this.head(key)) ?? info;
+    return info;
+  }
+
+  /**
+   * Starts a streaming write: up to one part is buffered, then sent as a multipart upload with at
+   * most `concurrency` parts in flight. An object no bigger than one part goes up in one PUT.
+   */
+  // deno-lint-ignore require-await
+  async writer(key: string, options: WriteOptions = {}): Promise<ObjectWriter> {
+    checkKey(key, this.url);
+    options.signal?.throwIfAborted();
+    const path = this.#prefix + key;
+    return new S3Writer({
+      url: this.#where(path),
+      partSize: this.#partSize,
+      concurrency: this.#concurrency,
+      putWhole: (data, signal) => this.#putOnce(key, data, "overwrite", signal),
+      create: (signal) => this.#createUpload(path, signal),
+      part: (id, n, data, signal) => this.#uploadPart(path, id, n, data, signal),
+      complete: (id, etags, size, signal) => this.#completeUpload(key, path, id, etags, size, signal),
+      abort: (id) => this.#abortUpload(path, id),
+    }, options.signal);
+  }
+
+  /** Deletes an object; an absent one is not an error. */
+  async delete(key: string): Promise<void> {
+    checkKey(key, this.url);
+    const res = await this.#request({ method: "DELETE", path: this.#prefix + key, what: "DELETE", accept: [404] });
+    await res.body?.cancel();
+  }
+
+  /** Every object whose key starts with `prefix`, in key order, paging through ListObjectsV2. */
+  async *list(prefix = ""): AsyncIterable<ObjectInfo> {
+    checkPrefix(prefix, this.url);
+    let token: string | undefined;
+    do {
+      const query: Record<string, string> = { "list-type": "2", prefix: this.#prefix + prefix };
+      if (token !== undefined) query["continuation-token"] = token;
+      const res = await this.#request({ method: "GET", path: "", query, what: "ListObjectsV2" });
+      const xml = await res.text();
+      for (const block of xmlBlocks(xml, "Contents")) {
+        const full = xmlTag(block, "Key") ?? "";
+        const info: ObjectInfo = {
+          key: full.slice(this.#prefix.length),
+          size: Number(xmlTag(block, "Size") ?? 0),
+          version: unquote(xmlTag(block, "ETag") ?? ""),
+        };
+        const lm = xmlTag(block, "LastModified");
+        if (lm) info.lastModified = new Date(lm);
+        yield info;
+      }
+      token = xmlTag(xml, "IsTruncated") === "true" ? xmlTag(xml, "NextContinuationToken") : undefined;
+    } while (token !== undefined);
+  }
+
+  /** Aborts every incomplete multipart upload under `prefix` and says how many there were. */
+  async sweep(prefix = ""): Promise<number> {
+    checkPrefix(prefix, this.url);
+    let count = 0;
+    for (const { key, uploadId } of await this.uploads(prefix)) {
+      await this.#abortUpload(this.#prefix + key, uploadId);
+      count++;
+    }
+    return count;
+  }
+
+  /**
+   * The incomplete multipart uploads under `prefix` (keys relative to the store), from
+   * ListMultipartUploads.
+   */
+  async uploads(prefix = ""): Promise<{ key: string; uploadId: string }[]> {
+    checkPrefix(prefix, this.url);
+    const out: { key: string; uploadId: string }[] = [];
+    let keyMarker: string | undefined;
+    let idMarker: string | undefined;
+    for (;;) {
+      const query: Record<string, string> = { uploads: "", prefix: this.#prefix + prefix };
+      if (keyMarker !== undefined) query["key-marker"] = keyMarker;
+      if (idMarker !== undefined) query["upload-id-marker"] = idMarker;
+      const res = await this.#request({ method: "GET", path: "", query, what: "ListMultipartUploads" });
+      const xml = await res.text();
+      for (const block of xmlBlocks(xml, "Upload")) {
+        out.push({
+          key: (xmlTag(block, "Key") ?? "").slice(this.#prefix.length),
+          uploadId: xmlTag(block, "UploadId") ?? "",
+        });
+      }
+      if (xmlTag(xml, "IsTruncated") !== "true") return out;
+      keyMarker = xmlTag(xml, "NextKeyMarker");
+      idMarker = xmlTag(xml, "NextUploadIdMarker");
+    }
+  }
+
+  // The multipart protocol, for S3Writer.
+
+  async #createUpload(path: string, signal: AbortSignal | undefined): Promise<string> {
+    const res = await this.#request({
+      method: "POST",
+      path,
+      query: { uploads: "" },
+      headers: { "content-type": "application/octet-stream" },
+      what: "CreateMultipartUpload",
+      signal,
+    });
+    const id = xmlTag(await res.text(), "UploadId");
+    if (!id) {
+      throw new S3Error(this.#where(path), {
+        operation: "CreateMultipartUpload",
+        status: res.status,
+        detail: "no UploadId in the response",
+      });
+    }
+    return id;
+  }
+
+  /** Uploads one part; resolves with its ETag (quoted, as CompleteMultipartUpload wants it). */
+  async #uploadPart(
+    path: string,
+    uploadId: string,
+    part: number,
+    data: Uint8Array,
+    signal: AbortSignal | undefined,
+  ): Promise<string> {
+    const res = await this.#request({
+      method: "PUT",
+      path,
+      query: { partNumber: String(part), uploadId },
+      body: data,
+      what: `UploadPart ${part} of`,
+      signal,
+    });
+    await res.body?.cancel();
+    const etag = res.headers.get("etag");
+    if (!etag) {
+      throw new S3Error(this.#where(path), {
+        operation: `UploadPart ${part} of`,
+        status: res.status,
+        detail: "no ETag in the response",
+      });
+    }
+    return etag;
+  }
+
+  async #completeUpload(
+    key: string,
+    path: string,
+    uploadId: string,
+    etags: string[],
+    size: number,
+    signal: AbortSignal | undefined,
+  ): Promise<ObjectInfo> {
+    const xml = "<CompleteMultipartUpload>" +
+      etags.map((e, i) => `<Part><PartNumber>${i + 1}</PartNumber><ETag>${xmlEscape(e)}</ETag></Part>`).join("") +
+      "</CompleteMultipartUpload>";
+    const res = await this.#request({
+      method: "POST",
+      path,
+      query: { uploadId },
+      headers: { "content-type": "application/xml" },
+      body: new TextEncoder().encode(xml),
+      what: "CompleteMultipartUpload",
+      signal,
+    });
+    // S3 may answer 200 and still fail, with an <Error> in the body.
+    const text = await res.text();
+    if (/<Error>/.test(text)) {
+      throw new S3Error(this.#where(path), {
+        operation: "CompleteMultipartUpload",
+        status: res.status,
+        code: xmlTag(text, "Code") ?? "",
+        detail: xmlTag(text, "Message") ?? "",
+      });
+    }
+    // Ceph RGW answers with an empty ETag; HEAD has the real one.
+    const etag = unquote(xmlTag(text, "ETag") ?? "");
+    if (etag !== "") return { key, size, version: etag };
+    const info = await this.head(key);
+    if (!info) {
+      throw new S3Error(this.#where(path), {
+        operation: "CompleteMultipartUpload",
+        status: res.status,
+        detail: "the object is not there after completing",
+      });
+    }
+    return info;
+  }
+
+  /** Aborts a multipart upload (an absent one is not an error). */
+  async #abortUpload(path: string, uploadId: string): Promise<void> {
+    const res = await this.#request({
+      method: "DELETE",
+      path,
+      query: { uploadId },
+      what: "AbortMultipartUpload",
+      accept: [404],
+    });
+    await res.body?.cancel();
+  }
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** What a writer needs of its store: one object's multipart protocol. */
+interface Multipart {
+  /** The object's address, for messages. */
+  url: string;
+  partSize: number;
+  concurrency: number;
+  putWhole(data: Uint8Array, signal: AbortSignal): Promise<ObjectInfo>;
+  create(signal: AbortSignal): Promise<string>;
+  part(uploadId: string, part: number, data: Uint8Array, signal: AbortSignal): Promise<string>;
+  complete(uploadId: string, etags: string[], size: number, signal: AbortSignal): Promise<ObjectInfo>;
+  abort(uploadId: string): Promise<void>;
+}
+
+/** A streaming write: one part filling, at most `concurrency` parts in flight. */
+class S3Writer implements ObjectWriter {
+  readonly #mp: Multipart;
+  readonly #abort = new AbortController();
+  #buffer: Uint8Array | undefined;
+  #filled = 0;
+  #size = 0;
+  #uploadId: Promise<string> | undefined;
+  #etags: string[] = [];
+  #inFlight = new Set<Promise<void>>();
+  #spare: Uint8Array[] = [];
+  #failure: { error: unknown } | undefined;
+  #state: "open" | "closing" | "closed" | "aborted" = "open";
+  #cleanup: Promise<void> | undefined;
+  #cleanupError: { error: unknown } | undefined;
+
+  constructor(mp: Multipart, signal: AbortSignal | undefined) {
+    this.#mp = mp;
+    signal?.addEventListener("abort", () => this.abort(signal.reason).catch(() => {}), { once: true });
+  }
+
+  #check(): void {
+    if (this.#failure) throw this.#failure.error;
+    if (this.#state !== "open") {
+      throw new TypeError(`Cannot write ${this.#mp.url}: the writer is ${this.#state}`);
+    }
+  }
+
+  async write(chunk: Uint8Array): Promise<void> {
+    this.#check();
+    let at = 0;
+    while (at < chunk.byteLength) {
+      this.#buffer ??= this.#spare.pop() ?? new Uint8Array(this.#mp.partSize);
+      const n = Math.min(chunk.byteLength - at, this.#mp.partSize - this.#filled);
+      this.#buffer.set(chunk.subarray(at, at + n), this.#filled);
+      this.#filled += n;
+      this.#size += n;
+      at += n;
+      if (this.#filled === this.#mp.partSize) await this.#sendPart();
+      this.#check();
+    }
+  }
+
+  /** Hands the full buffer to an upload, after waiting for a free slot. */
+  async #sendPart(): Promise<void> {
+    const data = this.#buffer!;
+    const length = this.#filled;
+    this.#buffer = undefined;
+    this.#filled = 0;
+    const part = this.#etags.length + 1;
+    if (part > MAX_PARTS) {
+      this.#fail(
+        new RangeError(
+          `Cannot write ${this.#mp.url}: more than ${MAX_PARTS} parts of ${this.#mp.partSize} bytes; raise partSize`,
+        ),
+      );
+      return;
+    }
+    this.#etags.push("");
+    this.#uploadId ??= this.#mp.create(this.#abort.signal);
+    while (this.#inFlight.size >= this.#mp.concurrency) await Promise.race(this.#inFlight);
+    if (this.#failure) return;
+    const task = (async () => {
+      try {
+        const id = await this.#uploadId!;
+        this.#etags[part - 1] = await this.#mp.part(
+          id,
+          part,
+          data.subarray(0, length),
+          this.#abort.signal,
+        );
+        if (this.#spare.length < 1) this.#spare.push(data);
+      } catch (e) {
+        this.#fail(e);
+      }
+    })();
+    const tracked = task.finally(() => this.#inFlight.delete(tracked));
+    this.#inFlight.add(tracked);
+  }
+
+  /** Records the first failure and aborts the upload at once (the caller may never call abort). */
+  #fail(error: unknown): void {
+    if (this.#failure) return;
+    this.#failure = { error };
+    this.#cleanup ??= this.#discard().catch((e) => {
+      this.#cleanupError = { error: e };
+    });
+  }
+
+  /** Stops the parts in flight, then aborts the multipart upload, if one was started. */
+  async #discard(): Promise<void> {
+    this.#abort.abort(this.#failure?.error);
+    await Promise.allSettled([...this.#inFlight]);
+    this.#buffer = undefined;
+    this.#spare = [];
+    if (this.#uploadId === undefined) return;
+    let id: string;
+    try {
+      id = await this.#uploadId;
+    } catch {
+      return; // never created
+    }
+    await this.#mp.abort(id);
+  }
+
+  async close(): Promise<ObjectInfo> {
+    this.#check();
+    this.#state = "closing";
+    try {
+      if (this.#uploadId === undefined) {
+        // Never filled a part: one PUT.
+        const data = this.#buffer?.subarray(0, this.#filled) ?? new Uint8Array(0);
+        const info = await this.#mp.putWhole(data, this.#abort.signal);
+        this.#buffer = undefined;
+        this.#state = "closed";
+        return info;
+      }
+      if (this.#filled > 0) await this.#sendPart();
+      while (this.#inFlight.size > 0) await Promise.race(this.#inFlight);
+      if (this.#failure) throw this.#failure.error;
+      const info = await this.#mp.complete(
+        await this.#uploadId,
+        this.#etags,
+        this.#size,
+        this.#abort.signal,
+      );
+      this.#state = "closed";
+      return info;
+    } catch (e) {
+      this.#fail(e);
+      this.#state = "aborted";
+      await this.#cleanup;
+      throw e;
+    }
+  }
+
+  async abort(reason?: unknown): Promise<void> {
+    if (this.#state === "closed") return;
+    this.#state = "aborted";
+    this.#fail(reason ?? new Error(`The write of ${this.#mp.url} was aborted`));
+    await this.#cleanup;
+    // The upload could not be aborted (the store is unreachable): say so, since its parts remain
+    // until a sweep.
+    if (this.#cleanupError) throw this.#cleanupError.error;
+  }
+}
