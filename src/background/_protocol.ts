@@ -9,6 +9,7 @@ export interface WorkerSaveOptions {
   codec: "binary" | "json";
   compression: "none" | "gzip";
   sync: boolean;
+  sha256sum: boolean;
 }
 
 /** Main thread to worker: save one checkpoint; the tensors' buffers are transferred. */

@@ -151,10 +151,10 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
  * import { saveCheckpoint } from "../../mod.ts";
  * import assert from "node:assert/strict";
  * const path = await Deno.makeTempFile();
- * const { sha256 } = await saveCheckpoint(path, { metadata: { step: 1 }, tensors: [] }, { codec: "json" });
+ * const { digest } = await saveCheckpoint(path, { metadata: { step: 1 }, tensors: [] }, { codec: "json" });
  * let out = "";
  * const stdout = new WritableStream<Uint8Array>({ write: (c) => void (out += new TextDecoder().decode(c)) });
- * assert.equal(await main([verifyCommand.name, "--sha256", sha256, path], { stdout }), 0);
+ * assert.equal(await main([verifyCommand.name, "--sha256", digest, path], { stdout }), 0);
  * assert.match(out, /^ok .*: json, step 1, 0 tensors/);
  * await Deno.remove(path);
  * ```
