@@ -56,6 +56,7 @@ export {
   type CheckpointSource,
   decodeCheckpoint,
   type DecodeOptions,
+  DEFAULT_READ_CODECS,
   sniffCheckpoint,
   type SniffResult,
 } from "./src/format/decode.ts";

@@ -329,7 +329,8 @@ async function main(args: string[]): Promise<number> {
   await manager.close();
   Deno.removeSignalListener("SIGINT", onInterrupt);
   if (interrupted) {
-    say(`stopped at step ${step}; run the same command again to resume`);
+    // --fresh would delete what this run saved: resuming means the same flags without it.
+    say(`stopped at step ${step}; run the same command${config.fresh ? " without --fresh" : ""} again to resume`);
     return 130;
   }
 
@@ -338,7 +339,9 @@ async function main(args: string[]): Promise<number> {
   const finalLoss = (await evalLoss!.data())[0]!;
   const finalAccuracy = (await evalAccuracy!.data())[0]!;
   const weights = await snapshot({ model, step });
-  const { sha256 } = await saveCheckpoint(new WritableStream(), { ...weights, metadata: { step } });
+  const { sha256 } = await saveCheckpoint(new WritableStream(), { ...weights, metadata: { step } }, {
+    sha256sum: true,
+  });
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
   say(`done at step ${step} (${seconds} s this run)`);
   console.log(`final loss ${fmt(finalLoss)}  accuracy ${finalAccuracy.toFixed(4)}  weights sha256 ${sha256}`);

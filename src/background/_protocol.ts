@@ -7,7 +7,7 @@ import type { SaveResult } from "../io/save.ts";
 /** The save options that can cross to a worker (a Codec object cannot: it holds functions). */
 export interface WorkerSaveOptions {
   codec: "binary" | "json";
-  compression: "none" | "gzip";
+  compression: "none" | "gzip" | "bytegroup";
   sync: boolean;
   sha256sum: boolean;
 }

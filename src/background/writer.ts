@@ -162,8 +162,8 @@ function checkOptions(options: SaveOptions): WorkerSaveOptions {
         : 'Cannot save checkpoint in the background with a Codec object: a worker can only be given a built-in codec by name ("binary" or "json")',
     );
   }
-  if (compression !== "none" && compression !== "gzip") {
-    throw new TypeError(`Unknown compression ${JSON.stringify(compression)}: use "none" or "gzip"`);
+  if (compression !== "none" && compression !== "gzip" && compression !== "bytegroup") {
+    throw new TypeError(`Unknown compression ${JSON.stringify(compression)}: use "none", "gzip" or "bytegroup"`);
   }
   if (typeof sync !== "boolean") throw new TypeError(`Invalid option sync: ${String(sync)}, expected a boolean`);
   if (typeof sha256sum !== "boolean") {

@@ -283,13 +283,13 @@ export function meter(
 }
 
 /**
- * A size as people read it, as the seed's `size_human_readable`: bytes below 1 KB, else two
- * decimals in KB, MB, GB or TB of 1024.
+ * A size as people read it: bytes below 1 KiB, else two decimals in KiB, MiB, GiB, TiB or PiB
+ * (units of 1024, named as such, as the train demo and the docs name them).
  */
 export function humanBytes(n: number): string {
   if (!Number.isFinite(n)) return `${n} B`;
   if (Math.abs(n) < 1024) return `${Math.round(n)} B`;
-  const units = ["KB", "MB", "GB", "TB", "PB"];
+  const units = ["KiB", "MiB", "GiB", "TiB", "PiB"];
   let v = n / 1024;
   let i = 0;
   while (Math.abs(v) >= 1024 && i < units.length - 1) {

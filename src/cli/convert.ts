@@ -66,7 +66,9 @@ async function descriptors(from: string, io: CliIO): Promise<SafetensorsTensorDe
 async function run(values: Values, positionals: string[], io: CliIO): Promise<number> {
   const [from, to] = positionals as [string, string];
   const name = choiceOption<CodecName | "safetensors">(values, "codec", ["binary", "json", "safetensors"], "binary");
-  const compression: Compression = values.gzip ? "gzip" : "none";
+  if (values.gzip && values.bytegroup) throw new UsageError("--gzip and --bytegroup cannot be combined: choose one");
+  if (values.bytegroup && name !== "binary") throw new UsageError("--bytegroup needs the binary codec");
+  const compression: Compression = values.gzip ? "gzip" : values.bytegroup ? "bytegroup" : "none";
   if (to === "-" && io.stdoutIsTerminal && (name !== "json" || compression === "gzip")) {
     throw new UsageError("refusing to write binary data to a terminal: redirect standard output, or use --codec json");
   }
@@ -146,11 +148,17 @@ written to a terminal.`,
       help: "codec of the output (default: binary)",
     },
     gzip: { type: "boolean", short: "z", help: "gzip the output" },
+    bytegroup: {
+      type: "boolean",
+      short: "b",
+      help: "binary output with byte-grouped float tensors (smaller, ~10x faster than gzip, random access kept)",
+    },
   },
   positionals: { min: 2, max: 2 },
   examples: [
     ["ckpt convert model.ckpt model.jsonl --codec json", "binary to JSON Lines"],
     ["ckpt convert model.ckpt model.ckpt.gz --gzip", "compress"],
+    ["ckpt convert model.ckpt small.ckpt --bytegroup", "compress float tensors by byte plane"],
     ["ckpt convert - - --codec json < model.ckpt | jq -c 'select(.tensor)'", "stream to jq"],
     ["ssh host cat model.ckpt.gz | ckpt convert - model.ckpt", "from a pipe to a file"],
     ["ckpt convert model.ckpt model.safetensors -c safetensors", "for Python tools"],

@@ -5,163 +5,65 @@
  *
  * @module
  */
-import { loadCheckpoint, type Metadata, type Tensor } from "../../mod.ts";
+import { loadCheckpoint, type Tensor } from "../../mod.ts";
 import { type Command, numberOption, type Values } from "./_command.ts";
 import { type CliIO, EXIT, humanBytes, jsonNumber, numberText, shapeText, table, UsageError, write } from "./_io.ts";
-import { EXTRA_CODECS, indexedKind, openCheckpoint, readError } from "./_source.ts";
-import { compareTensors, type Difference } from "./_stats.ts";
+import { EXTRA_CODECS, indexedKind, type OpenCheckpoint, openCheckpoint, readError } from "./_source.ts";
+import {
+  type CheckpointDiff,
+  DEFAULT_DIFF_BUFFER_BYTES,
+  diffCheckpoints,
+  type DiffSource,
+  type MetadataChange,
+  type TensorSummary,
+} from "../compare/checkpoint_diff.ts";
 
-/** A tensor without its data. */
-interface Desc {
-  name: string;
-  dtype: string;
-  shape: number[];
-  group: string;
-  bytes: number;
-}
+/** Default memory for tensors waiting for their partner, in MiB. */
+const DEFAULT_BUFFER_MB = DEFAULT_DIFF_BUFFER_BYTES / 2 ** 20;
 
-const describe = (t: Tensor): Desc => ({
-  name: t.name,
-  dtype: t.dtype,
-  shape: [...t.shape],
-  group: t.group,
-  bytes: t.data.byteLength,
-});
-
-/** Default memory for tensors waiting for their partner: 256 MB. */
-const DEFAULT_BUFFER_MB = 256;
-
-/** Pairs up the tensors of two checkpoints and compares them, holding at most `budget` bytes. */
-class Matcher {
-  readonly descA = new Map<string, Desc>();
-  readonly descB = new Map<string, Desc>();
-  readonly results = new Map<string, Difference>();
-  /** Names whose two tensors could not both be held: compared afterwards by name. */
-  readonly deferred: string[] = [];
-  #waitA = new Map<string, Tensor>();
-  #waitB = new Map<string, Tensor>();
-  #dropped = new Set<string>();
-  #held = 0;
-  #budget: number;
-  #tolerance: { atol: number; rtol: number };
-
-  constructor(budget: number, tolerance: { atol: number; rtol: number }) {
-    this.#budget = budget;
-    this.#tolerance = tolerance;
-  }
-
-  compare(a: Tensor, b: Tensor): void {
-    if (a.shape.join() !== b.shape.join()) return;
-    this.results.set(a.name, compareTensors(a, b, this.#tolerance));
-  }
-
-  add(t: Tensor, side: "a" | "b"): void {
-    const [mine, theirs, wait, other] = side === "a"
-      ? [this.descA, this.descB, this.#waitA, this.#waitB]
-      : [this.descB, this.descA, this.#waitB, this.#waitA];
-    mine.set(t.name, describe(t));
-    if (theirs.has(t.name)) {
-      const partner = other.get(t.name);
-      if (partner) {
-        other.delete(t.name);
-        this.#held -= partner.data.byteLength;
-        if (side === "a") this.compare(t, partner);
-        else this.compare(partner, t);
-      } else {
-        this.#dropped.delete(t.name);
-        this.deferred.push(t.name);
-      }
-      return;
-    }
-    wait.set(t.name, t);
-    this.#held += t.data.byteLength;
-    while (this.#held > this.#budget) this.#evict();
-  }
-
-  /** Drops the data of the oldest waiting tensor; if its partner shows up, the pair is deferred. */
-  #evict(): void {
-    const from = this.#waitA.size >= this.#waitB.size ? this.#waitA : this.#waitB;
-    const oldest = from.keys().next().value as string;
-    this.#held -= from.get(oldest)!.data.byteLength;
-    from.delete(oldest);
-    this.#dropped.add(oldest);
-  }
-}
-
-async function loadOnly(path: string, names: string[]): Promise<Map<string, Tensor>> {
+async function loadOnly(path: string, names: readonly string[]): Promise<Tensor[]> {
   try {
-    const { tensors } = await loadCheckpoint(path, { only: names, codecs: EXTRA_CODECS });
-    return new Map(tensors.map((t) => [t.name, t]));
+    return (await loadCheckpoint(path, { only: [...names], codecs: EXTRA_CODECS })).tensors;
   } catch (e) {
     throw readError(path, e);
   }
 }
 
 /**
- * Compares the deferred pairs by name, in batches of A's tensors that fit the budget: each batch
- * is loaded from A (by seeking, for an uncompressed binary file), then B's partners are read one
- * at a time (by seeking) or in one streaming pass over B.
+ * One side as the comparison engine reads it. Tensors read again by name (pairs whose order
+ * differed too much to hold) come by seeking, for an uncompressed binary file, or from one more
+ * streaming pass; standard input cannot be read again.
  */
-async function compareDeferred(m: Matcher, a: string, b: string, budget: number, io: CliIO): Promise<void> {
-  const batches: string[][] = [];
-  let batch: string[] = [];
-  let size = 0;
-  const same = (name: string) => {
-    const [x, y] = [m.descA.get(name)!, m.descB.get(name)!];
-    return x.shape.join() === y.shape.join();
+async function side(path: string, open: OpenCheckpoint, io: CliIO): Promise<DiffSource> {
+  const seek = path !== "-" && (await indexedKind(path)) === "index";
+  return {
+    metadata: open.metadata,
+    tensors: () => open.tensors(),
+    byName: path === "-" ? undefined : async function* (names) {
+      if (seek) {
+        for (const name of names) yield* await loadOnly(path, [name]);
+        return;
+      }
+      const wanted = new Set(names);
+      const again = await openCheckpoint(path, io, { progress: false });
+      try {
+        for await (const t of again.tensors()) if (wanted.has(t.name)) yield t;
+      } finally {
+        await again.close();
+      }
+    },
   };
-  for (const name of m.deferred.filter(same)) {
-    const bytes = m.descA.get(name)!.bytes;
-    if (batch.length > 0 && size + bytes > budget) {
-      batches.push(batch);
-      batch = [];
-      size = 0;
-    }
-    batch.push(name);
-    size += bytes;
-  }
-  if (batch.length > 0) batches.push(batch);
-  const seekB = (await indexedKind(b)) === "index";
-  for (const names of batches) {
-    const fromA = await loadOnly(a, names);
-    if (seekB) {
-      for (const name of names) {
-        const t = (await loadOnly(b, [name])).get(name)!;
-        m.compare(fromA.get(name)!, t);
-      }
-      continue;
-    }
-    const B = await openCheckpoint(b, io);
-    try {
-      for await (const t of B.tensors()) {
-        const partner = fromA.get(t.name);
-        if (partner) m.compare(partner, t);
-      }
-    } finally {
-      await B.close();
-    }
-  }
 }
 
-function metadataChanges(a: Metadata, b: Metadata): string[][] {
-  const rows: string[][] = [];
+/** The CLI's metadata rows: `step`, `epoch`, `createdAt`, `metric NAME`, `custom NAME`. */
+function metadataRows(changes: MetadataChange[]): string[][] {
   const show = (v: unknown) => (v === undefined ? "-" : typeof v === "number" ? numberText(v) : JSON.stringify(v));
-  for (const key of ["step", "epoch", "createdAt"] as const) {
-    if (a[key] !== b[key]) rows.push([key, show(a[key]), show(b[key])]);
-  }
-  const metrics = new Set([...Object.keys(a.metrics ?? {}), ...Object.keys(b.metrics ?? {})]);
-  for (const k of metrics) {
-    const x = a.metrics?.[k];
-    const y = b.metrics?.[k];
-    if (!Object.is(x, y)) rows.push([`metric ${k}`, show(x), show(y)]);
-  }
-  const custom = new Set([...Object.keys(a.custom ?? {}), ...Object.keys(b.custom ?? {})]);
-  for (const k of custom) {
-    const x = JSON.stringify(a.custom?.[k]);
-    const y = JSON.stringify(b.custom?.[k]);
-    if (x !== y) rows.push([`custom ${k}`, x ?? "-", y ?? "-"]);
-  }
-  return rows;
+  return changes.map(({ field, actual, expected }) => {
+    const [kind, key] = field.split(/\.(.*)/s) as [string, string | undefined];
+    if (kind === "metrics") return [`metric ${key}`, show(actual), show(expected)];
+    if (kind === "custom") return [`custom ${key}`, JSON.stringify(actual) ?? "-", JSON.stringify(expected) ?? "-"];
+    return [field, show(actual), show(expected)];
+  });
 }
 
 async function run(values: Values, positionals: string[], io: CliIO): Promise<number> {
@@ -170,58 +72,39 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
   const atol = numberOption(values, "tolerance", 0);
   const rtol = numberOption(values, "rtol", 0);
   const budget = numberOption(values, "buffer", DEFAULT_BUFFER_MB) * 2 ** 20;
-  const m = new Matcher(budget, { atol, rtol });
-
+  const options = { atol, rtol, metrics: { atol: 0, rtol: 0 }, bufferBytes: budget };
   const A = await openCheckpoint(a, io);
-  let metaRows: string[][];
+  let diff: CheckpointDiff;
   try {
     // One progress line: A's (B is read in step with it).
     const B = await openCheckpoint(b, io, { progress: false });
     try {
-      metaRows = metadataChanges(A.metadata, B.metadata);
-      const ta = A.tensors();
-      const tb = B.tensors();
-      let doneA = false;
-      let doneB = false;
-      while (!doneA || !doneB) {
-        if (!doneA) {
-          const r = await ta.next();
-          if (r.done) doneA = true;
-          else m.add(r.value, "a");
-        }
-        if (!doneB) {
-          const r = await tb.next();
-          if (r.done) doneB = true;
-          else m.add(r.value, "b");
-        }
+      diff = await diffCheckpoints(await side(a, A, io), await side(b, B, io), options);
+    } catch (e) {
+      if (e instanceof RangeError && /tensor order differs too much/.test(e.message)) {
+        throw new UsageError(
+          `the tensor order differs too much to compare within --buffer ${
+            budget / 2 ** 20
+          } MiB while one input is standard input: save it to a file first, or raise --buffer`,
+        );
       }
+      throw e;
     } finally {
       await B.close();
     }
   } finally {
     await A.close();
   }
-  if (m.deferred.length > 0) {
-    if (a === "-" || b === "-") {
-      throw new UsageError(
-        `the tensor order differs too much to compare ${m.deferred.length} tensors within --buffer ${
-          budget / 2 ** 20
-        } MB while one input is standard input: save it to a file first, or raise --buffer`,
-      );
-    }
-    await compareDeferred(m, a, b, budget, io);
-  }
-
-  const onlyA = [...m.descA.values()].filter((d) => !m.descB.has(d.name));
-  const onlyB = [...m.descB.values()].filter((d) => !m.descA.has(d.name));
-  const common = [...m.descA.values()].filter((d) => m.descB.has(d.name));
-  const changed = common.filter((d) => {
-    const e = m.descB.get(d.name)!;
-    return d.dtype !== e.dtype || d.shape.join() !== e.shape.join();
-  });
-  const compared = common.filter((d) => m.results.has(d.name));
-  const identical = compared.filter((d) => m.results.get(d.name)!.changed === 0);
-  const outside = compared.filter((d) => m.results.get(d.name)!.outside > 0);
+  const metaRows = metadataRows(diff.metadata);
+  const onlyA = diff.onlyInActual;
+  const onlyB = diff.onlyInExpected;
+  const changed = diff.changed.map((c) => c.actual);
+  const descB = new Map(diff.changed.concat(diff.compared).map((c) => [c.actual.name, c.expected]));
+  const results = new Map(diff.compared.map((c) => [c.actual.name, c.difference]));
+  const compared = diff.compared.map((c) => c.actual);
+  const common = { length: diff.common };
+  const identical = compared.filter((d) => results.get(d.name)!.changed === 0);
+  const outside = compared.filter((d) => results.get(d.name)!.outside > 0);
   const differ = onlyA.length + onlyB.length + changed.length + outside.length > 0;
 
   if (values.json) {
@@ -234,15 +117,15 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
       onlyInA: onlyA,
       onlyInB: onlyB,
       changed: changed.map((d) => {
-        const e = m.descB.get(d.name)!;
+        const e = descB.get(d.name)!;
         return { name: d.name, a: { dtype: d.dtype, shape: d.shape }, b: { dtype: e.dtype, shape: e.shape } };
       }),
       compared: compared.map((d) => {
-        const r = m.results.get(d.name)!;
+        const r = results.get(d.name)!;
         return {
           name: d.name,
           dtype: d.dtype,
-          ...(m.descB.get(d.name)!.dtype !== d.dtype ? { dtypeB: m.descB.get(d.name)!.dtype } : {}),
+          ...(descB.get(d.name)!.dtype !== d.dtype ? { dtypeB: descB.get(d.name)!.dtype } : {}),
           shape: d.shape,
           elements: d.shape.reduce((x, y) => x * y, 1),
           changed: r.changed,
@@ -269,7 +152,7 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
   if (metaRows.length > 0) {
     out += "metadata:\n" + table([["field", "A", "B"], ...metaRows].map((r) => ["  " + r[0], r[1]!, r[2]!]));
   }
-  const list = (title: string, ds: Desc[]) => {
+  const list = (title: string, ds: TensorSummary[]) => {
     if (ds.length === 0) return;
     out += `${title} (${ds.length}):\n` +
       table(ds.map((d) => ["  " + d.name, d.group, d.dtype, shapeText(d.shape), humanBytes(d.bytes)]));
@@ -278,19 +161,19 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
   list("only in B", onlyB);
   if (changed.length > 0) {
     out += `dtype or shape changed (${changed.length}):\n` + table(changed.map((d) => {
-      const e = m.descB.get(d.name)!;
+      const e = descB.get(d.name)!;
       return ["  " + d.name, `${d.dtype} ${shapeText(d.shape)}`, "->", `${e.dtype} ${shapeText(e.shape)}`];
     }));
   }
-  const shown = values.all ? compared : compared.filter((d) => m.results.get(d.name)!.changed > 0);
+  const shown = values.all ? compared : compared.filter((d) => results.get(d.name)!.changed > 0);
   if (shown.length > 0) {
     const rows = [["  name", "dtype", "shape", "changed", "max abs", "max rel", "within"]];
     for (const d of shown) {
-      const r = m.results.get(d.name)!;
+      const r = results.get(d.name)!;
       const n = d.shape.reduce((x, y) => x * y, 1);
       rows.push([
         "  " + d.name,
-        d.dtype === m.descB.get(d.name)!.dtype ? d.dtype : `${d.dtype}->${m.descB.get(d.name)!.dtype}`,
+        d.dtype === descB.get(d.name)!.dtype ? d.dtype : `${d.dtype}->${descB.get(d.name)!.dtype}`,
         shapeText(d.shape),
         `${r.changed}/${n}`,
         numberText(r.maxAbs),
@@ -352,7 +235,7 @@ only in one side, a dtype or shape change, or values outside the tolerance.
 
 Memory stays bounded: A and B are decoded in step, one tensor at a time, and each tensor is
 compared as soon as its partner arrives, so checkpoints with the same tensor order hold two
-tensors at once. Tensors waiting for a partner are held up to --buffer MB; beyond that their
+tensors at once. Tensors waiting for a partner are held up to --buffer MiB; beyond that their
 data is dropped and those pairs are compared afterwards by name, in batches that fit the
 buffer (by seeking, for uncompressed binary files; otherwise by reading the file again). That
 second pass needs files: with standard input it fails with a clear message instead.`,
@@ -362,7 +245,7 @@ second pass needs files: with standard input it fails with a clear message inste
     all: { type: "boolean", short: "a", help: "list every common tensor, identical ones included" },
     buffer: {
       type: "string",
-      arg: "MB",
+      arg: "MiB",
       help: `memory for tensors waiting for a partner (default: ${DEFAULT_BUFFER_MB})`,
     },
     json: { type: "boolean", help: "print one JSON document instead of text" },

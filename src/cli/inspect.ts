@@ -217,7 +217,7 @@ async function fromIndex(path: string): Promise<Report> {
   return {
     source: path,
     codec: "binary",
-    compression: "none",
+    compression: index.tensors.some((t) => t.encoding) ? "bytegroup" : "none",
     bytes: index.bytes,
     sha256: undefined,
     streamDigest: index.streamSha256,

@@ -152,7 +152,8 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
   const dir = positionals[0]!;
   const warnings: string[] = [];
   const entries = await listDir(dir, values, warnings);
-  await write(io.stdout, values.json ? asJson(entries) : asText(entries, values.best !== undefined));
+  const showBest = values.best !== undefined || entries.some((e) => e.best);
+  await write(io.stdout, values.json ? asJson(entries) : asText(entries, showBest));
   const bad = entries.filter((e) => e.status !== "ok");
   for (const e of bad) {
     const problem = safeText((e.problem ?? "").replace(/\s*\n\s*/g, " "));
@@ -195,9 +196,9 @@ tensor data is read: each file's header and index (or manifest) is checked, not 
 (use ckpt verify for that). A checkpoint whose file is missing or damaged is listed with its
 status and reported on standard error, and the exit code is then 4.
 
-Retention rules live in the training script, not in the directory: pass the ones it uses
-(--best, --keep-best, --max-to-keep, --keep-every; the manager's defaults otherwise) to see which
-checkpoints are kept as best and why each is kept.`,
+The retention rules (max-to-keep, keep-every, best) are the ones the writing manager recorded in
+the directory's index.json; --best, --keep-best, --max-to-keep and --keep-every override them, to
+see what other rules would keep.`,
   options: {
     best: {
       type: "string",

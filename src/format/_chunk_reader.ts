@@ -146,15 +146,15 @@ export class ChunkReader {
   }
 
   /**
-   * Exactly `n` bytes like {@linkcode readExact}, each fed to `hash`. From a file, the bytes go
+   * Exactly `n` bytes like {@linkcode readExact}, each fed to `hash` if given. From a file, the bytes go
    * straight into one fresh buffer (allocated only once the file is known to hold them), and the
    * next piece is read while the current one is hashed.
    */
-  async readBody(n: number, what: string, hash: Hash): Promise<Uint8Array> {
+  async readBody(n: number, what: string, hash?: Hash): Promise<Uint8Array> {
     const buffered = this.#buffered - this.#head;
     if (!this.#file || n <= buffered + FILE_CHUNK) {
       const b = await this.readExact(n, what, this.#reuse ? (k) => this.#scratch(k) : undefined);
-      hash.update(b);
+      hash?.update(b);
       return b;
     }
     const file = this.#file;
@@ -174,7 +174,7 @@ export class ChunkReader {
       out.set(part, have);
       have += part.byteLength;
     }
-    hash.update(out.subarray(0, have));
+    hash?.update(out.subarray(0, have));
     const piece = (at: number) => readFull(file, out.subarray(at, Math.min(n, at + FILE_PIECE)));
     let pending: Promise<number> | undefined = piece(have);
     while (pending) {
@@ -190,7 +190,7 @@ export class ChunkReader {
       }
       have += got;
       pending = have < n ? piece(have) : undefined;
-      hash.update(out.subarray(at, at + got));
+      hash?.update(out.subarray(at, at + got));
       this.#tap?.update(out.subarray(at, at + got));
     }
     this.#position = start + n;

@@ -44,6 +44,13 @@ export interface EncoderOptions {
    * @default {true}
    */
   digest?: boolean;
+  /**
+   * Compression the codec applies itself: `"bytegroup"` asks the binary codec for byte-grouped
+   * float tensor bodies (`docs/FORMAT.md`); `encodeCheckpoint` asks no other codec for it.
+   *
+   * @default {"none"}
+   */
+  compression?: "none" | "bytegroup";
 }
 
 /** An encoder: records in, bytes out. */

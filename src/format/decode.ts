@@ -5,12 +5,15 @@
  * @module
  */
 import { type Codec, type DecoderOptions, DETECT_BYTES } from "./codec.ts";
-import { binaryCodec, decodeRecords } from "./codecs/binary.ts";
+import { binaryCodec, decodeRecords, FLAG_BYTEGROUP, HEADER_BYTES } from "./codecs/binary.ts";
 import { BUILTIN_CODECS, type Compression } from "./encode.ts";
 import { toPath } from "../storage/_path.ts";
 import { fileChunks, readFull } from "../storage/_file_io.ts";
 import type { CheckpointRecord } from "./types.ts";
 import { settled } from "./_pair.ts";
+// safetensors is a codec of the core (mod.ts exports it) kept beside its interop helpers; that
+// module imports only from src/format, so reading it by default here makes no cycle.
+import { safetensorsCodec } from "../interop/safetensors.ts";
 
 /** Where checkpoint bytes come from. */
 export type CheckpointSource =
@@ -26,7 +29,8 @@ export type CheckpointSource =
  */
 export interface DecodeOptions extends DecoderOptions {
   /**
-   * Codecs of your own to recognise, tried before the built-in ones.
+   * Codecs of your own to recognise, tried before the ones recognised by default
+   * ({@linkcode DEFAULT_READ_CODECS}: ckpt binary, ckpt JSON, safetensors).
    *
    * @default {[]}
    */
@@ -37,7 +41,7 @@ export interface DecodeOptions extends DecoderOptions {
 export interface SniffResult {
   /** The codec whose bytes these are. */
   codec: Codec;
-  /** Whether the bytes were gzip-compressed. */
+  /** Whether the bytes were gzip-compressed, or a binary stream holds byte-grouped tensors. */
   compression: Compression;
   /** The codec's bytes (decompressed), from the first byte. */
   bytes: ReadableStream<Uint8Array>;
@@ -143,9 +147,33 @@ async function* gunzip(bytes: ReadableStream<Uint8Array>): AsyncGenerator<Uint8A
   }
 }
 
-/** The first codec (the caller's, then the built-in ones) that claims these leading bytes. */
+/**
+ * The codecs every reader recognises from the bytes, in the order they are tried (after the
+ * caller's own `codecs`): ckpt binary, ckpt JSON Lines, safetensors.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_READ_CODECS } from "../../mod.ts";
+ * import assert from "node:assert/strict";
+ * assert.deepEqual(DEFAULT_READ_CODECS.map((c) => c.name), ["binary", "json", "safetensors"]);
+ * ```
+ */
+export const DEFAULT_READ_CODECS: readonly Codec[] = Object.freeze([
+  ...Object.values(BUILTIN_CODECS),
+  safetensorsCodec,
+]);
+
+/** The first codec (the caller's, then the default ones) that claims these leading bytes. */
 function detectCodec(head: Uint8Array, codecs: readonly Codec[] = []): Codec | undefined {
-  return [...codecs, ...Object.values(BUILTIN_CODECS)].find((c) => c.detect(head));
+  return [...codecs, ...DEFAULT_READ_CODECS].find((c) => c.detect(head));
+}
+
+/** "ckpt binary, ckpt JSON, safetensors", after the caller's own codecs: for "nothing recognised" messages. */
+export function formatsTried(codecs: readonly Codec[] = []): string {
+  const names = [...codecs.filter((c) => !DEFAULT_READ_CODECS.includes(c)), ...DEFAULT_READ_CODECS].map((c) =>
+    c === BUILTIN_CODECS.binary ? "ckpt binary" : c === BUILTIN_CODECS.json ? "ckpt JSON" : c.name
+  );
+  return [...new Set(names)].join(", ");
 }
 
 /**
@@ -189,8 +217,12 @@ export async function sniffCheckpoint(source: CheckpointSource, options: DecodeO
     throw new SyntaxError(
       `Cannot decode checkpoint: unrecognised format at offset 0${
         compression === "gzip" ? " of the gzip content" : ""
-      } (first bytes ${hex(head)})`,
+      } (first bytes ${hex(head)}); tried ${formatsTried(options.codecs)}${compression === "gzip" ? "" : ", gzip"}`,
     );
+  }
+  if (compression === "none" && codec === binaryCodec && head.byteLength >= HEADER_BYTES) {
+    const flags = new DataView(head.buffer, head.byteOffset, HEADER_BYTES).getUint32(12, true);
+    if (flags & FLAG_BYTEGROUP) compression = "bytegroup";
   }
   return { codec, compression, bytes };
 }

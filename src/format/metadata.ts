@@ -25,6 +25,22 @@ function checkJson(value: unknown, path: string, depth: number): void {
   throw new TypeError(`Invalid metadata: ${path} is not a JSON value`);
 }
 
+/** A value as it would read in JSON, for messages: `-0` kept, `missing` for undefined. */
+function show(v: unknown): string {
+  if (v === undefined) return "missing";
+  if (Object.is(v, -0)) return "-0";
+  try {
+    return JSON.stringify(v) ?? String(v);
+  } catch {
+    return String(v);
+  }
+}
+
+/** A step or epoch: a non-negative safe integer, and not -0 (which JSON would write as 0). */
+function isCount(v: unknown): boolean {
+  return Number.isSafeInteger(v) && (v as number) >= 0 && !Object.is(v, -0);
+}
+
 /**
  * Checks metadata before it is written: `step` a non-negative safe integer, `epoch` likewise when
  * present, `createdAt` a string, `metrics` numbers, `custom` JSON values. Throws a `TypeError`
@@ -46,11 +62,9 @@ export function validateMetadata(metadata: Metadata): void {
     if (!KEYS.has(k)) throw new TypeError(`Invalid metadata: unknown field ${JSON.stringify(k)}`);
   }
   const { step, epoch, createdAt, custom, metrics } = metadata;
-  if (!Number.isSafeInteger(step) || step < 0) {
-    throw new TypeError(`Invalid metadata: step is ${step}, not a non-negative integer`);
-  }
-  if (epoch !== undefined && (!Number.isSafeInteger(epoch) || epoch < 0)) {
-    throw new TypeError(`Invalid metadata: epoch is ${epoch}, not a non-negative integer`);
+  if (!isCount(step)) throw new TypeError(`Invalid metadata: step is ${show(step)}, not a non-negative integer`);
+  if (epoch !== undefined && !isCount(epoch)) {
+    throw new TypeError(`Invalid metadata: epoch is ${show(epoch)}, not a non-negative integer`);
   }
   if (createdAt !== undefined && typeof createdAt !== "string") {
     throw new TypeError("Invalid metadata: createdAt must be a string");

@@ -8,9 +8,12 @@ export type StrictJson = null | boolean | number | bigint | string | StrictJson[
 
 /** Deepest nesting accepted. */
 export const MAX_JSON_DEPTH = 64;
+/** Longest number literal accepted, in characters (a u64 needs 20). */
+export const MAX_NUMBER_CHARS = 64;
 
 const WS = new Set([0x20, 0x09, 0x0a, 0x0d]);
 const utf8Strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+const ascii = new TextDecoder("latin1");
 
 /**
  * Parses `bytes` (already checked to be UTF-8) as one JSON value followed only by JSON
@@ -84,7 +87,10 @@ export function parseStrictJson(
       if (bytes[i] === 0x2b || bytes[i] === 0x2d) i++;
       if (digits() === 0) expect("a digit in the exponent");
     }
-    const text = String.fromCharCode(...bytes.subarray(start, i));
+    if (i - start > MAX_NUMBER_CHARS) {
+      fail(`number literal of ${i - start} characters is longer than ${MAX_NUMBER_CHARS}`, base + start);
+    }
+    const text = ascii.decode(bytes.subarray(start, i));
     return integer ? BigInt(text) : Number(text);
   };
 

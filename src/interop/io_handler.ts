@@ -11,6 +11,7 @@ import type { DecodeOptions } from "../format/decode.ts";
 import { loadCheckpoint } from "../io/load.ts";
 import { saveCheckpoint, type SaveOptions, type SaveResult, toPath } from "../io/save.ts";
 import type { Metadata } from "../format/types.ts";
+import { LIMIT_OPTION_NAMES } from "../format/_options.ts";
 import { readSha256Sidecar, writeSha256Sidecar } from "./sidecar.ts";
 import { artifactsToCheckpoint, checkpointToArtifacts } from "./tfjs_artifacts.ts";
 import type { WeightOptions } from "./tfjs_weights.ts";
@@ -86,11 +87,13 @@ function byteLength(value: unknown): number {
 export function ckptHandler(path: string | URL, options: CkptHandlerOptions = {}): CkptHandler {
   const file = toPath(path);
   const verify = options.verify ?? true;
-  // A codec object used to save must also be recognised when loading.
-  const read = {
-    ...options,
+  // Each function gets only the options it knows (they reject others). A codec object used to
+  // save must also be recognised when loading.
+  const save: SaveOptions = { codec: options.codec, compression: options.compression, sync: options.sync };
+  const read: DecodeOptions = {
     codecs: [...(options.codecs ?? []), ...(typeof options.codec === "object" ? [options.codec] : [])],
   };
+  for (const name of LIMIT_OPTION_NAMES) read[name] = options[name];
   let lastSave: SaveResult | undefined;
   return {
     path: file,
@@ -101,7 +104,7 @@ export function ckptHandler(path: string | URL, options: CkptHandlerOptions = {}
       const ckpt = artifactsToCheckpoint(artifacts, options.metadata ?? { step: 0 });
       const tmp = join(dirname(file), `.${basename(file)}.save-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`);
       try {
-        const result = await saveCheckpoint(tmp, ckpt, { ...options, sha256sum: options.sidecar ?? false });
+        const result = await saveCheckpoint(tmp, ckpt, { ...save, sha256sum: options.sidecar ?? false });
         if (verify) await loadCheckpoint(tmp, { ...read, sha256: result.digest });
         await Deno.rename(tmp, file);
         if (options.sync ?? true) {

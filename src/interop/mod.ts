@@ -19,7 +19,7 @@
  *   ],
  * }, { codec: safetensorsCodec, sha256sum: true });
  * await writeSha256Sidecar(path, sha256!); // `sha256sum -c model.safetensors.sha256` accepts it
- * const all = await loadCheckpoint(path, { codecs: [safetensorsCodec], sha256 });
+ * const all = await loadCheckpoint(path, { sha256 });
  * assert.equal(all.metadata.step, 100);
  * const bias = await readSafetensorsTensors(path, ["dense/bias"]);
  * assert.deepEqual(bias.tensors[0]!.data, new Float32Array([0, 1]));

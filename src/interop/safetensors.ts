@@ -547,7 +547,7 @@ export function createSafetensorsCodec(options: SafetensorsCodecOptions = {}): C
 
 /**
  * The safetensors codec, for `saveCheckpoint(path, ckpt, { codec: safetensorsCodec })` and
- * `loadCheckpoint(path, { codecs: [safetensorsCodec] })`. It holds references to the tensors
+ * `loadCheckpoint(path)` (which recognises safetensors by default). It holds references to the tensors
  * until the last one arrives (see {@linkcode createSafetensorsCodec} to stream instead).
  *
  * @example
@@ -560,7 +560,7 @@ export function createSafetensorsCodec(options: SafetensorsCodecOptions = {}): C
  *   metadata: { step: 7, metrics: { loss: 0.5 } },
  *   tensors: [{ name: "dense/kernel", dtype: "float32", shape: [2], data: new Float32Array([1, 2]) }],
  * }, { codec: safetensorsCodec });
- * const back = await loadCheckpoint(path, { codecs: [safetensorsCodec], sha256 });
+ * const back = await loadCheckpoint(path, { sha256 });
  * assert.equal(back.metadata.step, 7);
  * assert.deepEqual(back.tensors[0]!.data, new Float32Array([1, 2]));
  * await Deno.remove(path);

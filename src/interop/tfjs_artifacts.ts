@@ -12,9 +12,9 @@
  * @module
  */
 import type { io } from "@tensorflow/tfjs-core";
-import { dirname, isAbsolute, join } from "node:path";
+import { dirname, isAbsolute, join, sep as SEP } from "node:path";
 import { type CheckpointSource, decodeCheckpoint, type DecodeOptions } from "../format/decode.ts";
-import { isDType } from "../format/dtype.ts";
+import { checkTensorName, isDType } from "../format/dtype.ts";
 import { ChecksumMismatchError } from "../format/errors.ts";
 import { resolveLimits } from "../format/limits.ts";
 import { metadataFromJson, metadataToJson } from "../format/metadata.ts";
@@ -354,7 +354,28 @@ export async function writeTfjsArtifacts(
 }
 
 /** Options for {@linkcode readTfjsArtifacts}. */
-export type ReadTfjsOptions = DecodeOptions;
+export interface ReadTfjsOptions extends DecodeOptions {
+  /**
+   * Read shards whose real path (symbolic links resolved) lies outside the directory of
+   * `model.json`. Off by default, so that artifacts from elsewhere (an unpacked archive, a
+   * download) cannot make the reader open other files through links.
+   *
+   * @default {false}
+   */
+  allowOutsideShards?: boolean;
+}
+
+/** The value of an own property, never one inherited from `Object.prototype` (`toString`...). */
+function own<T>(record: Record<string, T> | undefined, key: string): T | undefined {
+  return record !== undefined && Object.hasOwn(record, key) ? record[key] : undefined;
+}
+
+/** Refuses anything but a regular file (a FIFO would block the reader forever). */
+async function regularFile(path: string, what: string): Promise<Deno.FileInfo> {
+  const info = await Deno.stat(path);
+  if (!info.isFile) throw new SyntaxError(`Cannot decode TF.js artifacts: ${what} is not a regular file`);
+  return info;
+}
 
 function checkRelative(p: unknown, where: string): string {
   if (typeof p !== "string" || p.length === 0) {
@@ -373,12 +394,29 @@ async function* shardChunks(
   root: string,
   paths: string[],
   record: CkptRecord | undefined,
+  allowOutside: boolean,
 ): AsyncGenerator<Uint8Array> {
+  const realRoot = await Deno.realPath(root);
   for (const p of paths) {
     const expected = record?.shards.find((s) => s.path === p);
+    if (record && !expected) {
+      throw new SyntaxError(
+        `Cannot decode TF.js artifacts: shard ${JSON.stringify(p)} is not listed in the "ckpt" record of model.json`,
+      );
+    }
+    const path = join(root, p);
+    await regularFile(path, `shard ${JSON.stringify(p)}`);
+    const real = await Deno.realPath(path);
+    if (!allowOutside && !real.startsWith(realRoot.endsWith(SEP) ? realRoot : realRoot + SEP)) {
+      throw new SyntaxError(
+        `Cannot decode TF.js artifacts: shard ${
+          JSON.stringify(p)
+        } resolves to ${real}, outside the artifacts directory ${realRoot} (allowOutsideShards permits it)`,
+      );
+    }
     const hash = sha256();
     let bytes = 0;
-    const file = await Deno.open(join(root, p), { read: true });
+    const file = await Deno.open(path, { read: true });
     try {
       for (;;) {
         const buf = new Uint8Array(4 * 2 ** 20);
@@ -443,7 +481,11 @@ function parseRecord(value: unknown, names: Set<string>): { record: CkptRecord; 
  * `metadata.custom["tfjs.artifacts"]`, and weights as TF.js would load them (float16-quantized
  * weights stay float16). Throws a `SyntaxError` for malformed JSON, a manifest that does not
  * match the shards, or unsafe paths; a `RangeError` when `model.json` exceeds `maxHeaderBytes`
- * or a weight ckpt cannot hold (string, complex64).
+ * or a weight ckpt cannot hold (string, complex64). When `model.json` has a `"ckpt"` record,
+ * every shard must be listed in it and is checked against its size and SHA-256. `model.json` and
+ * the shards must be regular files (a FIFO is refused rather than waited on), and a shard whose
+ * real path leaves the directory of `model.json` through a symbolic link is refused unless
+ * `allowOutsideShards` is set.
  *
  * @example
  * ```ts
@@ -463,7 +505,7 @@ function parseRecord(value: unknown, names: Set<string>): { record: CkptRecord; 
 export async function readTfjsArtifacts(modelJson: string | URL, options: ReadTfjsOptions = {}): Promise<Checkpoint> {
   const lim = resolveLimits(options);
   const path = toPath(modelJson);
-  const size = (await Deno.stat(path)).size;
+  const size = (await regularFile(path, path)).size;
   if (size > lim.maxHeaderBytes) {
     throw new RangeError(
       `Cannot decode TF.js artifacts: model.json of ${size} bytes exceeds maxHeaderBytes ${lim.maxHeaderBytes}`,
@@ -482,7 +524,7 @@ export async function readTfjsArtifacts(modelJson: string | URL, options: ReadTf
   if (!Array.isArray(manifest)) {
     throw new SyntaxError("Cannot decode TF.js artifacts: model.json has no weightsManifest array");
   }
-  const groups: { paths: string[]; weights: WeightSpec[] }[] = manifest.map((g: unknown, i: number) => {
+  const groups: { paths: string[]; weights: WeightSpec[]; at: string }[] = manifest.map((g: unknown, i: number) => {
     const group = g as Record<string, unknown>;
     if (typeof group !== "object" || group === null || !Array.isArray(group.paths) || !Array.isArray(group.weights)) {
       throw new SyntaxError(`Cannot decode TF.js artifacts: weightsManifest[${i}] is not {paths, weights}`);
@@ -490,15 +532,18 @@ export async function readTfjsArtifacts(modelJson: string | URL, options: ReadTf
     return {
       paths: group.paths.map((p, j) => checkRelative(p, `weightsManifest[${i}].paths[${j}]`)),
       weights: group.weights as WeightSpec[],
+      at: `weightsManifest[${i}]`,
     };
   });
   const names = new Set<string>();
   let count = 0;
   for (const g of groups) {
-    for (const w of g.weights) {
+    for (const [j, w] of g.weights.entries()) {
       if (typeof w !== "object" || w === null || typeof w.name !== "string" || !Array.isArray(w.shape)) {
         throw new SyntaxError("Cannot decode TF.js artifacts: a weight entry is not {name, shape, dtype}");
       }
+      const badName = checkTensorName(w.name);
+      if (badName) throw new SyntaxError(`Cannot decode TF.js artifacts: ${g.at}.weights[${j}]: ${badName}`);
       if (names.has(w.name)) {
         throw new SyntaxError(`Cannot decode TF.js artifacts: duplicate weight name ${JSON.stringify(w.name)}`);
       }
@@ -536,12 +581,15 @@ export async function readTfjsArtifacts(modelJson: string | URL, options: ReadTf
   const root = dirname(path);
   const tensors: Tensor[] = [];
   for (const g of groups) {
-    const reader = new ChunkReader(shardChunks(root, g.paths, record), "TF.js weights");
+    const reader = new ChunkReader(
+      shardChunks(root, g.paths, record, options.allowOutsideShards ?? false),
+      "TF.js weights",
+    );
     for (const spec of g.weights) {
       const bytes = await reader.readExact(weightByteLength(spec), `weight ${JSON.stringify(spec.name)}`);
-      const original = record?.dtypes?.[spec.name];
+      const original = own(record?.dtypes, spec.name);
       const t = weightToTensor(spec, bytes, original);
-      const group = record?.groups?.[spec.name];
+      const group = own(record?.groups, spec.name);
       if (group !== undefined) t.group = group;
       tensors.push(t);
     }

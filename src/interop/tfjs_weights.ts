@@ -128,6 +128,26 @@ export function tensorToWeight(t: TensorInput, options: WeightOptions = {}): Wei
   return { spec: spec("int32"), bytes: bytesOf(toInt32(t)), original: t.dtype };
 }
 
+type Quantization = NonNullable<WeightSpec["quantization"]>;
+
+/**
+ * A manifest entry's quantization, checked: absent, or an object whose `dtype` is `uint8`,
+ * `uint16` or `float16` (manifests are untrusted JSON, so `null`, numbers and `{}` occur).
+ */
+function quantizationOf(spec: WeightSpec): Quantization | undefined {
+  const q: unknown = spec.quantization;
+  if (q === undefined) return undefined;
+  const where = `weight ${JSON.stringify(spec.name)}`;
+  if (typeof q !== "object" || q === null || Array.isArray(q)) {
+    throw new SyntaxError(`Cannot decode TF.js weights: ${where} has quantization ${JSON.stringify(q)}, not an object`);
+  }
+  const dtype = (q as { dtype?: unknown }).dtype;
+  if (dtype !== "uint8" && dtype !== "uint16" && dtype !== "float16") {
+    throw new SyntaxError(`Cannot decode TF.js weights: ${where} has unknown quantization ${JSON.stringify(dtype)}`);
+  }
+  return q as Quantization;
+}
+
 /**
  * Bytes a manifest entry occupies in the weight data. Throws a `RangeError` for string and
  * complex64 weights (ckpt has no such dtypes) and a `SyntaxError` for a malformed entry.
@@ -147,12 +167,8 @@ export function weightByteLength(spec: WeightSpec): number {
   } catch (e) {
     throw new SyntaxError(`Cannot decode TF.js weights: ${(e as Error).message}`);
   }
-  const q = spec.quantization?.dtype;
-  if (q !== undefined) {
-    if (q === "uint8") return count;
-    if (q === "uint16" || q === "float16") return count * 2;
-    throw new SyntaxError(`Cannot decode TF.js weights: ${where} has unknown quantization ${JSON.stringify(q)}`);
-  }
+  const q = quantizationOf(spec)?.dtype;
+  if (q !== undefined) return q === "uint8" ? count : count * 2;
   switch (spec.dtype) {
     case "float32":
     case "int32":
@@ -210,7 +226,7 @@ export function weightToTensor(spec: WeightSpec, bytes: Uint8Array, original?: D
   const shape = [...spec.shape];
   const group = spec.group === "optimizer" ? "optimizer" : "params";
   const make = (dtype: DType, data: TensorData): Tensor => ({ name: spec.name, dtype, shape, group, data });
-  const q = spec.quantization;
+  const q = quantizationOf(spec);
   const expect = (dtype: string, quant?: string): void => {
     if (spec.dtype !== dtype || q?.dtype !== quant) {
       bad(spec, `was exported from ${original} but is ${spec.dtype}${q ? ` quantized as ${q.dtype}` : ""}`);

@@ -18,6 +18,7 @@ import { type Hash, sha256, toHex } from "../format/_hash.ts";
 import { settled } from "../format/_pair.ts";
 import { readFull } from "../storage/_file_io.ts";
 import { toPath } from "../storage/_path.ts";
+import { checkOptionNames, LIMIT_OPTION_NAMES } from "../format/_options.ts";
 
 /** Options for {@linkcode loadCheckpoint}. */
 export interface LoadOptions extends DecodeOptions {
@@ -39,6 +40,26 @@ export interface LoadOptions extends DecodeOptions {
    */
   sha256?: string;
 }
+
+/** Every option {@linkcode loadCheckpoint} takes; any other name is a `TypeError`. */
+const LOAD_OPTION_NAMES = [
+  "codecs",
+  "only",
+  "sha256",
+  "reuseBuffers",
+  ...LIMIT_OPTION_NAMES,
+] as const satisfies readonly (
+  keyof LoadOptions
+)[];
+// A compile error here means LoadOptions gained an option LOAD_OPTION_NAMES does not list.
+const _everyLoadOption: Exclude<keyof LoadOptions, typeof LOAD_OPTION_NAMES[number]> extends never ? true : never =
+  true;
+
+const LOAD_HINTS: Readonly<Record<string, string>> = {
+  codec: "a load recognises the format from the bytes (ckpt binary, ckpt JSON, safetensors, gzip); " +
+    "pass a codec of your own as codecs: [codec]",
+  compression: "a load recognises gzip from the bytes",
+};
 
 async function pathCodec(path: string | URL, codecs?: readonly Codec[]): Promise<Codec | undefined> {
   const file = await Deno.open(toPath(path, "read checkpoint from"), { read: true });
@@ -82,7 +103,9 @@ function tapped(source: ReadableStream<Uint8Array>, hash: Hash): ReadableStream<
  * Loads a checkpoint and verifies it: every record digest and the whole-stream digest (and the
  * caller's `sha256`, when given). The codec and gzip are recognised from the bytes. Nothing is
  * returned unless everything checked out: corrupt bytes raise {@linkcode ChecksumMismatchError},
- * malformed ones a `SyntaxError`, sizes over a limit a `RangeError`.
+ * malformed ones a `SyntaxError`, sizes over a limit a `RangeError`. The formats recognised are
+ * ckpt binary, ckpt JSON Lines and safetensors (each optionally gzipped), after any `codecs` of
+ * your own; an option name `loadCheckpoint` does not know (such as `codec`) is a `TypeError`.
  *
  * @example
  * ```ts
@@ -102,6 +125,7 @@ function tapped(source: ReadableStream<Uint8Array>, hash: Hash): ReadableStream<
  * ```
  */
 export async function loadCheckpoint(source: CheckpointSource, options: LoadOptions = {}): Promise<Checkpoint> {
+  checkOptionNames(options, LOAD_OPTION_NAMES, "Cannot load checkpoint", LOAD_HINTS);
   const { only, sha256: expected } = options;
   if (expected !== undefined && !/^[0-9a-fA-F]{64}$/.test(expected)) {
     throw new TypeError("Invalid sha256 option: expected 64 hex digits");

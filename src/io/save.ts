@@ -10,6 +10,7 @@ import { sha256 } from "../format/_hash.ts";
 import { StagedFileSink } from "../storage/_file_sink.ts";
 import { WorkerHash } from "../storage/_worker_hash.ts";
 import { toPath } from "../storage/_path.ts";
+import { checkOptionNames } from "../format/_options.ts";
 
 export { toPath };
 
@@ -35,7 +36,25 @@ export interface SaveOptions extends EncodeOptions {
    * @default {false}
    */
   sha256sum?: boolean;
+  /**
+   * For a `WritableStream` target: leave it open when the checkpoint is written (and do not abort
+   * it when the save fails), so the caller can go on writing to it or close it. By default the
+   * stream is closed at the end of the checkpoint, as `pipeTo` does, which is what finishes an
+   * HTTP body or a file's `writable`; pass `true` for `Deno.stdout.writable` or any stream the
+   * caller keeps using. Paths ignore it (the file is always complete and closed).
+   *
+   * @default {false}
+   */
+  preventClose?: boolean;
 }
+
+/** Every option {@linkcode saveCheckpoint} takes; any other name is a `TypeError`. */
+const SAVE_OPTION_NAMES = ["codec", "compression", "sync", "preventClose", "sha256sum"] as const satisfies readonly (
+  keyof SaveOptions
+)[];
+// A compile error here means SaveOptions gained an option SAVE_OPTION_NAMES does not list.
+const _everySaveOption: Exclude<keyof SaveOptions, typeof SAVE_OPTION_NAMES[number]> extends never ? true : never =
+  true;
 
 /** What {@linkcode saveCheckpoint} wrote. */
 export interface SaveResult {
@@ -116,6 +135,12 @@ async function syncDir(dir: string): Promise<void> {
  * the directory), so a crash or an error mid-save leaves the previous file intact. Tensors given
  * as an async iterable are pulled one at a time, so memory stays bounded.
  *
+ * A `WritableStream` target is closed when the checkpoint ends (as `pipeTo` does) unless
+ * `preventClose: true`; use that for `Deno.stdout.writable`, or the next `console.log` finds
+ * stdout closed. A stream whose reader went away (`| head`) fails the save with a
+ * `Deno.errors.BrokenPipe` that says so. An option name `saveCheckpoint` does not know is a
+ * `TypeError`.
+ *
  * @example
  * ```ts
  * import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
@@ -137,7 +162,9 @@ export async function saveCheckpoint(
   checkpoint: CheckpointInput,
   options: SaveOptions = {},
 ): Promise<SaveResult> {
+  checkOptionNames(options, SAVE_OPTION_NAMES, "Cannot save checkpoint");
   const askedFile = options.sha256sum ?? false;
+  if (typeof askedFile !== "boolean") throw new TypeError("Cannot save checkpoint: sha256sum must be a boolean");
   if (target instanceof WritableStream) {
     const { readable, sha256: codecFile, digest } = encodeWithDigest(checkpoint, options, { digest: askedFile });
     // Hash here only what the codec does not: the file when asked for (or gzip output), or
@@ -153,7 +180,17 @@ export async function saveCheckpoint(
         },
       }),
     );
-    await counted.pipeTo(target);
+    const keepOpen = options.preventClose ?? false;
+    if (typeof keepOpen !== "boolean") throw new TypeError("Cannot save checkpoint: preventClose must be a boolean");
+    try {
+      await counted.pipeTo(target, { preventClose: keepOpen, preventAbort: keepOpen });
+    } catch (e) {
+      if (!(e instanceof Deno.errors.BrokenPipe)) throw e;
+      throw new Deno.errors.BrokenPipe(
+        `Cannot save checkpoint: the stream's reader went away after ${bytes} bytes had been handed to it (broken pipe; e.g. piped into head)`,
+        { cause: e },
+      );
+    }
     const file = codecFile ? await codecFile : hash?.digest("hex");
     return result(bytes, digest ? await digest : file!, file);
   }

@@ -68,11 +68,18 @@ export function resolveOptions(options: CheckpointManagerOptions): Resolved {
   const codec = options.codec ?? "binary";
   const resolvedCodec = resolveCodec(codec);
   const compression = options.compression ?? "none";
-  if (compression !== "none" && compression !== "gzip") {
-    throw new TypeError(`Invalid option compression: ${JSON.stringify(compression)}, expected "none" or "gzip"`);
+  if (compression !== "none" && compression !== "gzip" && compression !== "bytegroup") {
+    throw new TypeError(
+      `Invalid option compression: ${JSON.stringify(compression)}, expected "none", "gzip" or "bytegroup"`,
+    );
   }
   const incremental = options.incremental ?? false;
   if (typeof incremental !== "boolean") throw new TypeError("Invalid option incremental: expected a boolean");
+  if (compression === "bytegroup" && (incremental || resolvedCodec.name !== "binary")) {
+    throw new TypeError(
+      'Invalid options: compression "bytegroup" applies to full checkpoints in the binary codec (not incremental: true, not another codec)',
+    );
+  }
   if (incremental && options.writer !== undefined) {
     throw new TypeError("Invalid options: writer is not used with incremental: true (the manager writes blobs itself)");
   }

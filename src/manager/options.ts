@@ -66,7 +66,8 @@ export interface CheckpointManagerOptions {
    */
   codec?: CodecName | Codec;
   /**
-   * Compression of full checkpoint files, or of the tensor blobs of incremental ones.
+   * Compression of full checkpoint files, or of the tensor blobs of incremental ones (`"gzip"`
+   * only; `"bytegroup"` is for full binary checkpoints).
    *
    * @default {"none"}
    */

@@ -89,6 +89,8 @@ export interface S3StoreOptions {
    * bytes, before it counts as failed (and is retried). @default {DEFAULT_S3_TIMEOUT_MS}
    */
   timeout?: number;
+  /** Keys per ListObjectsV2 and ListMultipartUploads request (S3 gives at most 1000). @default {1000} */
+  listPageSize?: number;
   /** The `fetch` to send requests with (to count or intercept them). @default {globalThis.fetch} */
   fetch?: typeof fetch;
 }
@@ -230,6 +232,8 @@ interface RequestSpec {
   accept?: number[];
   /** What the error message calls the operation. */
   what: string;
+  /** Retries for this request. @default {the store's} */
+  retries?: number;
   signal?: AbortSignal | undefined;
 }
 
@@ -272,6 +276,7 @@ export class S3Store implements ObjectStore {
   readonly #retries: number;
   readonly #timeout: number;
   readonly #fetch: typeof fetch;
+  readonly #pageSize: number;
   readonly #region: string;
   readonly #credentials: S3Credentials | undefined;
   #client: AwsClient | undefined;
@@ -297,6 +302,7 @@ export class S3Store implements ObjectStore {
     this.#concurrency = positiveInt(options.concurrency ?? DEFAULT_S3_CONCURRENCY, "concurrency", 1);
     this.#retries = positiveInt(options.retries ?? DEFAULT_S3_RETRIES, "retries", 0);
     this.#timeout = positiveInt(options.timeout ?? DEFAULT_S3_TIMEOUT_MS, "timeout", 1);
+    this.#pageSize = positiveInt(options.listPageSize ?? 1000, "listPageSize", 1);
     this.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.#region = options.region ?? env("AWS_REGION") ?? env("AWS_DEFAULT_REGION") ?? "us-east-1";
     const endpoint = options.endpoint ?? env("AWS_ENDPOINT_URL_S3") ?? env("AWS_ENDPOINT_URL");
@@ -361,7 +367,7 @@ export class S3Store implements ObjectStore {
         return await this.#attempt(url, spec);
       } catch (e) {
         if (!(e instanceof Attempt)) throw e;
-        if (!e.retryable || attempt >= this.#retries) {
+        if (!e.retryable || attempt >= (spec.retries ?? this.#retries)) {
           const tries = attempt > 0 ? ` (after ${attempt + 1} attempts)` : "";
           throw new S3Error(where, {
             operation: spec.what,
@@ -382,11 +388,15 @@ export class S3Store implements ObjectStore {
     const signal = spec.signal ? AbortSignal.any([spec.signal, timer.signal]) : timer.signal;
     let res: Response;
     try {
-      const init: RequestInit = { method: spec.method, signal };
-      if (spec.headers) init.headers = spec.headers;
+      // Signed without the body (S3 takes UNSIGNED-PAYLOAD), which then goes to fetch directly:
+      // a Request made with it would hold one more copy of every part in flight.
+      const signed = await this.#signer().sign(url.href, {
+        method: spec.method,
+        ...(spec.headers ? { headers: spec.headers } : {}),
+      });
+      const init: RequestInit = { method: spec.method, headers: signed.headers, signal };
       if (spec.body) init.body = spec.body as Uint8Array<ArrayBuffer>;
-      const req = await this.#signer().sign(url.href, init);
-      res = await this.#fetch(req);
+      res = await this.#fetch(signed.url, init);
     } catch (e) {
       clearTimeout(timeout);
       if (spec.signal?.aborted) throw spec.signal.reason;
@@ -439,7 +449,17 @@ export class S3Store implements ObjectStore {
       ...(header ? { headers: { range: header } } : {}),
     });
     if (res.status === 404) {
-      await res.body?.cancel();
+      // NoSuchKey is an absent object; NoSuchBucket and the like are errors of their own.
+      const text = await res.text().catch(() => "");
+      const code = xmlTag(text, "Code") ?? "";
+      if (code !== "" && code !== "NoSuchKey") {
+        throw new S3Error(this.#where(path), {
+          operation: "GET",
+          status: 404,
+          code,
+          detail: xmlTag(text, "Message") ?? "",
+        });
+      }
       throw new ObjectNotFoundError(this.#where(path));
     }
     if (res.status === 416) {
@@ -466,7 +486,7 @@ export class S3Store implements ObjectStore {
     } else {
       info.size = length;
     }
-    const body = this.#idleTimeout(res.body ?? new ReadableStream({ start: (c) => c.close() }), this.#where(path));
+    const body = this.#resumable(res, path, { offset, length, version: info.version }, signal);
     return { info, offset, length, body };
   }
 
@@ -482,36 +502,87 @@ export class S3Store implements ObjectStore {
     return { info, offset, length: 0, body: new ReadableStream({ start: (c) => c.close() }) };
   }
 
-  /** `body`, failing if no bytes come for `timeout` ms (a stalled connection would hang the reader). */
-  #idleTimeout(body: ReadableStream<Uint8Array>, where: string): ReadableStream<Uint8Array> {
-    const reader = body.getReader();
+  /**
+   * The body of a GET of `length` bytes from `offset`, made resilient: if no bytes come for
+   * `timeout` ms, or the connection fails, the rest is fetched again from where it stopped (a
+   * range request with `If-Match`, so a changed object is an error, never a splice), up to
+   * `retries` times in a row.
+   */
+  #resumable(
+    first: Response,
+    path: string,
+    span: { offset: number; length: number; version: string },
+    signal: AbortSignal | undefined,
+  ): ReadableStream<Uint8Array> {
+    const where = this.#where(path);
     const ms = this.#timeout;
+    const retries = this.#retries;
+    const end = span.offset + span.length;
+    let pos = span.offset;
+    let failures = 0;
+    let reader: ReadableStreamDefaultReader<Uint8Array> | undefined = first.body?.getReader();
+    const refetch = async (): Promise<ReadableStreamDefaultReader<Uint8Array> | undefined> => {
+      const headers: Record<string, string> = { range: `bytes=${pos}-${end - 1}` };
+      if (span.version !== "") headers["if-match"] = span.version;
+      // One attempt: the body's own loop counts the failures.
+      const res = await this.#request({ method: "GET", path, headers, what: "GET", signal, accept: [412], retries: 0 });
+      if (res.status === 412) {
+        await res.body?.cancel();
+        throw new S3Error(where, { operation: "GET", status: 412, detail: "the object changed while it was read" });
+      }
+      return res.body?.getReader();
+    };
     return new ReadableStream<Uint8Array>({
       async pull(controller) {
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        const stalled = new Promise<never>((_, reject) => {
-          timer = setTimeout(
-            () => reject(new S3Error(where, { operation: "GET", detail: `no bytes for ${ms} ms` })),
-            ms,
-          );
-        });
-        try {
-          const { done, value } = await Promise.race([reader.read(), stalled]);
-          if (done) controller.close();
-          else controller.enqueue(value);
-        } catch (e) {
-          reader.cancel(e).catch(() => {});
-          controller.error(
-            e instanceof S3Error
-              ? e
-              : new S3Error(where, { operation: "GET", detail: `body failed (${String(e)})`, cause: e }),
-          );
-        } finally {
-          clearTimeout(timer);
+        for (;;) {
+          let timer: ReturnType<typeof setTimeout> | undefined;
+          try {
+            reader ??= await refetch();
+            if (reader === undefined) throw new Error("no body");
+            const stalled = new Promise<never>((_, reject) => {
+              timer = setTimeout(() => reject(new Error(`no bytes for ${ms} ms`)), ms);
+            });
+            const { done, value } = await Promise.race([reader.read(), stalled]);
+            if (done) {
+              if (pos < end) throw new Error(`the body ended ${end - pos} bytes early`);
+              controller.close();
+              return;
+            }
+            if (value.byteLength > end - pos) throw new Error(`the body runs past byte ${end}`);
+            pos += value.byteLength;
+            failures = 0;
+            controller.enqueue(value);
+            return;
+          } catch (e) {
+            reader?.cancel(e).catch(() => {});
+            reader = undefined;
+            if (signal?.aborted) return controller.error(signal.reason);
+            // An answer that says no (412: the object changed; 403) ends it; a failed transfer is retried.
+            const transient = !(e instanceof S3Error) || e.status === 0 || RETRY_STATUS.has(e.status) ||
+              RETRY_CODES.has(e.code);
+            if (!transient) return controller.error(e);
+            if (++failures > retries) {
+              const why = e instanceof Error ? e.message : String(e);
+              return controller.error(
+                new S3Error(where, {
+                  operation: "GET",
+                  detail: `the body failed at byte ${pos} (${why}) (after ${failures} attempts)`,
+                  cause: e,
+                }),
+              );
+            }
+          } finally {
+            clearTimeout(timer);
+          }
+          try {
+            await sleep(Math.random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** (failures - 1)), signal);
+          } catch (e) {
+            return controller.error(e);
+          }
         }
       },
       cancel(reason) {
-        return reader.cancel(reason);
+        return reader?.cancel(reason);
       },
     }, { highWaterMark: 0 });
   }
@@ -644,7 +715,11 @@ export class S3Store implements ObjectStore {
     checkPrefix(prefix, this.url);
     let token: string | undefined;
     do {
-      const query: Record<string, string> = { "list-type": "2", prefix: this.#prefix + prefix };
+      const query: Record<string, string> = {
+        "list-type": "2",
+        prefix: this.#prefix + prefix,
+        "max-keys": String(this.#pageSize),
+      };
       if (token !== undefined) query["continuation-token"] = token;
       const res = await this.#request({ method: "GET", path: "", query, what: "ListObjectsV2" });
       const xml = await res.text();
@@ -684,7 +759,11 @@ export class S3Store implements ObjectStore {
     let keyMarker: string | undefined;
     let idMarker: string | undefined;
     for (;;) {
-      const query: Record<string, string> = { uploads: "", prefix: this.#prefix + prefix };
+      const query: Record<string, string> = {
+        uploads: "",
+        prefix: this.#prefix + prefix,
+        "max-uploads": String(this.#pageSize),
+      };
       if (keyMarker !== undefined) query["key-marker"] = keyMarker;
       if (idMarker !== undefined) query["upload-id-marker"] = idMarker;
       const res = await this.#request({ method: "GET", path: "", query, what: "ListMultipartUploads" });
@@ -894,7 +973,10 @@ class S3Writer implements ObjectWriter {
       return;
     }
     this.#etags.push("");
-    this.#uploadId ??= this.#mp.create(this.#abort.signal);
+    if (this.#uploadId === undefined) {
+      this.#uploadId = this.#mp.create(this.#abort.signal);
+      this.#uploadId.catch(() => {}); // awaited by every part; seen there
+    }
     while (this.#inFlight.size >= this.#mp.concurrency) await Promise.race(this.#inFlight);
     if (this.#failure) return;
     const task = (async () => {
@@ -906,7 +988,7 @@ class S3Writer implements ObjectWriter {
           data.subarray(0, length),
           this.#abort.signal,
         );
-        if (this.#spare.length < 1) this.#spare.push(data);
+        if (this.#spare.length <= this.#mp.concurrency) this.#spare.push(data);
       } catch (e) {
         this.#fail(e);
       }

@@ -73,3 +73,4 @@ export {
   type ManagerLike,
 } from "./checkpoint_writer.ts";
 export type { TfModel } from "./_slots.ts";
+export { assertModelMatchesCheckpoint, type ModelMatchOptions } from "./testing.ts";

@@ -230,3 +230,23 @@ Deno.test({
     for (const peak of [p1!, p2!]) assert.ok(peak > 0 && peak < (mib / 2) * 2 ** 20, `peak RSS ${peak} bytes`);
   },
 });
+
+Deno.test("convert --bytegroup writes byte-grouped float tensors that load back bit for bit and convert back", async () => {
+  await using t = await tempDir();
+  const a = `${t.dir}/a.ckpt`;
+  await writeSample(a);
+  const r = await ckpt(["convert", a, `${t.dir}/b.ckpt`, "--bytegroup"]);
+  assert.equal(r.code, 0, r.err);
+  const b = await Deno.readFile(`${t.dir}/b.ckpt`);
+  assert.equal(b[12], 1, "header flag 1 (byte-grouped bodies)");
+  assert.deepEqual(await loadCheckpoint(`${t.dir}/b.ckpt`), await loadCheckpoint(a));
+  const back = await ckpt(["convert", `${t.dir}/b.ckpt`, `${t.dir}/c.ckpt`]);
+  assert.equal(back.code, 0, back.err);
+  assert.deepEqual(await Deno.readFile(`${t.dir}/c.ckpt`), await Deno.readFile(a));
+  const both = await ckpt(["convert", a, `${t.dir}/d.ckpt`, "--bytegroup", "--gzip"]);
+  assert.equal(both.code, 2);
+  assert.match(both.err, /--gzip and --bytegroup cannot be combined/);
+  const json = await ckpt(["convert", a, `${t.dir}/d.jsonl`, "--bytegroup", "-c", "json"]);
+  assert.equal(json.code, 2);
+  assert.match(json.err, /--bytegroup needs the binary codec/);
+});

@@ -12,7 +12,7 @@ Deno.test("inspect prints metadata, the tensor table and totals per group from t
   assert.match(r.out, /^source\s+.*a\.ckpt$/m);
   assert.match(r.out, /^codec\s+binary$/m);
   assert.match(r.out, /^compression\s+none$/m);
-  assert.match(r.out, new RegExp(`^size\\s+${bytes} bytes \\(\\d+\\.\\d\\d KB\\)$`, "m"));
+  assert.match(r.out, new RegExp(`^size\\s+${bytes} bytes \\(\\d+\\.\\d\\d KiB\\)$`, "m"));
   assert.match(r.out, new RegExp(`^stream digest\\s+${digest} \\(stored in the footer, not checked here\\)$`, "m"));
   assert.doesNotMatch(r.out, /^file sha256/m);
   assert.match(r.out, /^verified\s+no: index only, not verified/m);

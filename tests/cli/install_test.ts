@@ -1,47 +1,62 @@
+// `deno task install-cli` as a user runs it: the ckpt command it writes works from a directory
+// outside the repository with no deno on PATH (as when Deno came from npx), and prints nothing
+// but ckpt's own output.
 import assert from "node:assert/strict";
-import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
+import { launcherScript } from "../../src/cli/install.ts";
 import { tempDir, writeSample } from "./_run.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const decode = (b: Uint8Array) => new TextDecoder().decode(b);
 
-Deno.test("deno install puts a working ckpt command in the install root, as docs/cli.md says", async () => {
+/** A bare environment: HOME (Deno's cache lives under it) and a PATH without deno on it. */
+function bareEnv(): Record<string, string> {
+  return { HOME: Deno.env.get("HOME") ?? "/root", PATH: "/usr/bin:/bin", NO_COLOR: "1" };
+}
+
+Deno.test("deno task install-cli writes a ckpt command that works from any directory without deno on PATH", async () => {
   await using t = await tempDir();
+  // Exactly what the task runs (deno.json "install-cli").
+  const task = JSON.parse(await Deno.readTextFile(`${ROOT}/deno.json`)).tasks["install-cli"] as string;
+  assert.match(task, /src\/cli\/install\.ts$/);
   const install = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "install",
-      "-g",
-      "-f",
-      "--root",
-      t.dir,
-      "--allow-read",
-      "--allow-write",
-      "--allow-env",
-      "-n",
-      "ckpt",
-      "--config",
-      "deno.json",
-      "src/cli/main.ts",
-    ],
+    args: [...task.split(" ").slice(1), "--root", `${t.dir}/root`],
     cwd: ROOT,
-    stdout: "piped",
-    stderr: "piped",
   }).output();
-  assert.equal(install.code, 0, new TextDecoder().decode(install.stderr));
-  const shim = `${t.dir}/bin/ckpt`;
-  assert.ok((await Deno.stat(shim)).isFile);
-  await writeSample(`${t.dir}/a.ckpt`);
-  // The shim runs `deno` from PATH, as on a user's machine.
-  const env = { PATH: `${dirname(Deno.execPath())}:${Deno.env.get("PATH") ?? ""}`, NO_COLOR: "1" };
-  const run = await new Deno.Command(shim, {
+  assert.equal(install.code, 0, decode(install.stderr));
+  assert.match(decode(install.stdout), /^installed .*\/root\/bin\/ckpt/);
+  const command = `${t.dir}/root/bin/ckpt`;
+
+  const outside = `${t.dir}/elsewhere`;
+  await Deno.mkdir(outside);
+  await writeSample(`${outside}/a.ckpt`);
+  const run = await new Deno.Command(command, {
     args: ["verify", "a.ckpt"],
-    cwd: t.dir,
-    env,
-    stdout: "piped",
-    stderr: "piped",
+    cwd: outside,
+    clearEnv: true,
+    env: bareEnv(),
   })
     .output();
-  const out = new TextDecoder().decode(run.stdout);
-  assert.equal(run.code, 0, new TextDecoder().decode(run.stderr));
-  assert.match(out, /^ok a\.ckpt: binary, step 100, 4 tensors/);
+  assert.equal(run.code, 0, decode(run.stderr));
+  assert.match(decode(run.stdout), /^ok a\.ckpt: binary, step 100, 4 tensors/);
+  assert.equal(decode(run.stderr), "", "nothing but ckpt's output");
+  const which = await new Deno.Command("sh", {
+    args: ["-c", "command -v deno || echo none"],
+    clearEnv: true,
+    env: bareEnv(),
+  })
+    .output();
+  assert.equal(decode(which.stdout).trim(), "none", "the test really ran without deno on PATH");
+});
+
+Deno.test("the ckpt command says what to do when the Deno binary it was written for is gone", async () => {
+  await using t = await tempDir();
+  const command = `${t.dir}/ckpt`;
+  await Deno.writeTextFile(command, launcherScript({ deno: `${t.dir}/gone/deno`, checkout: ROOT }), { mode: 0o755 });
+  const run = await new Deno.Command(command, { args: ["--version"], clearEnv: true, env: bareEnv() }).output();
+  assert.equal(run.code, 127);
+  assert.match(
+    decode(run.stderr),
+    /^ckpt: the Deno binary .*\/gone\/deno is gone; run "deno task install-cli" in .* again\n$/,
+  );
 });

@@ -29,7 +29,20 @@ Deno.test("ls lists step, time, size, metrics, why each is kept, status and dige
   assert.match(lines[2]!, /^\s*30\s.*loss=0\.3 acc=0\.3\s+-\s+recent\s+ok\s/);
   assert.match(lines[3]!, /^\s*40\s.*loss=NaN acc=0\.4\s+-\s+recent\s+ok\s/);
   assert.match(lines[4]!, /^\s*50\s.*loss=0\.2 acc=0\.5\s+-\s+recent\s+ok\s/);
-  assert.match(lines.at(-1)!, /^4 checkpoints, [\d.]+ KB$/);
+  assert.match(lines.at(-1)!, /^4 checkpoints, [\d.]+ KiB$/);
+});
+
+Deno.test("ls without retention options shows what the writing manager's recorded rules keep, best column included", async () => {
+  await using t = await tempDir();
+  await run(t.dir); // maxToKeep 3 and best by loss, recorded in index.json
+  const r = await ckpt(["ls", t.dir]);
+  assert.equal(r.code, 0, r.err);
+  const lines = r.out.trimEnd().split("\n");
+  assert.match(lines[0]!, /\sbest\s+kept\s/);
+  assert.match(lines[1]!, /^\s*20\s.*\s#1\s+best\s+ok\s/);
+  assert.match(lines[2]!, /^\s*30\s.*\s-\s+recent\s+ok\s/);
+  const help = await ckpt(["ls", "--help"]);
+  assert.match(help.out, /recorded in\s+the directory's index\.json/);
 });
 
 Deno.test("ls --json gives whole digests, metrics as the JSON codec writes them, and best ranks", async () => {
@@ -108,5 +121,5 @@ Deno.test("ls shows incremental checkpoints with what they occupy on disk", asyn
   assert.deepEqual(listed.map((e: { kind: string }) => e.kind), ["incremental", "incremental"]);
   assert.ok(listed[1].bytesWritten < listed[1].bytes, "the second save wrote only the changed tensor");
   const text = await ckpt(["ls", t.dir]);
-  assert.match(text.out, /^\s*2\s+\S+\s+[\d.]+ K?B\s+incremental\s+2\s/m);
+  assert.match(text.out, /^\s*2\s+\S+\s+[\d.]+ (?:KiB|B)\s+incremental\s+2\s/m);
 });

@@ -134,7 +134,7 @@ Deno.test("main draws bytes and rate on stderr when it is a terminal, and clears
   const stdout = new WritableStream<Uint8Array>({ write: (c) => void (out += new TextDecoder().decode(c)) });
   assert.equal(await main(["verify", "-"], { stdin: slow, stdout, stderr, stderrIsTerminal: true }), 0);
   assert.ok(err.startsWith("\r\x1b[K"), "each draw starts by clearing the line");
-  assert.match(err, /reading stdin: [\d.]+ K?B \([\d.]+ K?B\/s\)/);
+  assert.match(err, /reading stdin: [\d.]+ (?:KiB|B) \([\d.]+ (?:KiB|B)\/s\)/);
   assert.ok(err.endsWith("\r\x1b[K"), "the progress line is cleared at the end");
   assert.match(out, /^ok stdin: binary, step 100, 4 tensors/);
 });
@@ -167,7 +167,7 @@ Deno.test({
     const screen = new TextDecoder().decode(tty.stdout);
     assert.equal(tty.code, 0, screen);
     assert.ok(screen.startsWith("\r\x1b[Kreading stdin: "), JSON.stringify(screen));
-    assert.match(screen, /reading stdin: [\d.]+ K?B \([\d.]+ K?B\/s\)/);
+    assert.match(screen, /reading stdin: [\d.]+ (?:KiB|B) \([\d.]+ (?:KiB|B)\/s\)/);
     assert.ok(
       screen.includes("\r\x1b[Kok stdin: binary, step 100, 4 tensors"),
       "the line is cleared before the result",

@@ -32,7 +32,7 @@ Deno.test("verify prints one ok line per intact checkpoint and exits 0", async (
   assert.match(
     lines[0]!,
     new RegExp(
-      `^ok .*a\\.ckpt: binary, step 100, 4 tensors, [\\d.]+ KB, sha256 ${da.sha256}, stream digest ${da.digest}$`,
+      `^ok .*a\\.ckpt: binary, step 100, 4 tensors, [\\d.]+ KiB, sha256 ${da.sha256}, stream digest ${da.digest}$`,
     ),
   );
   assert.match(

@@ -198,3 +198,23 @@ Deno.test("train ends with the error, not 'done', when a background save fails",
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("train --fresh stopped with SIGINT says to run again without --fresh, and that resumes", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "ckpt_train_fresh_" });
+  try {
+    const flags = ["--dir", dir, "--steps", "40", "--every", "10"];
+    const first = await runDemo([...flags, "--fresh", "--delay", "5"], (line) => {
+      const step = stepOf(line, /^step +(\d+)\//);
+      return step !== undefined && step >= 10 ? "SIGINT" : undefined;
+    });
+    assert.equal(first.code, 130, first.lines.join("\n"));
+    const line = first.lines.find((l) => l.startsWith("stopped at step")) ?? "";
+    assert.match(line, /^stopped at step \d+; run the same command without --fresh again to resume$/);
+    const stopped = stepOf(line, /^stopped at step (\d+);/)!;
+    const second = await runDemo(flags);
+    assert.equal(second.code, 0, second.lines.join("\n"));
+    assert.ok(second.lines.includes(`resumed from step ${stopped} (${dir})`), second.lines.join("\n"));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

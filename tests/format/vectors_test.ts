@@ -33,3 +33,28 @@ Deno.test("JSON encoder produces docs/FORMAT.md's JSON Lines test vector, and it
   assert.equal(await new Response(encodeCheckpoint(vector(), { codec: "json" })).text(), expected);
   assertSameCheckpoint(await loadCheckpoint(new TextEncoder().encode(expected)), vector());
 });
+
+Deno.test("bytegroup encoder produces docs/FORMAT.md's byte-grouped test vector, and it decodes back", async () => {
+  const hex = block("bytegroup-vector").split("\n").filter(Boolean).map((l) => l.slice(10)).join(" ");
+  const expected = new Uint8Array(hex.split(/\s+/).filter(Boolean).map((h) => parseInt(h, 16)));
+  assert.equal(expected.length, 641);
+  const ckpt: CheckpointInput = {
+    metadata: { step: 7 },
+    tensors: [{
+      name: "w",
+      dtype: "bfloat16",
+      shape: [128],
+      data: Uint16Array.from({ length: 128 }, (_, i) => 0x3c00 + i),
+    }],
+  };
+  assert.deepEqual(await collect(encodeCheckpoint(ckpt, { compression: "bytegroup" })), expected);
+  assertSameCheckpoint(await loadCheckpoint(expected), ckpt);
+  // The deflated plane is plain raw deflate: the platform's DecompressionStream reads it too.
+  const plane = expected.subarray(0x168, 0x168 + 29);
+  const inflated = await collect(
+    ReadableStream.from([plane]).pipeThrough(
+      new DecompressionStream("deflate-raw") as ReadableWritablePair<Uint8Array, Uint8Array>,
+    ),
+  );
+  assert.deepEqual(inflated, new Uint8Array(128).fill(0x3c));
+});

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import {
   ChecksumMismatchError,
+  decodeCheckpoint,
   loadCheckpoint,
   readCheckpointIndex,
   safetensorsCodec,
@@ -207,4 +208,65 @@ Deno.test("loadCheckpoint({ only }) seeks through any codec that reads by name: 
     assertSameTensors(some.tensors, [tensors[1]!]);
     await assert.rejects(() => loadCheckpoint(path, { only: ["nope"], codecs: [safetensorsCodec] }), RangeError);
   });
+});
+
+Deno.test("loadCheckpoint reads a safetensors file by default, whole, by name, gzipped and through decodeCheckpoint", async () => {
+  await withDir(async (dir) => {
+    const path = join(dir, "model.safetensors");
+    const tensors = [{ name: "w", dtype: "float32" as const, shape: [2], data: new Float32Array([1.5, -2]) }];
+    await saveCheckpoint(path, { metadata: { step: 4 }, tensors }, { codec: safetensorsCodec });
+    const whole = await loadCheckpoint(path);
+    assert.equal(whole.metadata.step, 4);
+    assertSameTensors(whole.tensors, tensors);
+    assertSameTensors((await loadCheckpoint(path, { only: ["w"] })).tensors, tensors);
+    assertSameTensors((await loadCheckpoint(await Deno.readFile(path))).tensors, tensors);
+    const gz = join(dir, "model.safetensors.gz");
+    await saveCheckpoint(gz, { metadata: { step: 4 }, tensors }, { codec: safetensorsCodec, compression: "gzip" });
+    assertSameTensors((await loadCheckpoint(gz)).tensors, tensors);
+    const kinds: string[] = [];
+    for await (const record of decodeCheckpoint(path)) kinds.push(record.type);
+    assert.deepEqual(kinds, ["metadata", "tensor"]);
+  });
+});
+
+Deno.test("loadCheckpoint and saveCheckpoint reject option names they do not know, naming them", async () => {
+  await withDir(async (dir) => {
+    const path = join(dir, "a.ckpt");
+    const ckpt = { metadata: { step: 1 }, tensors: [] };
+    await assert.rejects(
+      () => saveCheckpoint(path, ckpt, { compresion: "gzip" } as never),
+      (e) =>
+        e instanceof TypeError && /unknown option "compresion" \(known options: codec, compression/.test(e.message),
+    );
+    await assert.rejects(() => Deno.stat(path), Deno.errors.NotFound, "nothing written");
+    await saveCheckpoint(path, ckpt);
+    await assert.rejects(
+      () => loadCheckpoint(path, { codec: safetensorsCodec } as never),
+      (e) =>
+        e instanceof TypeError &&
+        /^Cannot load checkpoint: unknown option "codec": a load recognises the format from the bytes/.test(
+          e.message,
+        ) &&
+        /codecs: \[codec\]/.test(e.message),
+    );
+    await assert.rejects(() => loadCheckpoint(path, { maxTensorByte: 5 } as never), /unknown option "maxTensorByte"/);
+    await assert.rejects(() => loadCheckpoint(path, null as never), /options must be an object/);
+    assert.equal((await loadCheckpoint(path, { maxTensorBytes: 5, codecs: [] })).metadata.step, 1);
+  });
+});
+
+Deno.test("a load that recognises nothing lists the formats it tried, the caller's codecs first", async () => {
+  const text = new TextEncoder().encode("hello, not a checkpoint");
+  await assert.rejects(
+    () => loadCheckpoint(text),
+    (e) =>
+      e instanceof SyntaxError &&
+      e.message ===
+        "Cannot decode checkpoint: unrecognised format at offset 0 (first bytes 68 65 6c 6c 6f 2c 20 6e); tried ckpt binary, ckpt JSON, safetensors, gzip",
+  );
+  const mine = { ...safetensorsCodec, name: "mine", detect: () => false };
+  await assert.rejects(
+    () => loadCheckpoint(text, { codecs: [mine] }),
+    /; tried mine, ckpt binary, ckpt JSON, safetensors, gzip$/,
+  );
 });

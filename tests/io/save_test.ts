@@ -156,3 +156,60 @@ Deno.test("a large save hashes the file on a worker thread and still returns exa
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+/** Runs `code` (TypeScript importing mod.ts) in a subprocess, its stdout piped through `shell` (e.g. "head -c 10"). */
+async function runScript(code: string, shell = "cat"): Promise<{ code: number; stdout: string; stderr: string }> {
+  const dir = await Deno.makeTempDir();
+  try {
+    const script = join(dir, "s.ts");
+    const mod = new URL("../../mod.ts", import.meta.url).href;
+    await Deno.writeTextFile(script, code.replaceAll("MOD", mod));
+    const out = await new Deno.Command("bash", {
+      args: ["-c", `set -o pipefail; "$0" run -A --quiet "$1" | ${shell}`, Deno.execPath(), script],
+      env: { NO_COLOR: "1" },
+    }).output();
+    return {
+      code: out.code,
+      stdout: new TextDecoder().decode(out.stdout),
+      stderr: new TextDecoder().decode(out.stderr),
+    };
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("saveCheckpoint(Deno.stdout.writable, …, { preventClose: true }) leaves stdout open; by default it closes it", async () => {
+  const open = await runScript(`
+    import { saveCheckpoint } from "MOD";
+    await saveCheckpoint(Deno.stdout.writable, { metadata: { step: 1 }, tensors: [] }, { codec: "json", preventClose: true });
+    console.log("still open");`);
+  assert.equal(open.code, 0, open.stderr);
+  assert.match(open.stdout, /^\{.*\n[\s\S]*\nstill open\n$/);
+
+  const closed = await runScript(`
+    import { saveCheckpoint } from "MOD";
+    await saveCheckpoint(Deno.stdout.writable, { metadata: { step: 1 }, tensors: [] }, { codec: "json" });
+    try { console.log("written after close"); } catch (e) { console.error("closed:", e.name); }`);
+  assert.doesNotMatch(closed.stdout, /written after close/);
+  assert.match(closed.stderr, /closed: BadResource/);
+});
+
+Deno.test("saveCheckpoint into a pipe whose reader went away fails with a BrokenPipe that says so", async () => {
+  const r = await runScript(
+    `
+    import { saveCheckpoint } from "MOD";
+    const data = new Float32Array(1 << 20);
+    try {
+      await saveCheckpoint(Deno.stdout.writable, { metadata: { step: 1 }, tensors: [{ name: "w", dtype: "float32", shape: [data.length], data }] });
+    } catch (e) {
+      console.error(e.constructor.name + ": " + e.message);
+      Deno.exit(3);
+    }`,
+    "head -c 10 >/dev/null",
+  );
+  assert.equal(r.code, 3, r.stderr);
+  assert.match(
+    r.stderr,
+    /^BrokenPipe: Cannot save checkpoint: the stream's reader went away after \d+ bytes had been handed to it \(broken pipe; e\.g\. piped into head\)\n$/,
+  );
+});

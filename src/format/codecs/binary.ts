@@ -18,6 +18,14 @@ import { ChunkReader } from "../_chunk_reader.ts";
 import { type Hash, sha256, toHex } from "../_hash.ts";
 import { digestingDecoder, digestingEncoder, type EncoderDigests, type Settle } from "../_pair.ts";
 import { EncodeGuard } from "../_encode_guard.ts";
+import {
+  BYTEGROUP_ENCODING,
+  BYTEGROUP_HEADER_BYTES,
+  decodeByteGroups,
+  encodeByteGroups,
+  isByteGroupable,
+  PLANE_ENTRY_BYTES,
+} from "./_bytegroup.ts";
 
 /** The 8 bytes every binary checkpoint starts with: `\x89CKPT\r\n\x1a`. */
 export const BINARY_MAGIC: Uint8Array = new Uint8Array([0x89, 0x43, 0x4b, 0x50, 0x54, 0x0d, 0x0a, 0x1a]);
@@ -25,6 +33,11 @@ export const BINARY_MAGIC: Uint8Array = new Uint8Array([0x89, 0x43, 0x4b, 0x50, 
 export const BINARY_END_MAGIC: Uint8Array = new Uint8Array([0x43, 0x4b, 0x50, 0x54, 0x45, 0x4e, 0x44, 0x0a]);
 /** The format version this module writes and reads. */
 export const BINARY_VERSION = 1;
+/**
+ * Header flag: tensor records may hold byte-grouped bodies (`"encoding":"bytegroup"` in their
+ * head). Readers that do not know a flag reject the stream at its header.
+ */
+export const FLAG_BYTEGROUP = 1;
 /** Tensor data starts at a multiple of this many bytes from the start of the stream. */
 export const BINARY_ALIGNMENT = 64;
 
@@ -58,6 +71,8 @@ export interface IndexEntry {
   group: string;
   /** Offset of the tensor's record from the start of the stream. */
   offset: number;
+  /** How the body is stored, when not raw: `"bytegroup"` (byte planes, some deflated). */
+  encoding?: typeof BYTEGROUP_ENCODING;
   /** Bytes of the whole record, digest included. */
   length: number;
 }
@@ -71,7 +86,7 @@ function padTo(position: number): number {
 }
 
 /**
- * The 16-byte stream header: magic, version, flags.
+ * The 16-byte stream header: magic, version, flags ({@linkcode FLAG_BYTEGROUP} or 0).
  *
  * @example
  * ```ts
@@ -80,26 +95,28 @@ function padTo(position: number): number {
  * assert.equal(encodeHeader().byteLength, 16);
  * ```
  */
-export function encodeHeader(): Uint8Array {
+export function encodeHeader(flags = 0): Uint8Array {
   const b = new Uint8Array(HEADER_BYTES);
   b.set(BINARY_MAGIC);
-  new DataView(b.buffer).setUint32(8, BINARY_VERSION, true);
+  const v = new DataView(b.buffer);
+  v.setUint32(8, BINARY_VERSION, true);
+  v.setUint32(12, flags, true);
   return b;
 }
 
 /**
- * Checks the 16-byte stream header at `offset` (for messages). Throws a `SyntaxError` on a wrong
- * magic, an unknown version or non-zero flags.
+ * Checks the 16-byte stream header at `offset` (for messages) and returns its flags. Throws a
+ * `SyntaxError` on a wrong magic, an unknown version or an unknown flag.
  *
  * @example
  * ```ts
- * import { decodeHeader, encodeHeader } from "./binary.ts";
+ * import { decodeHeader, encodeHeader, FLAG_BYTEGROUP } from "./binary.ts";
  * import assert from "node:assert/strict";
- * decodeHeader(encodeHeader());
+ * assert.equal(decodeHeader(encodeHeader(FLAG_BYTEGROUP)), FLAG_BYTEGROUP);
  * assert.throws(() => decodeHeader(new Uint8Array(16)), SyntaxError);
  * ```
  */
-export function decodeHeader(bytes: Uint8Array, offset = 0): void {
+export function decodeHeader(bytes: Uint8Array, offset = 0): number {
   for (let i = 0; i < BINARY_MAGIC.length; i++) {
     if (bytes[i] !== BINARY_MAGIC[i]) fail("not a ckpt binary stream (wrong magic)", offset + i);
   }
@@ -109,7 +126,8 @@ export function decodeHeader(bytes: Uint8Array, offset = 0): void {
     fail(`unsupported format version ${version} (this reader knows ${BINARY_VERSION})`, offset + 8);
   }
   const flags = v.getUint32(12, true);
-  if (flags !== 0) fail(`unknown flags 0x${flags.toString(16)}`, offset + 12);
+  if ((flags & ~FLAG_BYTEGROUP) !== 0) fail(`unknown flags 0x${flags.toString(16)}`, offset + 12);
+  return flags;
 }
 
 /** A record's fixed header. */
@@ -161,6 +179,9 @@ export function encodeRecordPrefix(kind: number, head: Uint8Array, bodyBytes: nu
  */
 export function decodeRecordHeader(bytes: Uint8Array, offset: number, limits?: DecodeLimits): RecordHeader {
   const lim = resolveLimits(limits);
+  if (bytes.byteLength < RECORD_HEADER_BYTES) {
+    fail(`${bytes.byteLength} bytes cannot hold a ${RECORD_HEADER_BYTES}-byte record header`, offset);
+  }
   const v = new DataView(bytes.buffer, bytes.byteOffset, RECORD_HEADER_BYTES);
   const kind = bytes[0]!;
   if (kind < RecordKind.metadata || kind > RecordKind.index) fail(`unknown record kind ${kind}`, offset);
@@ -190,7 +211,8 @@ export function decodeRecordHeader(bytes: Uint8Array, offset: number, limits?: D
 }
 
 /**
- * The canonical head of a tensor record: JSON with keys name, dtype, shape, group in that order.
+ * The canonical head of a tensor record: JSON with keys name, dtype, shape, group in that order,
+ * then `encoding` for a body that is not raw.
  *
  * @example
  * ```ts
@@ -200,10 +222,9 @@ export function decodeRecordHeader(bytes: Uint8Array, offset: number, limits?: D
  * assert.equal(new TextDecoder().decode(h), '{"name":"w","dtype":"int8","shape":[2],"group":"params"}');
  * ```
  */
-export function tensorHead(t: TensorInput): Uint8Array {
-  return utf8.encode(
-    JSON.stringify({ name: t.name, dtype: t.dtype, shape: [...t.shape], group: t.group ?? "params" }),
-  );
+export function tensorHead(t: TensorInput, encoding?: typeof BYTEGROUP_ENCODING): Uint8Array {
+  const head = { name: t.name, dtype: t.dtype, shape: [...t.shape], group: t.group ?? "params" };
+  return utf8.encode(JSON.stringify(encoding ? { ...head, encoding } : head));
 }
 
 function parseJson(bytes: Uint8Array, what: string, offset: number): unknown {
@@ -230,6 +251,8 @@ export interface TensorDescriptor {
   shape: number[];
   /** Group. */
   group: string;
+  /** How the body is stored, when not raw (binary codec only). */
+  encoding?: typeof BYTEGROUP_ENCODING;
   /** Bytes of data the descriptor implies. */
   byteLength: number;
 }
@@ -237,7 +260,8 @@ export interface TensorDescriptor {
 /**
  * Checks a parsed tensor descriptor (`{name, dtype, shape, group}`, nothing else) from untrusted
  * input: shape dimensions non-negative safe integers, rank and size within `limits`. Shared by
- * every codec that stores descriptors as JSON.
+ * every codec that stores descriptors as JSON. With `encodings`, a float tensor's descriptor may
+ * also say `"encoding":"bytegroup"` (the binary codec's byte-grouped bodies).
  *
  * @example
  * ```ts
@@ -248,14 +272,21 @@ export interface TensorDescriptor {
  * assert.throws(() => checkDescriptor({ name: "w", dtype: "float64", shape: [-2], group: "p" }, "x"), SyntaxError);
  * ```
  */
-export function checkDescriptor(value: unknown, where: string, limits?: DecodeLimits): TensorDescriptor {
+export function checkDescriptor(
+  value: unknown,
+  where: string,
+  limits?: DecodeLimits,
+  encodings = false,
+): TensorDescriptor {
   const lim = resolveLimits(limits);
   const bad = (why: string): never => {
     throw new SyntaxError(`Cannot decode checkpoint: invalid tensor descriptor ${where}: ${why}`);
   };
   if (typeof value !== "object" || value === null || Array.isArray(value)) bad("not a JSON object");
   const d = value as Record<string, unknown>;
-  const extra = Object.keys(d).find((k) => k !== "name" && k !== "dtype" && k !== "shape" && k !== "group");
+  const extra = Object.keys(d).find((k) =>
+    k !== "name" && k !== "dtype" && k !== "shape" && k !== "group" && (k !== "encoding" || !encodings)
+  );
   if (extra !== undefined) bad(`unknown field ${JSON.stringify(extra)}`);
   const nameProblem = checkTensorName(d.name);
   if (nameProblem) bad(nameProblem);
@@ -286,7 +317,74 @@ export function checkDescriptor(value: unknown, where: string, limits?: DecodeLi
       }] needs ${byteLength} bytes, over maxTensorBytes ${lim.maxTensorBytes} ${where}`,
     );
   }
-  return { name, dtype, shape: shape as number[], group: d.group as string, byteLength };
+  const out: TensorDescriptor = { name, dtype, shape: shape as number[], group: d.group as string, byteLength };
+  if (d.encoding !== undefined) {
+    if (d.encoding !== BYTEGROUP_ENCODING) {
+      bad(`tensor ${JSON.stringify(name)} has unknown encoding ${JSON.stringify(d.encoding)}`);
+    }
+    if (!isByteGroupable(dtype)) bad(`tensor ${JSON.stringify(name)} of dtype ${dtype} cannot be byte-grouped`);
+    out.encoding = BYTEGROUP_ENCODING;
+  }
+  return out;
+}
+
+/**
+ * Checks the stored length of a tensor body against its descriptor before any of it is read: a
+ * raw body holds exactly the tensor's bytes; a byte-grouped one is smaller than the tensor plus
+ * its plane table, and needs {@linkcode FLAG_BYTEGROUP} in the header. `at` is the offset of the
+ * record.
+ *
+ * @example
+ * ```ts
+ * import { checkBodyLength } from "./binary.ts";
+ * import assert from "node:assert/strict";
+ * const d = { name: "w", dtype: "float32" as const, shape: [2], group: "params", byteLength: 8 };
+ * checkBodyLength(d, 8, 0, 0);
+ * assert.throws(() => checkBodyLength(d, 12, 0, 0), SyntaxError);
+ * ```
+ */
+export function checkBodyLength(d: TensorDescriptor, bodyBytes: number, flags: number, at: number): void {
+  if (d.encoding === undefined) {
+    if (d.byteLength !== bodyBytes) {
+      fail(
+        `tensor ${JSON.stringify(d.name)} of dtype ${d.dtype} and shape [${
+          d.shape.join(", ")
+        }] needs ${d.byteLength} bytes but its record declares ${bodyBytes}`,
+        at + 8,
+      );
+    }
+    return;
+  }
+  if ((flags & FLAG_BYTEGROUP) === 0) {
+    fail(`tensor ${JSON.stringify(d.name)} is byte-grouped but the header does not set flag ${FLAG_BYTEGROUP}`, at);
+  }
+  const most = d.byteLength + BYTEGROUP_HEADER_BYTES + PLANE_ENTRY_BYTES * DTYPES[d.dtype].bytes;
+  if (bodyBytes > most) {
+    fail(
+      `byte-grouped tensor ${
+        JSON.stringify(d.name)
+      } of ${d.byteLength} bytes declares a body of ${bodyBytes}, over ${most}`,
+      at + 8,
+    );
+  }
+}
+
+/**
+ * The tensor bytes of a checked record body: the body itself when raw, else its byte planes
+ * inflated and interleaved (every length checked against the descriptor first). `at` is the
+ * offset of the body in the stream.
+ *
+ * @example
+ * ```ts
+ * import { decodeTensorBody } from "./binary.ts";
+ * import assert from "node:assert/strict";
+ * const d = { name: "w", dtype: "int8" as const, shape: [2], group: "params", byteLength: 2 };
+ * assert.deepEqual(await decodeTensorBody(d, new Uint8Array([1, 2]), 64), new Uint8Array([1, 2]));
+ * ```
+ */
+export function decodeTensorBody(d: TensorDescriptor, body: Uint8Array, at: number): Promise<Uint8Array> {
+  if (d.encoding === undefined) return Promise.resolve(body);
+  return decodeByteGroups(body, d.dtype, d.byteLength / DTYPES[d.dtype].bytes, d.name, at);
 }
 
 /**
@@ -316,7 +414,7 @@ export function checkBools(data: Uint8Array, name: string, where: string): void 
  * ```ts
  * import { decodeFooter, encodeFooter } from "./binary.ts";
  * import assert from "node:assert/strict";
- * const f = decodeFooter(encodeFooter(128, new Uint8Array(32)), 0);
+ * const f = decodeFooter(encodeFooter(128, new Uint8Array(32)), 256);
  * assert.equal(f.indexOffset, 128);
  * ```
  */
@@ -328,8 +426,13 @@ export function encodeFooter(indexOffset: number, digest: Uint8Array): Uint8Arra
   return b;
 }
 
+/** Fewest bytes an index record can take: its header, a one-byte head, its digest. */
+const MIN_INDEX_RECORD = RECORD_HEADER_BYTES + 1 + DIGEST_BYTES;
+
 /**
- * Reads the footer found at `offset`. Throws a `SyntaxError` on a wrong end magic.
+ * Reads the footer found at `offset` (where it starts in the stream). Throws a `SyntaxError` on a
+ * wrong end magic, or an index offset that leaves no room for an index record between the stream
+ * header and the footer.
  *
  * @example
  * ```ts
@@ -343,7 +446,12 @@ export function decodeFooter(bytes: Uint8Array, offset: number): { indexOffset: 
     if (bytes[40 + i] !== BINARY_END_MAGIC[i]) fail("footer has a wrong end magic", offset + 40 + i);
   }
   const off = new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true);
-  if (off > BigInt(Number.MAX_SAFE_INTEGER)) fail(`index offset ${off} is out of range`, offset);
+  if (off < HEADER_BYTES || off > offset - MIN_INDEX_RECORD) {
+    fail(
+      `footer points to an index at ${off}, outside the file (an index record of at least ${MIN_INDEX_RECORD} bytes must lie between offset ${HEADER_BYTES} and the footer)`,
+      offset,
+    );
+  }
   return { indexOffset: Number(off), digest: bytes.subarray(8, 40) };
 }
 
@@ -375,23 +483,29 @@ export function checkIndex(value: unknown, where: string, limits?: DecodeLimits)
   return list.map((e, i) => {
     if (typeof e !== "object" || e === null || Array.isArray(e)) bad(`entry ${i} is not an object`);
     const { offset, length, ...rest } = e as Record<string, unknown>;
-    const d = checkDescriptor(rest, `${where}, entry ${i}`, limits);
+    const d = checkDescriptor(rest, `${where}, entry ${i}`, limits, true);
     if (!Number.isSafeInteger(offset) || (offset as number) < 0) bad(`entry ${i} has a bad offset`);
     if (!Number.isSafeInteger(length) || (length as number) <= 0) bad(`entry ${i} has a bad length`);
-    return {
-      name: d.name,
-      dtype: d.dtype,
-      shape: d.shape,
-      group: d.group,
-      offset: offset as number,
-      length: length as number,
-    };
+    return indexEntry(d, offset as number, length as number);
   });
+}
+
+/** An index entry, keys in the order the index stores them. */
+function indexEntry(
+  d: Pick<TensorDescriptor, "name" | "dtype" | "shape" | "group" | "encoding">,
+  offset: number,
+  length: number,
+): IndexEntry {
+  const { name, dtype, shape, group, encoding } = d;
+  return encoding
+    ? { name, dtype, shape, group, encoding, offset, length }
+    : { name, dtype, shape, group, offset, length };
 }
 
 async function* encodeRecords(
   records: AsyncIterable<CheckpointRecord>,
   settle: EncoderDigests,
+  byteGroup = false,
 ): AsyncGenerator<Uint8Array> {
   // stream: every byte before the footer except tensor bodies (their record digests stand in);
   // file: every byte, for the caller's whole-file digest (what sha256sum prints), when asked.
@@ -410,7 +524,7 @@ async function* encodeRecords(
   try {
     for await (const rec of records) {
       if (guard.check(rec) === "metadata") {
-        yield emit(encodeHeader());
+        yield emit(encodeHeader(byteGroup ? FLAG_BYTEGROUP : 0));
         const head = utf8.encode(metadataToJson((rec as Extract<CheckpointRecord, { type: "metadata" }>).metadata));
         const h = sha256();
         yield emit(encodeRecordPrefix(RecordKind.metadata, head, 0, position), h);
@@ -421,19 +535,22 @@ async function* encodeRecords(
       const start = position;
       const body = bytesOf(t.data);
       const h = sha256();
-      yield emit(encodeRecordPrefix(RecordKind.tensor, tensorHead(t), body.byteLength, position), h);
-      for (let i = 0; i < body.byteLength; i += BODY_SLICE) {
-        yield emit(body.subarray(i, Math.min(body.byteLength, i + BODY_SLICE)), h, true);
+      const grouped = byteGroup ? await encodeByteGroups(t.dtype, body) : undefined;
+      const encoding = grouped ? BYTEGROUP_ENCODING : undefined;
+      const head = tensorHead(t, encoding);
+      yield emit(encodeRecordPrefix(RecordKind.tensor, head, grouped?.byteLength ?? body.byteLength, position), h);
+      if (grouped) {
+        // The record digest covers the tensor's own bytes, so a reader checks what it decoded.
+        h.update(body);
+        for (const part of grouped.parts) yield emit(part, undefined, true);
+      } else {
+        for (let i = 0; i < body.byteLength; i += BODY_SLICE) {
+          yield emit(body.subarray(i, Math.min(body.byteLength, i + BODY_SLICE)), h, true);
+        }
       }
       yield emit(new Uint8Array(h.digest()));
-      index.push({
-        name: t.name,
-        dtype: t.dtype,
-        shape: [...t.shape],
-        group: t.group ?? "params",
-        offset: start,
-        length: position - start,
-      });
+      const group = t.group ?? "params";
+      index.push(indexEntry({ ...t, shape: [...t.shape], group, encoding }, start, position - start));
     }
     guard.end();
     const indexOffset = position;
@@ -480,7 +597,7 @@ export async function* decodeRecords(
       throw new ChecksumMismatchError(subject, toHex(stored), actual.toString("hex"), `at offset ${at}`);
     }
   };
-  decodeHeader(await read(HEADER_BYTES, "the header"));
+  const flags = decodeHeader(await read(HEADER_BYTES, "the header"));
   const seen: IndexEntry[] = [];
   const names = new Set<string>();
   let sawMetadata = false;
@@ -525,28 +642,27 @@ export async function* decodeRecords(
     if (seen.length >= lim.maxTensors) {
       throw new RangeError(`Cannot decode checkpoint: more than maxTensors ${lim.maxTensors} tensors at offset ${at}`);
     }
-    const d = checkDescriptor(parseJson(head, "tensor descriptor", headAt), `at offset ${headAt}`, lim);
+    const d = checkDescriptor(parseJson(head, "tensor descriptor", headAt), `at offset ${headAt}`, lim, true);
     if (names.has(d.name)) fail(`duplicate tensor name ${JSON.stringify(d.name)}`, headAt);
     names.add(d.name);
-    if (d.byteLength !== rh.bodyBytes) {
-      fail(
-        `tensor ${JSON.stringify(d.name)} of dtype ${d.dtype} and shape [${
-          d.shape.join(", ")
-        }] needs ${d.byteLength} bytes but its record declares ${rh.bodyBytes}`,
-        at + 8,
-      );
-    }
+    checkBodyLength(d, rh.bodyBytes, flags, at);
     const padAt = r.position;
     const pad = await read(padTo(padAt), "padding", h);
     if (pad.some((b) => b !== 0)) fail(`non-zero padding before tensor ${JSON.stringify(d.name)}`, padAt);
     const bodyAt = r.position;
     // The body goes into the record digest only; the stream digest covers that digest instead.
-    const body = await r.readBody(rh.bodyBytes, `tensor ${JSON.stringify(d.name)}`, h);
+    // A byte-grouped body is decoded first: the record digest covers the tensor's own bytes.
+    let body: Uint8Array;
+    if (d.encoding) {
+      const stored = await r.readBody(rh.bodyBytes, `tensor ${JSON.stringify(d.name)}`);
+      body = await decodeTensorBody(d, stored, bodyAt);
+      h.update(body);
+    } else body = await r.readBody(rh.bodyBytes, `tensor ${JSON.stringify(d.name)}`, h);
     await checkDigest(h, `tensor ${JSON.stringify(d.name)}`, at);
     const data = typedArrayFrom(d.dtype, body);
     if (d.dtype === "bool") checkBools(data as Uint8Array, d.name, `at offset ${bodyAt}`);
     const { name, dtype, shape, group } = d;
-    seen.push({ name, dtype, shape, group, offset: at, length: r.position - at });
+    seen.push(indexEntry(d, at, r.position - at));
     yield { type: "tensor", tensor: { name, dtype, shape, group, data } };
   }
 }
@@ -573,7 +689,8 @@ export const binaryCodec: Codec = Object.freeze({
     return head.byteLength >= BINARY_MAGIC.length && BINARY_MAGIC.every((b, i) => head[i] === b);
   },
   encoder(options?: EncoderOptions): CheckpointEncoder {
-    return digestingEncoder(encodeRecords, options?.digest ?? true);
+    const byteGroup = options?.compression === "bytegroup";
+    return digestingEncoder((records, settle) => encodeRecords(records, settle, byteGroup), options?.digest ?? true);
   },
   decoder(limits?: DecoderOptions): CheckpointDecoder {
     return digestingDecoder((chunks, digest) => decodeRecords(chunks, limits, undefined, digest));

@@ -14,12 +14,14 @@ import { readFull } from "../../storage/_file_io.ts";
 import { typedArrayFrom } from "../dtype.ts";
 import {
   BINARY_ALIGNMENT,
+  checkBodyLength,
   checkBools,
   checkDescriptor,
   checkIndex,
   decodeFooter,
   decodeHeader,
   decodeRecordHeader,
+  decodeTensorBody,
   DIGEST_BYTES,
   FOOTER_BYTES,
   HEADER_BYTES,
@@ -54,13 +56,17 @@ async function readAt(file: Deno.FsFile, offset: number, into: Uint8Array, size:
   }
 }
 
-/** Reads and verifies the whole record at `offset` (its length known from the index). */
+/**
+ * Reads and verifies the whole record at `offset` (its length known from the index); a tensor
+ * body comes back decoded (`flags` from the header say whether byte-grouped bodies may occur).
+ */
 async function readRecord(
   file: Deno.FsFile,
   offset: number,
   length: number,
   size: number,
   limits: Required<DecodeLimits>,
+  flags = 0,
 ): Promise<{ kind: number; head: unknown; body: Uint8Array }> {
   if (offset + length > size) fail(`record of ${length} bytes runs past the end of the ${size}-byte file`, offset);
   // Place the record so that file offsets keep their alignment inside the buffer: the body
@@ -76,31 +82,38 @@ async function readRecord(
     : 0;
   if (fixed + pad !== length) fail(`record is ${fixed + pad} bytes but the index says ${length}`, offset);
   const digestAt = length - DIGEST_BYTES;
-  const actual = sha256().update(buf.subarray(0, digestAt)).digest();
-  const stored = buf.subarray(digestAt);
-  if (!actual.equals(stored)) {
-    throw new ChecksumMismatchError(`record at offset ${offset}`, toHex(stored), actual.toString("hex"));
-  }
-  if (buf.subarray(headEnd, headEnd + pad).some((b) => b !== 0)) fail("non-zero padding", offset + headEnd);
   let head: unknown;
   try {
     head = JSON.parse(utf8Strict.decode(buf.subarray(RECORD_HEADER_BYTES, headEnd)));
   } catch {
     fail("record head is not valid UTF-8 JSON", offset + RECORD_HEADER_BYTES);
   }
-  return { kind: rh.kind, head, body: buf.subarray(headEnd + pad, digestAt) };
+  let body: Uint8Array = buf.subarray(headEnd + pad, digestAt);
+  if (rh.kind === RecordKind.tensor && (head as { encoding?: unknown })?.encoding !== undefined) {
+    // The record digest of a byte-grouped tensor covers its decoded bytes.
+    const d = checkDescriptor(head, `at offset ${offset + RECORD_HEADER_BYTES}`, limits, true);
+    checkBodyLength(d, rh.bodyBytes, flags, offset);
+    body = await decodeTensorBody(d, body, offset + headEnd + pad);
+  }
+  const actual = sha256().update(buf.subarray(0, headEnd + pad)).update(body).digest();
+  const stored = buf.subarray(digestAt);
+  if (!actual.equals(stored)) {
+    throw new ChecksumMismatchError(`record at offset ${offset}`, toHex(stored), actual.toString("hex"));
+  }
+  if (buf.subarray(headEnd, headEnd + pad).some((b) => b !== 0)) fail("non-zero padding", offset + headEnd);
+  return { kind: rh.kind, head, body };
 }
 
 async function openIndexed(
   file: Deno.FsFile,
   limits: Required<DecodeLimits>,
-): Promise<CheckpointIndex & { metadataEnd: number }> {
+): Promise<CheckpointIndex & { metadataEnd: number; flags: number }> {
   const size = (await file.stat()).size;
   const minimum = HEADER_BYTES + FOOTER_BYTES;
   if (size < minimum) fail(`file of ${size} bytes is too short for a binary checkpoint (at least ${minimum})`, 0);
   const header = new Uint8Array(HEADER_BYTES);
   await readAt(file, 0, header, size);
-  decodeHeader(header);
+  const flags = decodeHeader(header);
   const footerAt = size - FOOTER_BYTES;
   const footerBytes = new Uint8Array(FOOTER_BYTES);
   await readAt(file, footerAt, footerBytes, size);
@@ -140,6 +153,7 @@ async function openIndexed(
     bytes: size,
     streamSha256: toHex(footer.digest),
     metadataEnd: HEADER_BYTES + metaLength,
+    flags,
   };
 }
 
@@ -165,7 +179,7 @@ async function openIndexed(
 export async function readCheckpointIndex(path: string | URL, limits?: DecodeLimits): Promise<CheckpointIndex> {
   const file = await Deno.open(path, { read: true });
   try {
-    const { metadataEnd: _, ...index } = await openIndexed(file, resolveLimits(limits));
+    const { metadataEnd: _, flags: __, ...index } = await openIndexed(file, resolveLimits(limits));
     return index;
   } finally {
     file.close();
@@ -195,12 +209,15 @@ export async function readTensorsByName(
     const tensors: Tensor[] = [];
     for (const e of index.tensors) {
       if (!wanted.has(e.name)) continue;
-      const rec = await readRecord(file, e.offset, e.length, index.bytes, lim);
+      const rec = await readRecord(file, e.offset, e.length, index.bytes, lim, index.flags);
       if (rec.kind !== RecordKind.tensor) {
         fail(`index entry ${JSON.stringify(e.name)} points to a record of kind ${rec.kind}`, e.offset);
       }
-      const d = checkDescriptor(rec.head, `at offset ${e.offset + RECORD_HEADER_BYTES}`, lim);
-      if (d.name !== e.name || d.dtype !== e.dtype || d.group !== e.group || d.shape.join() !== e.shape.join()) {
+      const d = checkDescriptor(rec.head, `at offset ${e.offset + RECORD_HEADER_BYTES}`, lim, true);
+      if (
+        d.name !== e.name || d.dtype !== e.dtype || d.group !== e.group || d.shape.join() !== e.shape.join() ||
+        d.encoding !== e.encoding
+      ) {
         fail(`tensor record disagrees with its index entry ${JSON.stringify(e.name)}`, e.offset);
       }
       if (rec.body.byteLength !== d.byteLength) {

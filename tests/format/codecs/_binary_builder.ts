@@ -12,6 +12,8 @@ export interface RawRecord {
   pad?: Uint8Array;
   /** Corrupt the stored digest. */
   badDigest?: boolean;
+  /** What the record digest covers instead of `body` (a byte-grouped tensor's decoded bytes). */
+  digestBody?: Uint8Array;
 }
 
 export interface RawFile {
@@ -60,7 +62,10 @@ export function buildRaw(f: RawFile): Uint8Array {
     out(rh);
     out(head);
     if (r.kind === 2) out(r.pad ?? new Uint8Array((64 - (pos % 64)) % 64));
-    out(body, true);
+    if (r.digestBody) {
+      h.update(r.digestBody);
+      push(body, true);
+    } else out(body, true);
     const d = new Uint8Array(h.digest());
     if (r.badDigest) d[0]! ^= 1;
     push(d);

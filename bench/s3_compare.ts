@@ -1,0 +1,192 @@
+/**
+ * Side by side against one S3 endpoint (the local Ceph RGW from `deno task store:start`, or
+ * whatever the AWS_* variables name), on the same tensors, trials interleaved:
+ *
+ * - save: ckpt to `s3://` (encode + SHA-256 + multipart upload) vs the same S3 client uploading
+ *   the tensors' raw bytes (no encoding, no hashing: the floor of the network path) vs ckpt to a
+ *   local file;
+ * - load: ckpt from `s3://` with every digest verified vs the plain download of the object vs
+ *   ckpt from the local file;
+ * - peak RSS of a large save to `s3://` from tensors produced one at a time, in its own process.
+ *
+ * Medians and ratios are printed.
+ *
+ *   deno task bench:s3 [--mib 256] [--trials 3] [--rss-mib 1024]
+ *
+ * @module
+ */
+import { parseArgs } from "node:util";
+import { AwsClient } from "aws4fetch";
+import { loadCheckpoint, saveCheckpoint, type TensorInput } from "../mod.ts";
+import { DEFAULT_S3_CONCURRENCY, DEFAULT_S3_PART_SIZE, S3Store } from "../src/storage/s3.ts";
+
+const { values } = parseArgs({
+  options: {
+    mib: { type: "string", default: "256" },
+    trials: { type: "string", default: "3" },
+    "rss-mib": { type: "string", default: "1024" },
+    // internal: one RSS-measured save in a child process
+    "child-save": { type: "string" },
+    bucket: { type: "string" },
+  },
+});
+const MiB = 2 ** 20;
+const TENSOR_MIB = 16;
+const env = (k: string, d: string) => Deno.env.get(k) || d;
+const endpoint = env("AWS_ENDPOINT_URL", "http://127.0.0.1:7480");
+const credentials = {
+  accessKeyId: env("AWS_ACCESS_KEY_ID", "ckpt-local-access-key"),
+  secretAccessKey: env("AWS_SECRET_ACCESS_KEY", "ckpt-local-secret-key"),
+};
+const region = env("AWS_REGION", "us-east-1");
+
+/** Deterministic weights-like floats. */
+function fill(a: Float32Array, seed: number): void {
+  let x = seed * 2654435761 >>> 0;
+  for (let i = 0; i < a.length; i++) {
+    x = (x * 1664525 + 1013904223) >>> 0;
+    a[i] = ((x >>> 8) / 16777216 - 0.5) * 0.02;
+  }
+}
+
+function tensorOf(i: number, bytes: number): TensorInput {
+  const data = new Float32Array(bytes / 4);
+  fill(data, i + 1);
+  return { name: `layer${i}/kernel`, dtype: "float32", shape: [data.length], data };
+}
+
+/** Tensors of `mib` MiB in all, made one at a time as the save pulls them. */
+async function* lazyTensors(mib: number): AsyncGenerator<TensorInput> {
+  for (let i = 0, left = mib * MiB; left > 0; i++, left -= TENSOR_MIB * MiB) {
+    yield tensorOf(i, Math.min(TENSOR_MIB * MiB, left));
+  }
+}
+
+/** A WritableStream onto an S3Store writer (what an `s3://` save target amounts to). */
+async function s3Sink(store: S3Store, key: string): Promise<WritableStream<Uint8Array>> {
+  const w = await store.writer(key);
+  return new WritableStream({
+    write: (chunk) => w.write(chunk),
+    close: async () => void await w.close(),
+    abort: (reason) => w.abort(reason),
+  });
+}
+
+function peakRss(): number {
+  const m = /VmHWM:\s+(\d+) kB/.exec(Deno.readTextFileSync("/proc/self/status"));
+  return m ? Number(m[1]) * 1024 : NaN;
+}
+
+if (values["child-save"] !== undefined) {
+  // One large save from lazily made tensors; prints the RSS before and the peak after.
+  const store = new S3Store({ bucket: values.bucket!, endpoint, credentials, region });
+  const before = Deno.memoryUsage().rss;
+  const { bytes } = await saveCheckpoint(await s3Sink(store, "rss.ckpt"), {
+    metadata: { step: 1 },
+    tensors: lazyTensors(Number(values["child-save"])),
+  });
+  console.log(JSON.stringify({ before, peak: peakRss(), bytes }));
+  Deno.exit(0);
+}
+
+const mib = Number(values.mib);
+const trials = Number(values.trials);
+const rssMib = Number(values["rss-mib"]);
+const bucket = `ckpt-bench-${Date.now().toString(36)}`;
+const signer = new AwsClient({ ...credentials, service: "s3", region, retries: 0 });
+const adminFetch = async (path: string, method: string) => {
+  const res = await fetch(await signer.sign(new URL(path, endpoint).href, { method }));
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+};
+await adminFetch(`/${bucket}`, "PUT");
+const store = new S3Store({ bucket, endpoint, credentials, region });
+const dir = await Deno.makeTempDir({ prefix: "ckpt-bench-s3-" });
+
+const tensors: TensorInput[] = [];
+for await (const t of lazyTensors(mib)) tensors.push(t);
+const raw = tensors.map((t) => new Uint8Array((t.data as Float32Array).buffer));
+const checkpoint = { metadata: { step: 1 }, tensors };
+
+async function drain(body: ReadableStream<Uint8Array>): Promise<number> {
+  let n = 0;
+  for await (const c of body) n += c.byteLength;
+  return n;
+}
+
+const methods: Record<string, () => Promise<void>> = {
+  "save ckpt → s3": async () => void await saveCheckpoint(await s3Sink(store, "ckpt.ckpt"), checkpoint),
+  "save plain upload": async () => {
+    const w = await store.writer("plain.bin");
+    for (const r of raw) await w.write(r);
+    await w.close();
+  },
+  "save ckpt → file": async () => void await saveCheckpoint(`${dir}/ckpt.ckpt`, checkpoint),
+  "load ckpt ← s3 + verify": async () => {
+    const back = await loadCheckpoint((await store.get("ckpt.ckpt")).body);
+    if (back.tensors.length !== tensors.length) throw new Error("short load");
+  },
+  "load plain download": async () => {
+    if (await drain((await store.get("plain.bin")).body) !== mib * MiB) throw new Error("short download");
+  },
+  "load ckpt ← file + verify": async () => {
+    const back = await loadCheckpoint(`${dir}/ckpt.ckpt`);
+    if (back.tensors.length !== tensors.length) throw new Error("short load");
+  },
+};
+
+const times: Record<string, number[]> = Object.fromEntries(Object.keys(methods).map((k) => [k, []]));
+const names = Object.keys(methods);
+const saves = names.filter((n) => n.startsWith("save"));
+const loads = names.filter((n) => n.startsWith("load"));
+console.error(`${mib} MiB of float32 tensors, ${trials} interleaved trials, endpoint ${endpoint}`);
+for (let t = 0; t < trials; t++) {
+  // Saves first (loads read what they wrote), each group in a rotated order.
+  for (const group of [saves, loads]) {
+    const order = group.map((_, i) => group[(i + t) % group.length]!);
+    for (const name of order) {
+      const t0 = performance.now();
+      await methods[name]!();
+      times[name]!.push((performance.now() - t0) / 1000);
+    }
+  }
+  console.error(`trial ${t + 1}/${trials} done`);
+}
+
+const median = (a: number[]) => {
+  const s = [...a].sort((x, y) => x - y);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+const row = (name: string, base: string) => {
+  const m = median(times[name]!);
+  const ratio = median(times[base]!) / m;
+  console.log(
+    `| ${name.padEnd(26)} | ${m.toFixed(2).padStart(6)} s | ${(mib / m).toFixed(0).padStart(5)} MiB/s | ${
+      ratio.toFixed(2)
+    }× |`,
+  );
+};
+console.log(`\n| ${mib} MiB, median of ${trials}`.padEnd(31) + "| time     | speed       | vs plain |");
+console.log("|----------------------------|----------|-------------|----------|");
+for (const n of saves) row(n, "save plain upload");
+for (const n of loads) row(n, "load plain download");
+
+// Peak RSS of a large save, in its own process.
+const child = await new Deno.Command(Deno.execPath(), {
+  args: ["run", "-A", new URL(import.meta.url).pathname, "--child-save", String(rssMib), "--bucket", bucket],
+  stdout: "piped",
+  stderr: "inherit",
+}).output();
+if (!child.success) throw new Error("the RSS child failed");
+const { before, peak } = JSON.parse(new TextDecoder().decode(child.stdout));
+const inFlight = DEFAULT_S3_PART_SIZE * (DEFAULT_S3_CONCURRENCY + 1);
+console.log(
+  `\npeak RSS of a ${rssMib} MiB save to s3://: ${(peak / MiB).toFixed(0)} MiB (${
+    (before / MiB).toFixed(0)
+  } MiB before it started; parts in flight + the one filling: ${(inFlight / MiB).toFixed(0)} MiB)`,
+);
+
+await store.sweep();
+for await (const o of store.list()) await store.delete(o.key);
+await adminFetch(`/${bucket}`, "DELETE");
+await Deno.remove(dir, { recursive: true });

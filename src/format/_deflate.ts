@@ -1,0 +1,99 @@
+// Raw deflate (RFC 1951) for byte-grouped tensor bodies: the one place that chooses how, per
+// runtime. Where `node:zlib` exists (Deno, Node) it compresses with Z_HUFFMAN_ONLY (entropy coding
+// only: a plane of exponent bytes has little to match, and skipping the match search is what makes
+// it fast) and inflates natively; elsewhere (a browser) it falls back to the standard
+// `CompressionStream("deflate-raw")` / `DecompressionStream("deflate-raw")`. Either side reads the
+// other's output: both are plain raw deflate.
+
+type Zlib = typeof import("node:zlib");
+type Pair = ReadableWritablePair<Uint8Array, Uint8Array>;
+
+let zlib: Promise<Zlib | undefined> | undefined;
+
+/** `node:zlib` where the runtime has it, else `undefined` (loaded once, lazily). */
+function nodeZlib(): Promise<Zlib | undefined> {
+  // A specifier in a variable keeps browser bundlers from trying to resolve it.
+  const specifier = "node:zlib";
+  return zlib ??= import(specifier).then((m: Zlib) => m, () => undefined);
+}
+
+/** Which implementation {@linkcode deflateRaw} and {@linkcode inflateRaw} use. */
+export type DeflateBackend = "node:zlib" | "web";
+
+/** The implementation this runtime uses. */
+export async function deflateBackend(): Promise<DeflateBackend> {
+  return (await nodeZlib()) ? "node:zlib" : "web";
+}
+
+/** Raw deflate of `bytes` (not empty), Huffman coding only where the runtime allows it. */
+export async function deflateRaw(bytes: Uint8Array, backend?: DeflateBackend): Promise<Uint8Array> {
+  const z = backend === "web" ? undefined : await nodeZlib();
+  if (z) return plain(z.deflateRawSync(bytes, { strategy: z.constants.Z_HUFFMAN_ONLY }));
+  return await collect(ReadableStream.from([bytes]).pipeThrough(new CompressionStream("deflate-raw") as Pair));
+}
+
+/**
+ * Inflates raw deflate `bytes` that must decode to exactly `size` bytes (size ≥ 1): more or fewer,
+ * or malformed or truncated input, is a `SyntaxError` whose message starts with `why` (the caller's
+ * subject, such as `tensor "w" plane 3`) and names `offset`. Never allocates more than `size` bytes
+ * of output, whatever the input claims.
+ */
+export async function inflateRaw(
+  bytes: Uint8Array,
+  size: number,
+  why: string,
+  offset: number,
+  backend?: DeflateBackend,
+): Promise<Uint8Array> {
+  const bad = (what: string): never => {
+    throw new SyntaxError(`Cannot decode checkpoint: ${why} ${what} at offset ${offset}`);
+  };
+  const z = backend === "web" ? undefined : await nodeZlib();
+  if (z) {
+    let out: Uint8Array;
+    try {
+      out = z.inflateRawSync(bytes, { maxOutputLength: size });
+    } catch (e) {
+      if ((e as { code?: string }).code === "ERR_BUFFER_TOO_LARGE") bad(`inflates to more than ${size} bytes`);
+      bad(`is not valid deflate data (${(e as Error).message})`);
+    }
+    if (out!.byteLength !== size) bad(`inflates to ${out!.byteLength} bytes, not ${size}`);
+    return plain(out!);
+  }
+  const out = new Uint8Array(size);
+  let have = 0;
+  try {
+    const inflated = ReadableStream.from([bytes]).pipeThrough(new DecompressionStream("deflate-raw") as Pair);
+    for await (const chunk of inflated) {
+      if (have + chunk.byteLength > size) bad(`inflates to more than ${size} bytes`);
+      out.set(chunk, have);
+      have += chunk.byteLength;
+    }
+  } catch (e) {
+    if (e instanceof SyntaxError) throw e;
+    bad(`is not valid deflate data (${(e as Error).message})`);
+  }
+  if (have !== size) bad(`inflates to ${have} bytes, not ${size}`);
+  return out;
+}
+
+/** A Node Buffer as a plain Uint8Array view (the same bytes, the type every caller compares). */
+function plain(b: Uint8Array): Uint8Array {
+  return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+}
+
+async function collect(stream: ReadableStream<Uint8Array>): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  let n = 0;
+  for await (const c of stream) {
+    parts.push(c);
+    n += c.byteLength;
+  }
+  const out = new Uint8Array(n);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
+}

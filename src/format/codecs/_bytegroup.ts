@@ -1,0 +1,212 @@
+// Byte-grouped tensor bodies (binary format, docs/FORMAT.md "Byte-grouped bodies"): a float
+// tensor's elements split into byte planes (plane k holds byte k of every element, little-endian),
+// each plane stored as is or raw-deflated, whichever is smaller. The plane holding sign and
+// exponent compresses well on trained weights, mantissa planes rarely do (ZipNN, arXiv 2411.05239).
+
+import type { DType } from "../types.ts";
+import { type DeflateBackend, deflateRaw, inflateRaw } from "../_deflate.ts";
+
+/** The `encoding` value of a byte-grouped tensor record. */
+export const BYTEGROUP_ENCODING = "bytegroup";
+/** Version byte of the byte-grouped body layout. */
+export const BYTEGROUP_VERSION = 1;
+/** Plane methods. */
+export const PLANE_STORED = 0;
+/** A plane compressed with raw deflate (RFC 1951). */
+export const PLANE_DEFLATE = 1;
+/** Bytes before the plane table: version, plane count, six zero bytes. */
+export const BYTEGROUP_HEADER_BYTES = 8;
+/** Bytes of one plane table entry: method, seven zero bytes, stored length (u64). */
+export const PLANE_ENTRY_BYTES = 16;
+
+/** Planes at most this long are tried whole; longer ones first through a sample of this size. */
+const SAMPLE_BYTES = 64 * 1024;
+/** A plane whose sample deflates to at least this fraction of its size is stored as is. */
+const SAMPLE_PAYS = 0.97;
+
+/** Element widths of the dtypes that are byte-grouped; other dtypes stay raw. */
+const FLOAT_WIDTH: Partial<Record<DType, number>> = { float16: 2, bfloat16: 2, float32: 4, float64: 8 };
+
+/** Whether tensors of this dtype are byte-grouped (floats; integers and bool stay raw). */
+export function isByteGroupable(dtype: DType): boolean {
+  return FLOAT_WIDTH[dtype] !== undefined;
+}
+
+/** Splits `bytes` (elements of `width` bytes) into `width` planes of one byte per element. */
+export function splitPlanes(bytes: Uint8Array, width: number): Uint8Array[] {
+  const count = bytes.byteLength / width;
+  const planes = Array.from({ length: width }, () => new Uint8Array(count));
+  if (bytes.byteOffset % 4 !== 0) bytes = bytes.slice();
+  if (width === 2) split2(new Uint16Array(bytes.buffer, bytes.byteOffset, count), planes[0]!, planes[1]!);
+  else {
+    const words = new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
+    const step = width / 4;
+    for (let half = 0; half < step; half++) {
+      split4(words, half, step, planes[4 * half]!, planes[4 * half + 1]!, planes[4 * half + 2]!, planes[4 * half + 3]!);
+    }
+  }
+  return planes;
+}
+
+function split2(v: Uint16Array, p0: Uint8Array, p1: Uint8Array): void {
+  for (let i = 0; i < v.length; i++) {
+    const x = v[i]!;
+    p0[i] = x;
+    p1[i] = x >>> 8;
+  }
+}
+
+function split4(
+  w: Uint32Array,
+  from: number,
+  step: number,
+  p0: Uint8Array,
+  p1: Uint8Array,
+  p2: Uint8Array,
+  p3: Uint8Array,
+): void {
+  for (let i = 0, j = from; i < p0.length; i++, j += step) {
+    const x = w[j]!;
+    p0[i] = x;
+    p1[i] = x >>> 8;
+    p2[i] = x >>> 16;
+    p3[i] = x >>> 24;
+  }
+}
+
+/** Interleaves `width` planes back into elements: the inverse of {@linkcode splitPlanes}. */
+export function joinPlanes(planes: readonly Uint8Array[], width: number): Uint8Array {
+  const count = planes[0]!.byteLength;
+  const out = new Uint8Array(count * width);
+  if (width === 2) join2(new Uint16Array(out.buffer, 0, count), planes[0]!, planes[1]!);
+  else {
+    const words = new Uint32Array(out.buffer);
+    const step = width / 4;
+    for (let half = 0; half < step; half++) {
+      join4(words, half, step, planes[4 * half]!, planes[4 * half + 1]!, planes[4 * half + 2]!, planes[4 * half + 3]!);
+    }
+  }
+  return out;
+}
+
+function join2(v: Uint16Array, p0: Uint8Array, p1: Uint8Array): void {
+  for (let i = 0; i < v.length; i++) v[i] = p0[i]! | (p1[i]! << 8);
+}
+
+function join4(
+  w: Uint32Array,
+  from: number,
+  step: number,
+  p0: Uint8Array,
+  p1: Uint8Array,
+  p2: Uint8Array,
+  p3: Uint8Array,
+): void {
+  for (let i = 0, j = from; i < p0.length; i++, j += step) {
+    w[j] = p0[i]! | (p1[i]! << 8) | (p2[i]! << 16) | (p3[i]! << 24);
+  }
+}
+
+/** One plane as it will be stored. */
+async function storePlane(plane: Uint8Array, backend?: DeflateBackend): Promise<[number, Uint8Array]> {
+  if (plane.byteLength === 0) return [PLANE_STORED, plane];
+  if (plane.byteLength > 2 * SAMPLE_BYTES) {
+    const sample = await deflateRaw(plane.subarray(0, SAMPLE_BYTES), backend);
+    if (sample.byteLength >= SAMPLE_PAYS * SAMPLE_BYTES) return [PLANE_STORED, plane];
+  }
+  const packed = await deflateRaw(plane, backend);
+  return packed.byteLength < plane.byteLength ? [PLANE_DEFLATE, packed] : [PLANE_STORED, plane];
+}
+
+/**
+ * The byte-grouped body of a float tensor's `bytes` as parts to write in order (plane table, then
+ * the planes), or `undefined` when it would not be smaller than the raw bytes (or the dtype is not
+ * a float): the caller then writes the tensor raw.
+ */
+export async function encodeByteGroups(
+  dtype: DType,
+  bytes: Uint8Array,
+  backend?: DeflateBackend,
+): Promise<{ parts: Uint8Array[]; byteLength: number } | undefined> {
+  const width = FLOAT_WIDTH[dtype];
+  if (width === undefined || bytes.byteLength === 0) return undefined;
+  const planes = splitPlanes(bytes, width);
+  const stored: [number, Uint8Array][] = [];
+  for (const p of planes) stored.push(await storePlane(p, backend));
+  const table = new Uint8Array(BYTEGROUP_HEADER_BYTES + width * PLANE_ENTRY_BYTES);
+  const v = new DataView(table.buffer);
+  table[0] = BYTEGROUP_VERSION;
+  table[1] = width;
+  let byteLength = table.byteLength;
+  stored.forEach(([method, data], k) => {
+    const at = BYTEGROUP_HEADER_BYTES + k * PLANE_ENTRY_BYTES;
+    table[at] = method;
+    v.setBigUint64(at + 8, BigInt(data.byteLength), true);
+    byteLength += data.byteLength;
+  });
+  if (byteLength >= bytes.byteLength) return undefined;
+  return { parts: [table, ...stored.map(([, data]) => data)], byteLength };
+}
+
+/**
+ * The tensor bytes a byte-grouped `body` holds, for a tensor of `count` elements of `dtype`
+ * (named `name` in messages; the body starts at `offset` in the stream). Every length in the body
+ * is checked against the body and against `count` before anything is allocated or inflated;
+ * a malformed body is a `SyntaxError` naming the tensor, the plane and the offset.
+ */
+export async function decodeByteGroups(
+  body: Uint8Array,
+  dtype: DType,
+  count: number,
+  name: string,
+  offset: number,
+  backend?: DeflateBackend,
+): Promise<Uint8Array> {
+  const subject = `tensor ${JSON.stringify(name)}`;
+  const fail = (why: string, at: number): never => {
+    throw new SyntaxError(`Cannot decode checkpoint: ${subject} ${why} at offset ${offset + at}`);
+  };
+  const width = FLOAT_WIDTH[dtype];
+  if (width === undefined) fail(`of dtype ${dtype} cannot be byte-grouped (only float dtypes are)`, 0);
+  const tableEnd = BYTEGROUP_HEADER_BYTES + width! * PLANE_ENTRY_BYTES;
+  if (body.byteLength < tableEnd) {
+    fail(`has a byte-grouped body of ${body.byteLength} bytes, shorter than its ${tableEnd}-byte plane table`, 0);
+  }
+  if (body[0] !== BYTEGROUP_VERSION) {
+    fail(`has byte-group version ${body[0]} (this reader knows ${BYTEGROUP_VERSION})`, 0);
+  }
+  if (body[1] !== width) fail(`declares ${body[1]} byte planes, dtype ${dtype} has ${width}`, 1);
+  for (let i = 2; i < BYTEGROUP_HEADER_BYTES; i++) if (body[i] !== 0) fail("has non-zero reserved bytes", i);
+  const v = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  const planes: { method: number; at: number; length: number }[] = [];
+  let at = tableEnd;
+  for (let k = 0; k < width!; k++) {
+    const e = BYTEGROUP_HEADER_BYTES + k * PLANE_ENTRY_BYTES;
+    const method = body[e]!;
+    if (method !== PLANE_STORED && method !== PLANE_DEFLATE) fail(`plane ${k} has unknown method ${method}`, e);
+    for (let i = 1; i < 8; i++) if (body[e + i] !== 0) fail(`plane ${k} has non-zero reserved bytes`, e + i);
+    const declared = v.getBigUint64(e + 8, true);
+    const remain = body.byteLength - at;
+    if (declared > BigInt(remain)) fail(`plane ${k} declares ${declared} bytes but ${remain} remain`, e + 8);
+    const length = Number(declared);
+    if (method === PLANE_STORED && length !== count) {
+      fail(`plane ${k} is stored with ${length} bytes, needs ${count} (one per element)`, e + 8);
+    }
+    if (method === PLANE_DEFLATE && (length === 0 || length >= count)) {
+      fail(`plane ${k} is deflated to ${length} bytes, not between 1 and ${count - 1}`, e + 8);
+    }
+    planes.push({ method, at, length });
+    at += length;
+  }
+  if (at !== body.byteLength) fail(`has ${body.byteLength - at} bytes after its last plane`, at);
+  const data: Uint8Array[] = [];
+  for (const [k, p] of planes.entries()) {
+    const bytes = body.subarray(p.at, p.at + p.length);
+    data.push(
+      p.method === PLANE_STORED
+        ? bytes
+        : await inflateRaw(bytes, count, `${subject} plane ${k}`, offset + p.at, backend),
+    );
+  }
+  return joinPlanes(data, width!);
+}
