@@ -10,6 +10,7 @@ export interface WorkerSaveOptions {
   compression: "none" | "gzip" | "bytegroup";
   sync: boolean;
   sha256sum: boolean;
+  reuse?: string;
 }
 
 /** Main thread to worker: save one checkpoint; the tensors' buffers are transferred. */

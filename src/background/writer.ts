@@ -154,7 +154,7 @@ function checkOptions(options: SaveOptions): WorkerSaveOptions {
   if (typeof options !== "object" || options === null) {
     throw new TypeError("Cannot save checkpoint in the background: options must be an object");
   }
-  const { codec = "binary", compression = "none", sync = true, sha256sum = false } = options;
+  const { codec = "binary", compression = "none", sync = true, sha256sum = false, reuse } = options;
   if (codec !== "binary" && codec !== "json") {
     throw new TypeError(
       typeof codec === "string"
@@ -169,7 +169,10 @@ function checkOptions(options: SaveOptions): WorkerSaveOptions {
   if (typeof sha256sum !== "boolean") {
     throw new TypeError(`Invalid option sha256sum: ${String(sha256sum)}, expected a boolean`);
   }
-  return { codec, compression, sync, sha256sum };
+  if (reuse !== undefined && typeof reuse !== "string") {
+    throw new TypeError(`Invalid option reuse: ${String(reuse)}, expected a path`);
+  }
+  return reuse === undefined ? { codec, compression, sync, sha256sum } : { codec, compression, sync, sha256sum, reuse };
 }
 
 function checkTensors(tensors: unknown): readonly TensorInput[] {

@@ -3,7 +3,7 @@
  *
  * @module
  */
-import { basename, dirname, join } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { type EncodeOptions, encodeWithDigest } from "../format/encode.ts";
 import type { CheckpointInput } from "../format/types.ts";
 import { sha256 } from "../format/_hash.ts";
@@ -46,10 +46,28 @@ export interface SaveOptions extends EncodeOptions {
    * @default {false}
    */
   preventClose?: boolean;
+  /**
+   * For paths: a file the caller is about to delete anyway, on the same file system (not the
+   * target itself). It is renamed to the temporary name and overwritten in place, then truncated
+   * to the new size, so the save reuses its page-cache pages and disk blocks instead of
+   * allocating fresh ones, as databases recycle log segments (on a VM where first-touching memory
+   * is slow, a save into recycled pages runs like `dd` over an existing file). The file is gone
+   * once the save starts, whether the save succeeds or not, and a reader that still has it open
+   * sees its bytes change (its verification then fails; it never gets wrong data unnoticed).
+   * Ignored when the file is absent or not a regular file.
+   */
+  reuse?: string;
 }
 
 /** Every option {@linkcode saveCheckpoint} takes; any other name is a `TypeError`. */
-const SAVE_OPTION_NAMES = ["codec", "compression", "sync", "preventClose", "sha256sum"] as const satisfies readonly (
+const SAVE_OPTION_NAMES = [
+  "codec",
+  "compression",
+  "sync",
+  "preventClose",
+  "sha256sum",
+  "reuse",
+] as const satisfies readonly (
   keyof SaveOptions
 )[];
 // A compile error here means SaveOptions gained an option SAVE_OPTION_NAMES does not list.
@@ -79,7 +97,9 @@ export interface SaveResult {
 /**
  * Writes `file` under a temporary name beside `path`, then fsyncs it, renames it over `path` and
  * fsyncs the directory: readers see the old file or the new one, never a partial one. On any
- * error the temporary file is removed and the previous file is untouched.
+ * error the temporary file is removed and the previous file is untouched. With `reuse`, that
+ * file (to be deleted anyway) becomes the temporary file, overwritten from its start and
+ * truncated where `write` left the file's position.
  *
  * @example
  * ```ts
@@ -94,15 +114,17 @@ export interface SaveResult {
 export async function writeFileAtomic<T>(
   path: string,
   write: (file: Deno.FsFile) => Promise<T>,
-  options: { sync?: boolean } = {},
+  options: { sync?: boolean; reuse?: string } = {},
 ): Promise<T> {
   const sync = options.sync ?? true;
   const dir = dirname(path);
   const tmp = join(dir, `.${basename(path)}.tmp-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`);
-  const file = await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
+  const file = (options.reuse !== undefined ? await recycle(options.reuse, path, tmp) : undefined) ??
+    await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
   let closed = false;
   try {
     const result = await write(file);
+    if (options.reuse !== undefined) await file.truncate(await file.seek(0, Deno.SeekMode.Current));
     if (sync) await file.syncData();
     file.close();
     closed = true;
@@ -117,6 +139,27 @@ export async function writeFileAtomic<T>(
     }
     await Deno.remove(tmp).catch(() => {});
     throw e;
+  }
+}
+
+/** `old` renamed to `tmp` and opened for overwriting, or undefined when it cannot be (absent, not a file, elsewhere). */
+async function recycle(old: string, path: string, tmp: string): Promise<Deno.FsFile | undefined> {
+  if (typeof old !== "string") throw new TypeError("Cannot save checkpoint: reuse must be a path");
+  if (resolve(old) === resolve(path)) {
+    throw new TypeError(`Cannot save checkpoint to ${path}: reuse must name another file than the target`);
+  }
+  const st = await Deno.lstat(old).catch(() => undefined);
+  if (!st?.isFile) return undefined;
+  try {
+    await Deno.rename(old, tmp);
+  } catch {
+    return undefined; // gone meanwhile, or on another file system: write a new file
+  }
+  try {
+    return await Deno.open(tmp, { write: true });
+  } catch {
+    await Deno.remove(tmp).catch(() => {});
+    return undefined;
   }
 }
 

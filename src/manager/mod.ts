@@ -547,15 +547,20 @@ export class CheckpointManager {
       tensors = await Array.fromAsync(tensors as AsyncIterable<TensorInput>);
     }
     const input = { metadata: checkpoint.metadata, tensors };
+    const reuse = await this.#recyclable(checkpoint);
     let result: SaveResult;
     try {
       result = await this.#o.writer.save(path, input, {
         codec: this.#o.codec,
         compression: this.#o.compression,
         sync: this.#o.sync,
+        ...(reuse === undefined ? {} : { reuse }),
       });
     } catch (e) {
       throw ioError(`Cannot save checkpoint step ${checkpoint.metadata.step} to ${path}`, e);
+    } finally {
+      // A writer that does not recycle leaves the file: it is out of the index, so delete it.
+      if (reuse !== undefined) await removeIfPresent(reuse).catch(() => {});
     }
     return {
       step: checkpoint.metadata.step,
@@ -650,6 +655,31 @@ export class CheckpointManager {
       }
       throw e;
     }
+  }
+
+  /**
+   * Page reuse: the file of a full checkpoint that retention will delete once `checkpoint` is
+   * committed, taken out of the index now (so that a crash never leaves the index naming a file
+   * being overwritten) for the save to recycle; undefined when there is none.
+   */
+  async #recyclable(checkpoint: CheckpointInput): Promise<string | undefined> {
+    if (!this.#o.recycle) return undefined;
+    const all = [...this.#entries, { step: checkpoint.metadata.step, metadata: checkpoint.metadata }];
+    const reasons = retention(all, this.#policy());
+    // Never the newest: until the new checkpoint commits, it is what a crash resumes from.
+    const victim = this.#entries.slice(0, -1).find((e) => e.kind === "full" && reasons.get(e.step)!.length === 0);
+    if (!victim) return undefined;
+    const remaining = this.#entries.filter((e) => e !== victim);
+    try {
+      await writeIndex(this.#dir, remaining, this.#policy(), this.#o.sync);
+    } catch (e) {
+      throw ioError(
+        `Cannot save checkpoint step ${checkpoint.metadata.step} in ${this.#dir}: the index could not be written`,
+        e,
+      );
+    }
+    this.#entries = remaining;
+    return join(this.#dir, victim.file);
   }
 
   /** Adds an entry to the index (the commit point), then applies retention. */

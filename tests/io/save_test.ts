@@ -213,3 +213,75 @@ Deno.test("saveCheckpoint into a pipe whose reader went away fails with a Broken
     /^BrokenPipe: Cannot save checkpoint: the stream's reader went away after \d+ bytes had been handed to it \(broken pipe; e\.g\. piped into head\)\n$/,
   );
 });
+
+Deno.test("saveCheckpoint({ reuse }) overwrites the recycled file in place, truncates it and renames it over the target", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const old = join(dir, "step-1.ckpt");
+    const big: CheckpointInput = {
+      metadata: { step: 1 },
+      tensors: [{ name: "w", dtype: "float32", shape: [1 << 18], data: new Float32Array(1 << 18).fill(7) }],
+    };
+    await saveCheckpoint(old, big);
+    const inode = (await Deno.stat(old)).ino;
+    const target = join(dir, "step-3.ckpt");
+    const r = await saveCheckpoint(target, edgeCheckpoint(), { reuse: old });
+    await assert.rejects(() => Deno.stat(old), Deno.errors.NotFound);
+    const st = await Deno.stat(target);
+    assert.equal(st.ino, inode, "the recycled file's inode now holds the new checkpoint");
+    assert.equal(st.size, r.bytes, "truncated to the new size");
+    assertSameCheckpoint(await loadCheckpoint(target, { sha256: r.digest }), edgeCheckpoint());
+    assert.deepEqual([...Deno.readDirSync(dir)].map((e) => e.name), ["step-3.ckpt"]);
+    // A file that is not there is no error: the save writes a new file.
+    const again = await saveCheckpoint(join(dir, "step-4.ckpt"), edgeCheckpoint(), { reuse: join(dir, "gone.ckpt") });
+    assert.equal(again.digest, r.digest);
+    await assert.rejects(() => saveCheckpoint(target, edgeCheckpoint(), { reuse: target }), TypeError);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a recycled save that fails or is killed leaves the target intact and no temporary file", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const target = join(dir, "model.ckpt");
+    const first = await saveCheckpoint(target, edgeCheckpoint(), { sha256sum: true });
+    const failing = async function* (): AsyncGenerator<TensorInput> {
+      yield { name: "a", dtype: "float32", shape: [1 << 20], data: new Float32Array(1 << 20) };
+      throw new Error("device lost");
+    };
+    await saveCheckpoint(join(dir, "old.ckpt"), edgeCheckpoint());
+    await assert.rejects(
+      () => saveCheckpoint(target, { metadata: { step: 2 }, tensors: failing() }, { reuse: join(dir, "old.ckpt") }),
+      /device lost/,
+    );
+    assert.equal(await sha256sum(target), first.sha256);
+    assert.deepEqual([...Deno.readDirSync(dir)].map((e) => e.name), ["model.ckpt"], "the recycled file went too");
+    // Killed while overwriting a recycled file: the target is untouched.
+    await saveCheckpoint(join(dir, "old.ckpt"), edgeCheckpoint());
+    const script = `
+      import { saveCheckpoint } from ${JSON.stringify(new URL("../../mod.ts", import.meta.url).href)};
+      async function* slow() {
+        for (let i = 0; i < 1000; i++) {
+          yield { name: "t" + i, dtype: "float32", shape: [1 << 18], data: new Float32Array(1 << 18).fill(i) };
+          if (i === 3) console.log("writing");
+        }
+      }
+      await saveCheckpoint(${JSON.stringify(target)}, { metadata: { step: 9 }, tensors: slow() }, {
+        reuse: ${JSON.stringify(join(dir, "old.ckpt"))},
+      });
+    `;
+    const child = new Deno.Command(Deno.execPath(), { args: ["eval", script], stdout: "piped", stderr: "null" })
+      .spawn();
+    const reader = child.stdout.getReader();
+    await reader.read();
+    child.kill("SIGKILL");
+    await child.status;
+    reader.releaseLock();
+    await child.stdout.cancel();
+    assert.equal(await sha256sum(target), first.sha256);
+    assertSameCheckpoint(await loadCheckpoint(target), edgeCheckpoint());
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
