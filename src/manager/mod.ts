@@ -547,7 +547,9 @@ export class CheckpointManager {
       tensors = await Array.fromAsync(tensors as AsyncIterable<TensorInput>);
     }
     const input = { metadata: checkpoint.metadata, tensors };
-    const reuse = await this.#recyclable(checkpoint);
+    // Awaited only when there is a file to recycle: otherwise the writer gets the save at once.
+    const victim = this.#recyclable(checkpoint);
+    const reuse = victim ? await this.#takeOut(victim, checkpoint.metadata.step) : undefined;
     let result: SaveResult;
     try {
       result = await this.#o.writer.save(path, input, {
@@ -658,25 +660,24 @@ export class CheckpointManager {
   }
 
   /**
-   * Page reuse: the file of a full checkpoint that retention will delete once `checkpoint` is
-   * committed, taken out of the index now (so that a crash never leaves the index naming a file
-   * being overwritten) for the save to recycle; undefined when there is none.
+   * Page reuse: the full checkpoint whose file retention will delete once `checkpoint` is
+   * committed, for the save to recycle; never the newest (until the new checkpoint commits, it
+   * is what a crash resumes from). Undefined when there is none.
    */
-  async #recyclable(checkpoint: CheckpointInput): Promise<string | undefined> {
+  #recyclable(checkpoint: CheckpointInput): StoredEntry | undefined {
     if (!this.#o.recycle) return undefined;
     const all = [...this.#entries, { step: checkpoint.metadata.step, metadata: checkpoint.metadata }];
     const reasons = retention(all, this.#policy());
-    // Never the newest: until the new checkpoint commits, it is what a crash resumes from.
-    const victim = this.#entries.slice(0, -1).find((e) => e.kind === "full" && reasons.get(e.step)!.length === 0);
-    if (!victim) return undefined;
+    return this.#entries.slice(0, -1).find((e) => e.kind === "full" && reasons.get(e.step)!.length === 0);
+  }
+
+  /** Takes `victim` out of the index (so a crash never leaves the index naming a file being overwritten); its path. */
+  async #takeOut(victim: StoredEntry, step: number): Promise<string> {
     const remaining = this.#entries.filter((e) => e !== victim);
     try {
       await writeIndex(this.#dir, remaining, this.#policy(), this.#o.sync);
     } catch (e) {
-      throw ioError(
-        `Cannot save checkpoint step ${checkpoint.metadata.step} in ${this.#dir}: the index could not be written`,
-        e,
-      );
+      throw ioError(`Cannot save checkpoint step ${step} in ${this.#dir}: the index could not be written`, e);
     }
     this.#entries = remaining;
     return join(this.#dir, victim.file);
