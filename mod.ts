@@ -39,7 +39,7 @@ export type {
   TensorInput,
 } from "./src/format/types.ts";
 export { ChecksumMismatchError } from "./src/format/errors.ts";
-export { type DecodeLimits, DEFAULT_LIMITS } from "./src/format/limits.ts";
+export { type DecodeLimits, DEFAULT_LIMITS, UNTRUSTED_LIMITS } from "./src/format/limits.ts";
 export {
   type CheckpointEncoder,
   type Codec,

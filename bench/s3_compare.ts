@@ -16,7 +16,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { AwsClient } from "aws4fetch";
+import { AwsClient } from "npm:aws4fetch@1.0.20";
 import { loadCheckpoint, saveCheckpoint, type TensorInput } from "../mod.ts";
 import { DEFAULT_S3_CONCURRENCY, DEFAULT_S3_PART_SIZE, S3Store } from "../src/storage/s3.ts";
 

@@ -104,8 +104,12 @@ export function safeText(text: string): string {
   return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u{${c.charCodeAt(0).toString(16)}}`);
 }
 
-/** What an OS error says, without Deno's `: open '/path'` tail (the CLI names the path itself). */
+/**
+ * What an OS error says, without Deno's `: open '/path'` tail (the CLI names the path itself);
+ * a directory where a file was expected reads "it is a directory" whichever call found it.
+ */
 export function osReason(e: unknown): string {
+  if (e instanceof Deno.errors.IsADirectory) return "it is a directory";
   const message = e instanceof Error ? e.message : String(e);
   return message.replace(/\s*\(os error \d+\)/, "").replace(/:\s*\w+ '.*'$/s, "").trim();
 }

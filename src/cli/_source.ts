@@ -13,6 +13,7 @@ import {
 } from "../../mod.ts";
 import { safetensorsCodec } from "../interop/safetensors.ts";
 import { BINARY_MAGIC } from "../format/codecs/binary.ts";
+import { UNTRUSTED_LIMITS } from "../format/limits.ts";
 import {
   BadCheckpointError,
   type CliIO,
@@ -109,7 +110,9 @@ export async function openCheckpoint(
     } catch { /* already failed or finished */ }
   };
   try {
-    const found = await sniffCheckpoint(metered.stream, { codecs: EXTRA_CODECS });
+    // Standard input has no size to check beforehand: cap what it may expand to.
+    const caps = input.path === undefined ? UNTRUSTED_LIMITS : {};
+    const found = await sniffCheckpoint(metered.stream, { codecs: EXTRA_CODECS, ...caps });
     const decoder = found.codec.decoder({ reuseBuffers: options.reuseBuffers ?? false });
     reader = found.bytes.pipeThrough(decoder).getReader();
     const first = await reader.read();

@@ -12,12 +12,16 @@ import { fileChunks, readFull } from "../storage/_file_io.ts";
 const FILE_CHUNK = 64 * 1024;
 /** Piece size for pipelined body reads from a file. */
 const FILE_PIECE = 4 * 2 ** 20;
+const EMPTY = new Uint8Array(0);
 
 export class ChunkReader {
   #it: AsyncIterator<Uint8Array>;
+  // Buffered chunks are #chunks[#first..]; consumed ones are dropped in batches, so taking a
+  // chunk costs O(1) whatever the chunking (an Array.shift per chunk made small chunks quadratic).
   #chunks: Uint8Array[] = [];
-  #buffered = 0;
-  #head = 0; // offset into #chunks[0]
+  #first = 0;
+  #buffered = 0; // bytes in #chunks[#first..]
+  #head = 0; // offset into #chunks[#first]
   #done = false;
   #position = 0;
   #label: string;
@@ -42,7 +46,9 @@ export class ChunkReader {
   ) {
     this.#reuse = reuseBuffers;
     this.#tap = tap;
-    if (source instanceof Deno.FsFile) {
+    if (!(Symbol.asyncIterator in source)) {
+      // An open file (Deno.FsFile is not async-iterable); the test names no global, so it runs
+      // where there is no Deno.
       this.#file = source;
       this.#it = fileChunks(source, FILE_CHUNK);
     } else {
@@ -83,11 +89,12 @@ export class ChunkReader {
     }
   }
 
-  #fail(n: number, what: string): never {
+  /** The stream ended `n - have` bytes short of a read of `n` that started at `start`. */
+  #fail(n: number, what: string, start = this.#position, have = this.#buffered - this.#head): never {
     throw new SyntaxError(
-      `Cannot decode ${this.#label}: stream ends at offset ${this.#position + this.#buffered - this.#head} with ${
-        n - (this.#buffered - this.#head)
-      } bytes of ${what} missing (read from offset ${this.#position})`,
+      `Cannot decode ${this.#label}: stream ends at offset ${start + have} with ${
+        n - have
+      } bytes of ${what} missing (read from offset ${start})`,
     );
   }
 
@@ -100,7 +107,7 @@ export class ChunkReader {
   /** Up to `max` bytes, whatever is buffered or arrives next; empty at the end. */
   async readSome(max: number): Promise<Uint8Array> {
     if (this.#buffered - this.#head === 0 && !(await this.#fill())) return new Uint8Array(0);
-    const first = this.#chunks[0]!;
+    const first = this.#chunks[this.#first]!;
     const n = Math.min(max, first.byteLength - this.#head);
     const out = first.subarray(this.#head, this.#head + n);
     this.#consume(n);
@@ -110,50 +117,65 @@ export class ChunkReader {
   #consume(n: number): void {
     this.#position += n;
     this.#head += n;
-    while (this.#chunks.length > 0 && this.#head >= this.#chunks[0]!.byteLength) {
-      const c = this.#chunks.shift()!;
+    const chunks = this.#chunks;
+    while (this.#first < chunks.length && this.#head >= chunks[this.#first]!.byteLength) {
+      const c = chunks[this.#first]!;
+      chunks[this.#first++] = EMPTY; // let the chunk go now
       this.#head -= c.byteLength;
       this.#buffered -= c.byteLength;
+    }
+    if (this.#first === chunks.length) {
+      chunks.length = 0;
+      this.#first = 0;
+    } else if (this.#first >= 1024 && this.#first * 2 >= chunks.length) {
+      this.#chunks = chunks.slice(this.#first);
+      this.#first = 0;
     }
   }
 
   /**
    * Exactly `n` bytes: a view into a chunk when they lie in one, else one joined copy. Memory
-   * grows with the bytes that arrive, never with `n` alone, so a hostile length cannot make the
-   * reader allocate before the bytes exist.
+   * grows with the bytes that arrive, never with `n` alone: the copy is allocated once half of
+   * the bytes have arrived (so a hostile length cannot make the reader allocate more than twice
+   * what the source really sent), and later chunks are copied in as they come and let go.
    */
   async readExact(n: number, what: string, into?: (n: number) => Uint8Array): Promise<Uint8Array> {
     if (n === 0) return new Uint8Array(0);
-    while (this.#buffered - this.#head < n) {
+    while (this.#buffered - this.#head < n && this.#buffered - this.#head < n / 2) {
       if (!(await this.#fill())) this.#fail(n, what);
     }
-    const first = this.#chunks[0]!;
-    if (first.byteLength - this.#head >= n) {
+    const first = this.#chunks[this.#first];
+    if (first !== undefined && first.byteLength - this.#head >= n) {
       const out = first.subarray(this.#head, this.#head + n);
       this.#consume(n);
       return out;
     }
+    const start = this.#position;
     const out = into ? into(n) : new Uint8Array(n);
     let filled = 0;
-    while (filled < n) {
-      const c = this.#chunks[0]!;
-      const take = Math.min(c.byteLength - this.#head, n - filled);
-      out.set(c.subarray(this.#head, this.#head + take), filled);
-      filled += take;
-      this.#consume(take);
+    for (;;) {
+      while (filled < n && this.#buffered - this.#head > 0) {
+        const c = this.#chunks[this.#first]!;
+        const take = Math.min(c.byteLength - this.#head, n - filled);
+        out.set(c.subarray(this.#head, this.#head + take), filled);
+        filled += take;
+        this.#consume(take);
+      }
+      if (filled === n) return out;
+      if (!(await this.#fill())) this.#fail(n, what, start, filled);
     }
-    return out;
   }
 
   /**
    * Exactly `n` bytes like {@linkcode readExact}, each fed to `hash` if given. From a file, the bytes go
    * straight into one fresh buffer (allocated only once the file is known to hold them), and the
-   * next piece is read while the current one is hashed.
+   * next piece is read while the current one is hashed. With `scratch`, the bytes go into the
+   * reader's own buffer, valid until the next readBody (for bodies decoded at once).
    */
-  async readBody(n: number, what: string, hash?: Hash): Promise<Uint8Array> {
+  async readBody(n: number, what: string, hash?: Hash, scratch = this.#reuse): Promise<Uint8Array> {
     const buffered = this.#buffered - this.#head;
     if (!this.#file || n <= buffered + FILE_CHUNK) {
-      const b = await this.readExact(n, what, this.#reuse ? (k) => this.#scratch(k) : undefined);
+      const b = await this.readExact(n, what, scratch ? (k) => this.#scratch(k) : undefined);
       hash?.update(b);
       return b;
     }
@@ -167,7 +189,7 @@ export class ChunkReader {
         } bytes of ${what} missing (read from offset ${start})`,
       );
     }
-    const out = this.#reuse ? this.#scratch(n) : new Uint8Array(n);
+    const out = scratch ? this.#scratch(n) : new Uint8Array(n);
     let have = 0;
     while (this.#buffered - this.#head > 0) {
       const part = await this.readSome(n);
@@ -202,28 +224,24 @@ export class ChunkReader {
    * truncated stream (SyntaxError); a line longer than `max` bytes is a RangeError.
    */
   async readLine(max: number, line: number): Promise<Uint8Array | null> {
-    let scanned = 0; // bytes after #head already searched
+    // Each buffered byte is searched once: the scan resumes where the last chunk left off.
+    let i = this.#first;
+    let seen = 0; // bytes of the line before #chunks[i]
     for (;;) {
-      let seen = 0;
-      for (let i = 0; i < this.#chunks.length; i++) {
+      for (; i < this.#chunks.length; i++) {
         const c = this.#chunks[i]!;
-        const from = i === 0 ? this.#head : 0;
-        const len = c.byteLength - from;
-        if (seen + len > scanned) {
-          const start = Math.max(0, scanned - seen);
-          const nl = c.indexOf(0x0a, from + start);
-          if (nl >= 0) {
-            const n = seen + (nl - from) + 1;
-            if (n > max + 1) this.#tooLong(max, line);
-            return await this.readExact(n, `line ${line}`);
-          }
+        const from = i === this.#first ? this.#head : 0;
+        const nl = c.indexOf(0x0a, from);
+        if (nl >= 0) {
+          const n = seen + (nl - from) + 1;
+          if (n > max + 1) this.#tooLong(max, line);
+          return await this.readExact(n, `line ${line}`);
         }
-        seen += len;
+        seen += c.byteLength - from;
+        if (seen > max) this.#tooLong(max, line);
       }
-      scanned = seen;
-      if (scanned > max) this.#tooLong(max, line);
       if (!(await this.#fill())) {
-        if (scanned === 0) return null;
+        if (seen === 0) return null;
         throw new SyntaxError(
           `Cannot decode ${this.#label}: line ${line} at offset ${this.#position} ends without a newline (truncated stream)`,
         );

@@ -5,6 +5,8 @@
 // `CompressionStream("deflate-raw")` / `DecompressionStream("deflate-raw")`. Either side reads the
 // other's output: both are plain raw deflate.
 
+import { readableFrom } from "./_streams.ts";
+
 type Zlib = typeof import("node:zlib");
 type Pair = ReadableWritablePair<Uint8Array, Uint8Array>;
 
@@ -29,7 +31,7 @@ export async function deflateBackend(): Promise<DeflateBackend> {
 export async function deflateRaw(bytes: Uint8Array, backend?: DeflateBackend): Promise<Uint8Array> {
   const z = backend === "web" ? undefined : await nodeZlib();
   if (z) return plain(z.deflateRawSync(bytes, { strategy: z.constants.Z_HUFFMAN_ONLY }));
-  return await collect(ReadableStream.from([bytes]).pipeThrough(new CompressionStream("deflate-raw") as Pair));
+  return await collect(readableFrom([bytes]).pipeThrough(new CompressionStream("deflate-raw") as Pair));
 }
 
 /**
@@ -52,7 +54,8 @@ export async function inflateRaw(
   if (z) {
     let out: Uint8Array;
     try {
-      out = z.inflateRawSync(bytes, { maxOutputLength: size });
+      // One output chunk of the expected size: no joining of 16 KiB pieces.
+      out = z.inflateRawSync(bytes, { maxOutputLength: size, chunkSize: Math.max(64, size) });
     } catch (e) {
       if ((e as { code?: string }).code === "ERR_BUFFER_TOO_LARGE") bad(`inflates to more than ${size} bytes`);
       bad(`is not valid deflate data (${(e as Error).message})`);
@@ -63,7 +66,7 @@ export async function inflateRaw(
   const out = new Uint8Array(size);
   let have = 0;
   try {
-    const inflated = ReadableStream.from([bytes]).pipeThrough(new DecompressionStream("deflate-raw") as Pair);
+    const inflated = readableFrom([bytes]).pipeThrough(new DecompressionStream("deflate-raw") as Pair);
     for await (const chunk of inflated) {
       if (have + chunk.byteLength > size) bad(`inflates to more than ${size} bytes`);
       out.set(chunk, have);

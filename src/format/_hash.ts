@@ -1,11 +1,119 @@
-// Incremental SHA-256 from node:crypto (native, ~1.6 GB/s here; WASM hashers were 3-5x slower).
-import { createHash, type Hash } from "node:crypto";
+// The one place that chooses the SHA-256 implementation, once, when the module loads:
+// - Deno and Node: node:crypto (native, ~1.5 GB/s here);
+// - browsers (and any other runtime): hash-wasm's WebAssembly SHA-256 (219-282 MB/s incremental
+//   in headless Chromium; crypto.subtle has no incremental mode).
+// Both are behind the small Hash interface below, so no Node-only behaviour (Buffer results,
+// hash.copy()) reaches the codecs. Both imports are dynamic: a browser never asks for
+// node:crypto, and Deno never loads the WebAssembly module.
 
-export type { Hash };
+/** An incremental SHA-256. */
+export interface Hash {
+  /** Feeds bytes; returns the same hash. */
+  update(data: Uint8Array): Hash;
+  /** Ends the hash: its digest as 32 bytes. */
+  digest(): Uint8Array;
+  /** Ends the hash: its digest as lowercase hex. */
+  digest(encoding: "hex"): string;
+}
+
+interface NodeHash {
+  update(data: Uint8Array): unknown;
+  digest(): Uint8Array;
+  digest(encoding: "hex"): string;
+  copy(): NodeHash;
+}
+
+interface Runtime {
+  fresh(): Hash;
+  peek(hash: Hash): Uint8Array;
+}
+
+function isServerRuntime(): boolean {
+  const g = globalThis as { Deno?: { version?: { deno?: unknown } }; process?: { versions?: { node?: unknown } } };
+  return typeof g.Deno?.version?.deno === "string" || typeof g.process?.versions?.node === "string";
+}
+
+async function nodeRuntime(): Promise<Runtime> {
+  const { createHash } = await import("node:crypto");
+  class Native implements Hash {
+    readonly h: NodeHash = createHash("sha256") as unknown as NodeHash;
+    update(data: Uint8Array): Hash {
+      this.h.update(data);
+      return this;
+    }
+    digest(): Uint8Array;
+    digest(encoding: "hex"): string;
+    digest(encoding?: "hex"): Uint8Array | string {
+      if (encoding === "hex") return this.h.digest("hex");
+      const b = this.h.digest();
+      return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+    }
+  }
+  return {
+    fresh: () => new Native(),
+    peek: (hash) => {
+      const b = (hash as Native).h.copy().digest();
+      return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+    },
+  };
+}
+
+async function wasmRuntime(): Promise<Runtime> {
+  // Through a module of ours that imports only createSHA256, so a bundle keeps just that part.
+  const { createSHA256 } = await import("./_sha256_wasm.ts");
+  // One WebAssembly instance serves every hash: each keeps its own saved state, and the instance
+  // switches to it (load) only when a different hash than the last one is fed. Feeding is
+  // synchronous, so no two hashes can interleave inside one update.
+  const wasm = await createSHA256();
+  wasm.init();
+  const initial = wasm.save();
+  let active: Wasm | undefined;
+  class Wasm implements Hash {
+    state: Uint8Array | undefined = initial;
+    activate(): void {
+      if (active === this) return;
+      if (!this.state) throw new TypeError("Cannot use a SHA-256 hash after its digest was taken");
+      if (active) active.state = wasm.save();
+      wasm.load(this.state);
+      this.state = undefined;
+      active = this;
+    }
+    update(data: Uint8Array): Hash {
+      this.activate();
+      wasm.update(data);
+      return this;
+    }
+    digest(): Uint8Array;
+    digest(encoding: "hex"): string;
+    digest(encoding?: "hex"): Uint8Array | string {
+      this.activate();
+      active = undefined;
+      return encoding === "hex" ? wasm.digest("hex") : wasm.digest("binary");
+    }
+  }
+  return {
+    fresh: () => new Wasm(),
+    peek: (hash) => {
+      const h = hash as Wasm;
+      h.activate();
+      const saved = wasm.save();
+      const out = wasm.digest("binary");
+      wasm.load(saved);
+      return out;
+    },
+  };
+}
+
+const runtime: Runtime = isServerRuntime() ? await nodeRuntime() : await wasmRuntime();
 
 /** A fresh incremental SHA-256. */
 export function sha256(): Hash {
-  return createHash("sha256");
+  return runtime.fresh();
+}
+
+/** The digest of a hash as bytes, without ending the hash (it can go on being updated). */
+export function peekDigest(hash: Hash): Uint8Array {
+  return runtime.peek(hash);
 }
 
 /** Lowercase hex of bytes. */
@@ -15,7 +123,14 @@ export function toHex(bytes: Uint8Array): string {
   return s;
 }
 
-/** The digest of a hash as bytes, without consuming the hash (it can go on being updated). */
-export function peekDigest(hash: Hash): Uint8Array {
-  return new Uint8Array(hash.copy().digest());
+/** Whether two byte arrays hold the same bytes. */
+export function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.byteLength !== b.byteLength) return false;
+  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** Test hook: a WebAssembly-backed hash factory, whatever the runtime (to test that path under Deno). */
+export async function wasmSha256ForTests(): Promise<{ fresh(): Hash; peek(hash: Hash): Uint8Array }> {
+  return await wasmRuntime();
 }

@@ -28,4 +28,6 @@ export const LIMIT_OPTION_NAMES = [
   "maxRank",
   "maxTensors",
   "maxLineBytes",
+  "maxDecodedBytes",
+  "maxCompressionRatio",
 ] as const;

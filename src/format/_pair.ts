@@ -1,12 +1,14 @@
 // Builds a stream pair whose readable side is an async generator over what is written to the
 // writable side: output is produced only when the reader pulls, so backpressure comes free.
+import { readableFrom } from "./_streams.ts";
 
 export function generatorPair<I, O>(
   body: (input: AsyncIterable<I>) => AsyncGenerator<O>,
 ): { writable: WritableStream<I>; readable: ReadableStream<O> } {
-  // No queue on either side: a record is taken from upstream only when the generator asks for
-  // it, so at most one record is held here at a time.
-  const pass = new TransformStream<I, I>({}, { highWaterMark: 0 }, { highWaterMark: 0 });
+  // A record is taken from upstream only when the generator asks for it, so at most one record
+  // waits here at a time. The writable side holds that one (highWaterMark 1): with 0, Chromium
+  // never lets a pipe write into the stream and every pipeTo/pipeThrough hangs.
+  const pass = new TransformStream<I, I>({}, { highWaterMark: 1 }, { highWaterMark: 0 });
   const it = pass.readable[Symbol.asyncIterator]();
   async function* run(): AsyncGenerator<O> {
     try {
@@ -17,7 +19,7 @@ export function generatorPair<I, O>(
       await it.return?.();
     }
   }
-  return { writable: pass.writable, readable: ReadableStream.from(run()) };
+  return { writable: pass.writable, readable: readableFrom(run()) };
 }
 
 /** The two ends of a promise. */

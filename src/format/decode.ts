@@ -11,6 +11,9 @@ import { toPath } from "../storage/_path.ts";
 import { fileChunks, readFull } from "../storage/_file_io.ts";
 import type { CheckpointRecord } from "./types.ts";
 import { settled } from "./_pair.ts";
+import { readableFrom } from "./_streams.ts";
+import { requireFiles } from "./_runtime.ts";
+import { type DecodeLimits, resolveLimits } from "./limits.ts";
 // safetensors is a codec of the core (mod.ts exports it) kept beside its interop helpers; that
 // module imports only from src/format, so reading it by default here makes no cycle.
 import { safetensorsCodec } from "../interop/safetensors.ts";
@@ -20,6 +23,8 @@ export type CheckpointSource =
   | string
   | URL
   | Uint8Array
+  | Blob
+  | Response
   | ReadableStream<Uint8Array>
   | AsyncIterable<Uint8Array>;
 
@@ -50,33 +55,47 @@ export interface SniffResult {
 const GZIP_MAGIC = [0x1f, 0x8b];
 
 /**
- * A path or `file:` URL as a byte stream; other sources unchanged.
+ * A path or `file:` URL as a byte stream (Deno), a `Blob` (a `File` too) or a `Response` as
+ * its body; other sources unchanged.
  *
  * @example
  * ```ts
  * import { openSource } from "./decode.ts";
  * import assert from "node:assert/strict";
- * const s = openSource(new Uint8Array([1, 2]));
+ * const s = openSource(new Blob([new Uint8Array([1, 2])]));
  * assert.deepEqual(new Uint8Array(await new Response(s).arrayBuffer()), new Uint8Array([1, 2]));
  * ```
  */
 export function openSource(source: CheckpointSource): ReadableStream<Uint8Array> {
   if (typeof source === "string" || source instanceof URL) return fileStream(toPath(source, "read checkpoint from"));
-  if (source instanceof Uint8Array) return ReadableStream.from([source]);
+  if (source instanceof Uint8Array) return readableFrom([source]);
+  if (typeof Blob === "function" && source instanceof Blob) return source.stream();
+  if (typeof Response === "function" && source instanceof Response) return responseBody(source);
   if (source instanceof ReadableStream) return source;
   if (source !== null && typeof source === "object" && Symbol.asyncIterator in source) {
-    return ReadableStream.from(source);
+    return readableFrom(source);
   }
   throw new TypeError(
-    "Cannot read checkpoint: source must be a path, a file: URL, a Uint8Array, a ReadableStream or an AsyncIterable",
+    "Cannot read checkpoint: source must be a path, a file: URL, a Uint8Array, a Blob, a Response, a ReadableStream or an AsyncIterable",
   );
+}
+
+function responseBody(response: Response): ReadableStream<Uint8Array> {
+  const where = response.url ? ` from ${response.url}` : "";
+  if (!response.ok) {
+    response.body?.cancel().catch(() => {});
+    throw new TypeError(`Cannot read checkpoint${where}: HTTP ${response.status} ${response.statusText}`.trimEnd());
+  }
+  if (response.bodyUsed) throw new TypeError(`Cannot read checkpoint${where}: the response body was already read`);
+  return response.body ?? readableFrom<Uint8Array>([]);
 }
 
 /** File reads of this size; each chunk is a fresh buffer, since decoded tensors may view it. */
 const FILE_CHUNK = 4 * 2 ** 20;
 
 function fileStream(path: string): ReadableStream<Uint8Array> {
-  return ReadableStream.from((async function* () {
+  requireFiles(path, "read checkpoint from");
+  return readableFrom((async function* () {
     yield* fileChunks(await Deno.open(path, { read: true }), FILE_CHUNK, true);
   })());
 }
@@ -120,7 +139,7 @@ async function peek(stream: ReadableStream<Uint8Array>): Promise<[Uint8Array, Re
       reader.releaseLock();
     }
   }
-  const replay = ReadableStream.from(rest());
+  const replay = readableFrom(rest());
   return [head, replay];
 }
 
@@ -128,13 +147,38 @@ function hex(head: Uint8Array): string {
   return [...head.subarray(0, 8)].map((b) => b.toString(16).padStart(2, "0")).join(" ");
 }
 
-async function* gunzip(bytes: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
+/** Compressed bytes handed to the decompressor at a time (deflate expands at most about 1032:1). */
+const GZIP_PIECE = 16 * 1024;
+/** Output after which `maxCompressionRatio` is checked (a stream's first bytes may expand a lot). */
+const RATIO_GRACE = 2 ** 20;
+
+async function* gunzip(bytes: ReadableStream<Uint8Array>, limits: Required<DecodeLimits>): AsyncGenerator<Uint8Array> {
+  let read = 0;
   let out = 0;
+  const counted = bytes.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      // Small pieces: the decompressor turns each input chunk into one output chunk, so a 1 MiB
+      // chunk of a hostile stream would come out as up to 1 GiB at once, before any cap could act.
+      transform(c, controller) {
+        for (let i = 0; i < c.byteLength; i += GZIP_PIECE) {
+          const piece = c.subarray(i, i + GZIP_PIECE);
+          read += piece.byteLength;
+          controller.enqueue(piece);
+        }
+      },
+    }),
+  );
+  const ratio = limits.maxCompressionRatio;
   try {
     for await (
-      const c of bytes.pipeThrough(new DecompressionStream("gzip") as ReadableWritablePair<Uint8Array, Uint8Array>)
+      const c of counted.pipeThrough(new DecompressionStream("gzip") as ReadableWritablePair<Uint8Array, Uint8Array>)
     ) {
       out += c.byteLength;
+      if (out > RATIO_GRACE && out > ratio * read) {
+        throw new RangeError(
+          `Cannot decode checkpoint: gzip stream expands ${read} compressed bytes to over ${out}, past maxCompressionRatio ${ratio}`,
+        );
+      }
       yield c;
     }
   } catch (e) {
@@ -144,6 +188,21 @@ async function* gunzip(bytes: ReadableStream<Uint8Array>): AsyncGenerator<Uint8A
         (e as Error)?.message ?? e
       })`,
     );
+  }
+}
+
+/** The bytes unchanged, failing once more than `max` have passed. */
+async function* capped(bytes: ReadableStream<Uint8Array>, max: number, gzip: boolean): AsyncGenerator<Uint8Array> {
+  let n = 0;
+  for await (const c of bytes) {
+    n += c.byteLength;
+    if (n > max) {
+      await bytes.cancel().catch(() => {});
+      throw new RangeError(
+        `Cannot decode checkpoint: more than maxDecodedBytes ${max} bytes${gzip ? " of gzip content" : ""} to decode`,
+      );
+    }
+    yield c;
   }
 }
 
@@ -203,12 +262,13 @@ export async function fileCodec(file: Deno.FsFile, codecs?: readonly Codec[]): P
  * ```
  */
 export async function sniffCheckpoint(source: CheckpointSource, options: DecodeOptions = {}): Promise<SniffResult> {
+  const limits = resolveLimits(options);
   let [head, bytes] = await peek(openSource(source));
   if (head.byteLength === 0) throw new SyntaxError("Cannot decode checkpoint: the stream is empty");
   let compression: Compression = "none";
   if (head[0] === GZIP_MAGIC[0] && head[1] === GZIP_MAGIC[1]) {
     compression = "gzip";
-    [head, bytes] = await peek(ReadableStream.from(gunzip(bytes)));
+    [head, bytes] = await peek(readableFrom(gunzip(bytes, limits)));
     if (head.byteLength === 0) throw new SyntaxError("Cannot decode checkpoint: the gzip stream holds no bytes");
   }
   const codec = detectCodec(head, options.codecs);
@@ -223,6 +283,9 @@ export async function sniffCheckpoint(source: CheckpointSource, options: DecodeO
   if (compression === "none" && codec === binaryCodec && head.byteLength >= HEADER_BYTES) {
     const flags = new DataView(head.buffer, head.byteOffset, HEADER_BYTES).getUint32(12, true);
     if (flags & FLAG_BYTEGROUP) compression = "bytegroup";
+  }
+  if (limits.maxDecodedBytes !== Infinity) {
+    bytes = readableFrom(capped(bytes, limits.maxDecodedBytes, compression === "gzip"));
   }
   return { codec, compression, bytes };
 }
@@ -250,7 +313,7 @@ export function decodeCheckpoint(
   source: CheckpointSource,
   options: DecodeOptions = {},
 ): ReadableStream<CheckpointRecord> {
-  return ReadableStream.from(decodeWithDigest(source, options).records);
+  return readableFrom(decodeWithDigest(source, options).records);
 }
 
 /**
@@ -267,7 +330,9 @@ export function decodeWithDigest(
     try {
       if (typeof source === "string" || source instanceof URL) {
         // Fast path for binary files: bodies read straight into their final buffers.
-        const file = await Deno.open(toPath(source, "read checkpoint from"), { read: true });
+        const path = toPath(source, "read checkpoint from");
+        requireFiles(path, "read checkpoint from");
+        const file = await Deno.open(path, { read: true });
         try {
           if (await fileCodec(file, options.codecs) === binaryCodec) {
             yield* decodeRecords(file, options, undefined, digest);

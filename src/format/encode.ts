@@ -7,6 +7,7 @@ import type { Codec, EncoderOptions } from "./codec.ts";
 import { binaryCodec } from "./codecs/binary.ts";
 import { jsonCodec } from "./codecs/json.ts";
 import type { CheckpointInput, CheckpointRecord, Tensor } from "./types.ts";
+import { readableFrom } from "./_streams.ts";
 
 /** Names of the built-in codecs. */
 export type CodecName = "binary" | "json";
@@ -141,7 +142,7 @@ export function encodeWithDigest(
       ? { ...encoderOptions, compression }
       : encoderOptions,
   );
-  const bytes = ReadableStream.from(recordsOf(checkpoint)).pipeThrough(encoder);
+  const bytes = readableFrom(recordsOf(checkpoint)).pipeThrough(encoder);
   if (compression === "gzip") {
     return {
       readable: bytes.pipeThrough(new CompressionStream("gzip") as ReadableWritablePair<Uint8Array, Uint8Array>),

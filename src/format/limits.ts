@@ -37,6 +37,23 @@ export interface DecodeLimits {
    * @default {67108864} (64 MiB)
    */
   maxLineBytes?: number;
+  /**
+   * Most bytes a decoder may be handed for one checkpoint, counted after decompression: a cap on
+   * the total work and memory untrusted input can ask for. `Infinity` for none.
+   *
+   * @default {Infinity}
+   */
+  maxDecodedBytes?: number;
+  /**
+   * Most bytes gzip may expand to per compressed byte read, checked once 1 MiB has come out. A
+   * valid checkpoint can legitimately expand a lot (deflate reaches about 1000:1 on zeros, such
+   * as fresh optimizer slots), so there is no cap by default; for untrusted input, a cap such as
+   * 100 stops a small gzip body that declares a huge tensor long before it costs memory.
+   * `Infinity` for none.
+   *
+   * @default {Infinity}
+   */
+  maxCompressionRatio?: number;
 }
 
 /**
@@ -55,6 +72,25 @@ export const DEFAULT_LIMITS: Readonly<Required<DecodeLimits>> = Object.freeze({
   maxRank: 64,
   maxTensors: 1_000_000,
   maxLineBytes: 64 * 2 ** 20,
+  maxDecodedBytes: Infinity,
+  maxCompressionRatio: Infinity,
+});
+
+/**
+ * Caps for checkpoints from untrusted sources, where the size cannot be known beforehand
+ * (standard input, a URL): 16 GiB decoded at most, and gzip expanding at most 100 times. The
+ * CLI applies them when reading standard input.
+ *
+ * @example
+ * ```ts
+ * import { UNTRUSTED_LIMITS } from "./limits.ts";
+ * import assert from "node:assert/strict";
+ * assert.equal(UNTRUSTED_LIMITS.maxCompressionRatio, 100);
+ * ```
+ */
+export const UNTRUSTED_LIMITS: Readonly<DecodeLimits> = Object.freeze({
+  maxDecodedBytes: 16 * 2 ** 30,
+  maxCompressionRatio: 100,
 });
 
 /**
@@ -75,9 +111,13 @@ export function resolveLimits(limits: DecodeLimits = {}): Required<DecodeLimits>
     maxRank: limits.maxRank ?? DEFAULT_LIMITS.maxRank,
     maxTensors: limits.maxTensors ?? DEFAULT_LIMITS.maxTensors,
     maxLineBytes: limits.maxLineBytes ?? DEFAULT_LIMITS.maxLineBytes,
+    maxDecodedBytes: limits.maxDecodedBytes ?? DEFAULT_LIMITS.maxDecodedBytes,
+    maxCompressionRatio: limits.maxCompressionRatio ?? DEFAULT_LIMITS.maxCompressionRatio,
   };
   for (const [k, v] of Object.entries(out)) {
-    if (!Number.isSafeInteger(v) || v <= 0) throw new RangeError(`Invalid limit ${k}: ${v}`);
+    const unbounded = (k === "maxDecodedBytes" || k === "maxCompressionRatio") && v === Infinity;
+    const ok = k === "maxCompressionRatio" ? typeof v === "number" && v > 0 : Number.isSafeInteger(v) && v > 0;
+    if (!ok && !unbounded) throw new RangeError(`Invalid limit ${k}: ${v}`);
   }
   return out;
 }

@@ -521,11 +521,11 @@ export function createSafetensorsCodec(options: SafetensorsCodecOptions = {}): C
   return Object.freeze({
     name: "safetensors",
     detect(head: Uint8Array): boolean {
-      // The first 8 bytes are a little-endian length, so bytes 5 to 7 are zero for any header
-      // under 2^40 bytes, and the header itself starts with "{"; ckpt's binary and JSON formats
-      // (and text) have neither. Past that the claim stays loose so that malformed headers get
-      // the decoder's precise errors; fewer than 9 bytes are not recognised at all.
-      return head.byteLength >= 9 && head.subarray(5, 8).every((b) => b === 0) && head[8] === 0x7b;
+      // The first 8 bytes are a little-endian length and the header itself starts with "{" at
+      // byte 8; ckpt's binary and JSON formats (tried first) and text do not. The length is not
+      // judged here, so that an absurd one (2^62) gets the decoder's maxHeaderBytes message
+      // rather than "unrecognised format"; fewer than 9 bytes are not recognised at all.
+      return head.byteLength >= 9 && head[8] === 0x7b;
     },
     encoder(): CheckpointEncoder {
       // No digest of its own to store: the SHA-256 of the bytes is the only one (and free).
@@ -629,7 +629,10 @@ export async function readSafetensorsHeader(path: string | URL, limits?: DecodeL
 /**
  * Loads some tensors of a `.safetensors` file by name: reads the header, then only the byte
  * ranges of the named tensors. Tensors come in file order. A name the file lacks is a
- * `RangeError`.
+ * `RangeError`. The header and the file's length are checked as a full load checks them, but
+ * the bytes of tensors not named are never read, so what only their bytes could show goes
+ * unchecked: a bool tensor holding a byte other than 0 or 1 is rejected by a full load and when
+ * it is named, not when it is skipped (safetensors has no digests to catch anything else).
  *
  * @example
  * ```ts

@@ -18,6 +18,7 @@ import { type Hash, sha256, toHex } from "../format/_hash.ts";
 import { settled } from "../format/_pair.ts";
 import { readFull } from "../storage/_file_io.ts";
 import { toPath } from "../storage/_path.ts";
+import { requireFiles } from "../format/_runtime.ts";
 import { checkOptionNames, LIMIT_OPTION_NAMES } from "../format/_options.ts";
 
 /** Options for {@linkcode loadCheckpoint}. */
@@ -62,7 +63,9 @@ const LOAD_HINTS: Readonly<Record<string, string>> = {
 };
 
 async function pathCodec(path: string | URL, codecs?: readonly Codec[]): Promise<Codec | undefined> {
-  const file = await Deno.open(toPath(path, "read checkpoint from"), { read: true });
+  const p = toPath(path, "read checkpoint from");
+  requireFiles(p, "read checkpoint from");
+  const file = await Deno.open(p, { read: true });
   try {
     return await fileCodec(file, codecs);
   } finally {

@@ -10,6 +10,7 @@ import { sha256 } from "../format/_hash.ts";
 import { StagedFileSink } from "../storage/_file_sink.ts";
 import { WorkerHash } from "../storage/_worker_hash.ts";
 import { toPath } from "../storage/_path.ts";
+import { isDenoError, requireFiles } from "../format/_runtime.ts";
 import { checkOptionNames } from "../format/_options.ts";
 
 export { toPath };
@@ -228,7 +229,7 @@ export async function saveCheckpoint(
     try {
       await counted.pipeTo(target, { preventClose: keepOpen, preventAbort: keepOpen });
     } catch (e) {
-      if (!(e instanceof Deno.errors.BrokenPipe)) throw e;
+      if (!isDenoError(e, "BrokenPipe")) throw e;
       throw new Deno.errors.BrokenPipe(
         `Cannot save checkpoint: the stream's reader went away after ${bytes} bytes had been handed to it (broken pipe; e.g. piped into head)`,
         { cause: e },
@@ -241,14 +242,14 @@ export async function saveCheckpoint(
     throw new TypeError("Cannot save checkpoint: target must be a path, a file: URL or a WritableStream");
   }
   const path = toPath(target, "save checkpoint to");
+  requireFiles(path, "save checkpoint to");
   return await writeFileAtomic(path, async (file) => {
     // A file digest asked for of a large save is computed on another thread, over shared staging
     // buffers, while this one encodes and computes the per-tensor digests; small ones do both
     // here (a worker costs ~0.1 s to start).
-    const worker =
-      askedFile && knownBytes(checkpoint) >= WORKER_HASH_BYTES && (options.compression ?? "none") === "none"
-        ? new WorkerHash()
-        : undefined;
+    const worker = askedFile && knownBytes(checkpoint) >= WORKER_HASH_BYTES && options.compression !== "gzip"
+      ? new WorkerHash()
+      : undefined;
     try {
       const encoded = encodeWithDigest(checkpoint, options, { digest: askedFile && !worker });
       const wantHash = !worker && encoded.sha256 === undefined && (askedFile || encoded.digest === undefined);

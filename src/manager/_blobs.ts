@@ -1,10 +1,9 @@
 // Content-addressed tensor storage for incremental checkpoints. A blob is a tensor's raw bytes
 // (optionally gzip), stored as `blobs/XX/<sha256 of the raw bytes>[.gz]` and written atomically;
-// a manifest is a small JSON file naming the metadata and, per tensor, its blob. Nothing read
+// a manifest is a small JSON object naming the metadata and, per tensor, its blob. Nothing read
 // back is trusted: the manifest is checked against the digest the index holds, and every blob
 // against the digest in its name.
 
-import { join } from "node:path";
 import {
   bytesOf,
   checkTensorName,
@@ -17,10 +16,11 @@ import {
 import { ChecksumMismatchError } from "../format/errors.ts";
 import type { DecodeLimits } from "../format/limits.ts";
 import { metadataFromJson, metadataToJson } from "../format/metadata.ts";
-import { writeFileAtomic } from "../io/save.ts";
 import type { Checkpoint, Metadata, Tensor, TensorInput } from "../format/types.ts";
 import { sha256 } from "../format/_hash.ts";
 import { BLOB_KEY } from "./_index.ts";
+import { readableFrom } from "../format/_streams.ts";
+import type { Location } from "./_location.ts";
 
 /** The blob store's directory inside a checkpoint directory. */
 export const BLOBS_DIR = "blobs";
@@ -39,18 +39,13 @@ export interface ManifestTensor {
   blob: string;
 }
 
-/** The path of a blob. */
-export function blobPath(dir: string, key: string): string {
-  return join(dir, BLOBS_DIR, key.slice(0, 2), key);
-}
-
-async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
-  let off = 0;
-  while (off < bytes.byteLength) off += await file.write(bytes.subarray(off));
+/** The key of a blob inside the checkpoint directory: `blobs/XX/KEY`. */
+export function blobKey(key: string): string {
+  return `${BLOBS_DIR}/${key.slice(0, 2)}/${key}`;
 }
 
 async function gzip(bytes: Uint8Array): Promise<Uint8Array> {
-  const stream = ReadableStream.from([bytes]).pipeThrough(
+  const stream = readableFrom([bytes]).pipeThrough(
     new CompressionStream("gzip") as ReadableWritablePair<Uint8Array, Uint8Array>,
   );
   return new Uint8Array(await new Response(stream).arrayBuffer());
@@ -61,7 +56,7 @@ async function gunzip(bytes: Uint8Array, maxBytes: number, what: string): Promis
   let total = 0;
   try {
     for await (
-      const c of ReadableStream.from([bytes]).pipeThrough(
+      const c of readableFrom([bytes]).pipeThrough(
         new DecompressionStream("gzip") as ReadableWritablePair<Uint8Array, Uint8Array>,
       )
     ) {
@@ -89,41 +84,15 @@ export function digestOf(tensor: TensorInput): string {
   return sha256().update(bytesOf(tensor.data)).digest("hex");
 }
 
-async function isDirectory(path: string): Promise<boolean> {
-  try {
-    return (await Deno.stat(path)).isDirectory;
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return false;
-    throw e;
-  }
-}
-
-async function syncDir(path: string): Promise<void> {
-  using d = await Deno.open(path, { read: true });
-  await d.sync();
-}
-
-/** Writes a blob atomically (and durably when `sync`), creating its shard directory; returns its size on disk. */
+/** Writes a blob atomically (and durably when `sync`); returns its size in the store. */
 export async function writeBlob(
-  dir: string,
+  loc: Location,
   key: string,
   data: Uint8Array,
   options: { gzip: boolean; sync: boolean },
 ): Promise<number> {
   const bytes = options.gzip ? await gzip(data) : data;
-  const blobs = join(dir, BLOBS_DIR);
-  const shard = join(blobs, key.slice(0, 2));
-  if (!(await isDirectory(shard))) {
-    // A new directory's entry must reach the disk too, or a power loss could drop the blob with it.
-    const newStore = !(await isDirectory(blobs));
-    await Deno.mkdir(shard, { recursive: true });
-    if (options.sync) {
-      await syncDir(blobs);
-      if (newStore) await syncDir(dir);
-    }
-  }
-  await writeFileAtomic(blobPath(dir, key), (f) => writeAll(f, bytes), { sync: options.sync });
-  return bytes.byteLength;
+  return (await loc.write(blobKey(key), bytes, options.sync)).size;
 }
 
 /** The bytes of a manifest and their SHA-256. */
@@ -216,18 +185,15 @@ export function decodeManifest(
 }
 
 /** Reads one tensor back from its blob, verified against the digest its key names. */
-export async function readBlobTensor(dir: string, t: ManifestTensor): Promise<Tensor> {
-  const path = blobPath(dir, t.blob);
+export async function readBlobTensor(loc: Location, t: ManifestTensor): Promise<Tensor> {
+  const path = loc.name(blobKey(t.blob));
   const what = `blob ${path} of tensor ${JSON.stringify(t.name)}`;
-  let raw: Uint8Array;
-  try {
-    raw = await Deno.readFile(path);
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) {
-      throw new Deno.errors.NotFound(`Cannot load tensor ${JSON.stringify(t.name)}: its blob ${path} is missing`);
-    }
-    throw e;
+  // A blob larger than its tensor could be (gzip adds little) is refused before it is read.
+  const got = await loc.read(blobKey(t.blob), 2 * t.bytes + 1024, "blob");
+  if (got === undefined) {
+    throw new Deno.errors.NotFound(`Cannot load tensor ${JSON.stringify(t.name)}: its blob ${path} is missing`);
   }
+  const raw = got.bytes;
   const data = t.blob.endsWith(".gz") ? await gunzip(raw, t.bytes, what) : raw;
   const expected = t.blob.slice(0, 64);
   if (data.byteLength !== t.bytes) {
@@ -253,10 +219,10 @@ export async function readBlobTensor(dir: string, t: ManifestTensor): Promise<Te
 
 /** An incremental checkpoint read back whole, from its verified manifest. */
 export async function readIncremental(
-  dir: string,
+  loc: Location,
   manifest: { metadata: Metadata; tensors: ManifestTensor[] },
 ): Promise<Checkpoint> {
   const tensors: Tensor[] = [];
-  for (const t of manifest.tensors) tensors.push(await readBlobTensor(dir, t));
+  for (const t of manifest.tensors) tensors.push(await readBlobTensor(loc, t));
   return { metadata: manifest.metadata, tensors };
 }

@@ -1,6 +1,7 @@
 // How the manager words I/O failures, and which failures mean "this checkpoint is damaged".
 
 import { ChecksumMismatchError } from "../format/errors.ts";
+import { ObjectNotFoundError } from "../storage/types.ts";
 
 /** Rewraps an I/O error with a message saying what failed, keeping its class (`Deno.errors.*`) and `code`. */
 export function ioError(what: string, e: unknown): Error {
@@ -21,6 +22,7 @@ export function ioError(what: string, e: unknown): Error {
 
 /** Errors that mean "this checkpoint's files are unusable", as opposed to a failing disk or a bad argument. */
 export function isDamage(e: unknown): boolean {
-  return e instanceof Deno.errors.NotFound || e instanceof ChecksumMismatchError || e instanceof SyntaxError ||
+  return e instanceof Deno.errors.NotFound || e instanceof ObjectNotFoundError || e instanceof ChecksumMismatchError ||
+    e instanceof SyntaxError ||
     e instanceof RangeError;
 }

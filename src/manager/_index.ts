@@ -1,11 +1,11 @@
-// The index of committed checkpoints, `index.json`: ordered by step, replaced atomically
-// (temporary file, fsync, rename, fsync of the directory) after every change. A checkpoint is
-// committed exactly when it is listed here.
+// The index of committed checkpoints, `index.json`: ordered by step, replaced atomically after
+// every change by a conditional write (on a file system: temporary file, fsync, rename, fsync of
+// the directory). A checkpoint is committed exactly when it is listed here.
 
-import { join } from "node:path";
 import { metadataFromJson, metadataToJson } from "../format/metadata.ts";
-import { writeFileAtomic } from "../io/save.ts";
 import type { Metadata } from "../format/types.ts";
+import type { ObjectInfo, PutMode } from "../storage/types.ts";
+import type { Location } from "./_location.ts";
 import type { RetentionPolicy } from "./_retention.ts";
 import type { CheckpointEntry } from "./entry.ts";
 
@@ -116,20 +116,26 @@ function retentionFromJson(v: unknown, path: string): RetentionPolicy | undefine
   return { maxToKeep: maxToKeep as number, keepEvery: (o.keepEvery ?? undefined) as number | undefined, best };
 }
 
-/** The index's entries ordered by step and its retention rules, or `undefined` when there is no index file. */
-export async function readIndex(dir: string): Promise<IndexContents | undefined> {
-  const path = join(dir, INDEX_FILE);
-  let bytes: Uint8Array;
-  try {
-    const size = (await Deno.stat(path)).size;
-    if (size > MAX_INDEX_BYTES) {
-      throw new RangeError(`Cannot read checkpoint index ${path}: ${size} bytes is over the ${MAX_INDEX_BYTES} limit`);
-    }
-    bytes = await Deno.readFile(path);
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return undefined;
-    throw e;
-  }
+/** The index as read, and the version of the object it was read from (for the next conditional write). */
+export interface ReadIndex {
+  /** Its contents, or `undefined` when it is damaged (only when `tolerant`) or absent. */
+  contents: IndexContents | undefined;
+  /** The index object's version, or `undefined` when there is none. */
+  version: string | undefined;
+}
+
+/**
+ * The index's entries ordered by step and its retention rules (`contents` undefined when there
+ * is no index), with the version of the object read. A malformed index is a `SyntaxError`.
+ */
+export async function readIndex(loc: Location): Promise<ReadIndex> {
+  const got = await loc.read(INDEX_FILE, MAX_INDEX_BYTES, "checkpoint index");
+  if (got === undefined) return { contents: undefined, version: undefined };
+  return { contents: parseIndex(got.bytes, loc.name(INDEX_FILE)), version: got.info.version };
+}
+
+/** An index's contents from its bytes; `path` names it in errors. */
+export function parseIndex(bytes: Uint8Array, path: string): IndexContents {
   let v: unknown;
   try {
     v = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
@@ -172,26 +178,30 @@ function entryToJson(e: StoredEntry): Record<string, unknown> {
   return out;
 }
 
-/** Replaces the index atomically with these entries (already ordered by step) and retention rules. */
+/**
+ * Replaces the index atomically with these entries (already ordered by step) and retention rules,
+ * if `mode` holds (`"create"` when there was none, `{ ifMatch }` with the version last read or
+ * written); a failed condition is the store's `PreconditionFailedError`. `writer` names the
+ * manager that wrote it, so that a manager opening the directory changes the index's bytes (and
+ * so its version, even where the version is a content hash) and a stale writer's next commit
+ * fails.
+ */
 export async function writeIndex(
-  dir: string,
+  loc: Location,
   entries: readonly StoredEntry[],
   policy: RetentionPolicy,
-  sync: boolean,
-): Promise<void> {
+  mode: PutMode,
+  writer?: string,
+): Promise<ObjectInfo> {
   const retention = {
     maxToKeep: policy.maxToKeep === Infinity ? null : policy.maxToKeep,
     keepEvery: policy.keepEvery ?? null,
     best: policy.best ?? null,
   };
-  const text = JSON.stringify(
-    { format: FORMAT, version: VERSION, retention, checkpoints: entries.map(entryToJson) },
-    null,
-    1,
-  );
-  const bytes = new TextEncoder().encode(text + "\n");
-  await writeFileAtomic(join(dir, INDEX_FILE), async (file) => {
-    let off = 0;
-    while (off < bytes.byteLength) off += await file.write(bytes.subarray(off));
-  }, { sync });
+  const index: Record<string, unknown> = { format: FORMAT, version: VERSION };
+  if (writer !== undefined) index.writer = writer;
+  index.retention = retention;
+  index.checkpoints = entries.map(entryToJson);
+  const bytes = new TextEncoder().encode(JSON.stringify(index, null, 1) + "\n");
+  return await loc.store.put(INDEX_FILE, bytes, { mode });
 }

@@ -1,74 +1,74 @@
 // Rebuilding an index from the checkpoint files in a directory (none, or a damaged one).
 
-import { join } from "node:path";
 import { loadCheckpoint } from "../io/load.ts";
 import { sha256 } from "../format/_hash.ts";
-import { blobPath, decodeManifest, readIncremental } from "./_blobs.ts";
+import { blobKey, decodeManifest, readIncremental } from "./_blobs.ts";
 import { isDamage } from "./_errors.ts";
-import { type StoredEntry, writeIndex } from "./_index.ts";
+import type { StoredEntry } from "./_index.ts";
+import type { Location } from "./_location.ts";
 import { MANIFEST_SUFFIX } from "./_pattern.ts";
-import { policyOf, type Resolved } from "./_resolve.ts";
+import type { Resolved } from "./_resolve.ts";
 
-async function fileSha256(path: string): Promise<string> {
-  const hash = sha256();
-  using file = await Deno.open(path, { read: true });
-  for await (const chunk of file.readable) hash.update(chunk);
-  return hash.digest("hex");
+/** The binary codec's magic bytes. */
+const MAGIC = [0x89, 0x43, 0x4b, 0x50, 0x54, 0x0d, 0x0a, 0x1a];
+
+/** Whether an object starts with the binary codec's magic bytes. */
+export async function startsWithBinary(loc: Location, key: string): Promise<boolean> {
+  const head = await loc.head(key, MAGIC.length);
+  return head.byteLength === MAGIC.length && MAGIC.every((b, i) => head[i] === b);
 }
 
-/** Whether a file starts with the binary codec's magic bytes. */
-export async function startsWithBinary(path: string): Promise<boolean> {
-  using f = await Deno.open(path, { read: true });
-  const head = new Uint8Array(8);
-  let n = 0;
-  while (n < head.byteLength) {
-    const r = await f.read(head.subarray(n));
-    if (r === null) break;
-    n += r;
-  }
-  const magic = [0x89, 0x43, 0x4b, 0x50, 0x54, 0x0d, 0x0a, 0x1a];
-  return n === 8 && magic.every((b, i) => head[i] === b);
-}
+/** The largest manifest read back. */
+export const MAX_MANIFEST_BYTES = 256 * 2 ** 20;
 
 /**
- * Builds an index from the checkpoint files in a directory that has none (or a damaged one):
- * each file matching the pattern is read and verified in full; files that do not verify are left
- * alone and reported.
+ * The entries of the checkpoint files in a directory that has no index (or a damaged one): each
+ * file whose name matches the pattern is read and verified in full; files that do not verify
+ * are reported, and on a local directory renamed aside to `.NAME.unverified`. Names made by
+ * `formatUnique` are never adopted: those are saves that were not committed.
  */
-export async function adopt(dir: string, o: Resolved): Promise<StoredEntry[]> {
+export async function adopt(loc: Location, o: Resolved): Promise<StoredEntry[]> {
   const found: { step: number; name: string; manifest: boolean }[] = [];
-  for await (const f of Deno.readDir(dir)) {
-    if (!f.isFile) continue;
-    const manifest = f.name.endsWith(MANIFEST_SUFFIX);
-    const step = o.pattern.parse(manifest ? f.name.slice(0, -MANIFEST_SUFFIX.length) : f.name);
-    if (step !== undefined) found.push({ step, name: f.name, manifest });
+  for await (const f of loc.store.list("")) {
+    if (f.key.includes("/")) continue;
+    const manifest = f.key.endsWith(MANIFEST_SUFFIX);
+    const step = o.pattern.parse(manifest ? f.key.slice(0, -MANIFEST_SUFFIX.length) : f.key);
+    if (step !== undefined) found.push({ step, name: f.key, manifest });
   }
   found.sort((a, b) => a.step - b.step || Number(a.manifest) - Number(b.manifest));
   const entries: StoredEntry[] = [];
-  const quarantine = (name: string, why: string) => {
-    o.onWarning(`Not adopting ${join(dir, name)}: ${why}; it is renamed to .${name}.unverified`);
-    return Deno.rename(join(dir, name), join(dir, `.${name}.unverified`)).catch(() => {});
+  const quarantine = async (name: string, why: string) => {
+    if (loc.dir === undefined) {
+      o.onWarning(`Not adopting ${loc.name(name)}: ${why}; it is left in place`);
+      return;
+    }
+    o.onWarning(`Not adopting ${loc.name(name)}: ${why}; it is renamed to .${name}.unverified`);
+    await Deno.rename(loc.name(name), loc.name(`.${name}.unverified`)).catch(() => {});
   };
   for (const f of found) {
-    const path = join(dir, f.name);
+    const path = loc.name(f.name);
     if (entries.at(-1)?.step === f.step) {
       await quarantine(f.name, `step ${f.step} is already adopted from another file`);
       continue;
     }
     try {
-      const stat = await Deno.stat(path);
-      const digest = await fileSha256(path);
+      const info = await loc.store.head(f.name);
+      if (info === undefined) throw new Deno.errors.NotFound(`${path} is gone`);
+      const savedAt = info.lastModified?.toISOString() ?? new Date().toISOString();
+      const digest = await loc.digest(f.name, sha256());
       let entry: StoredEntry;
       if (f.manifest) {
-        const bytes = await Deno.readFile(path);
-        const manifest = decodeManifest(bytes, path, o.limits);
+        const got = await loc.read(f.name, MAX_MANIFEST_BYTES, "checkpoint manifest");
+        if (got === undefined) throw new Deno.errors.NotFound(`${path} is gone`);
+        const manifest = decodeManifest(got.bytes, path, o.limits);
         const blobs = new Map<string, number>();
         for (const t of manifest.tensors) {
-          const size = (await Deno.stat(blobPath(dir, t.blob))).size;
+          const size = await loc.size(blobKey(t.blob));
+          if (size === undefined) throw new Deno.errors.NotFound(`blob ${loc.name(blobKey(t.blob))} is missing`);
           blobs.set(t.blob, size);
         }
-        const checkpoint = await readIncremental(dir, manifest);
-        let total = bytes.byteLength;
+        const checkpoint = await readIncremental(loc, manifest);
+        let total = got.bytes.byteLength;
         for (const size of blobs.values()) total += size;
         entry = {
           step: f.step,
@@ -77,21 +77,24 @@ export async function adopt(dir: string, o: Resolved): Promise<StoredEntry[]> {
           bytes: total,
           bytesWritten: total,
           sha256: digest,
-          savedAt: stat.mtime?.toISOString() ?? new Date().toISOString(),
+          savedAt,
           metadata: checkpoint.metadata,
           tensorCount: checkpoint.tensors.length,
           blobs,
         };
       } else {
-        const checkpoint = await loadCheckpoint(path, { ...o.limits, codecs: o.codecs, sha256: digest });
+        const options = { ...o.limits, codecs: o.codecs, sha256: digest };
+        const checkpoint = loc.dir !== undefined
+          ? await loadCheckpoint(path, options)
+          : await loadCheckpoint((await loc.store.get(f.name)).body, options);
         entry = {
           step: f.step,
           file: f.name,
           kind: "full",
-          bytes: stat.size,
-          bytesWritten: stat.size,
+          bytes: info.size,
+          bytesWritten: info.size,
           sha256: digest,
-          savedAt: stat.mtime?.toISOString() ?? new Date().toISOString(),
+          savedAt,
           metadata: checkpoint.metadata,
           tensorCount: checkpoint.tensors.length,
         };
@@ -106,11 +109,9 @@ export async function adopt(dir: string, o: Resolved): Promise<StoredEntry[]> {
       await quarantine(f.name, (e as Error).message);
     }
   }
-  // Written even when empty: from now on a checkpoint file the index does not list is uncommitted.
-  await writeIndex(dir, entries, policyOf(o), o.sync);
   if (entries.length > 0) {
     o.onWarning(
-      `Adopted ${entries.length} checkpoint(s) found in ${dir} without an index: steps ${
+      `Adopted ${entries.length} checkpoint(s) found in ${loc.where} without an index: steps ${
         entries.map((e) => e.step).join(", ")
       }`,
     );

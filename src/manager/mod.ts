@@ -28,19 +28,22 @@
  *
  * @module
  */
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadCheckpoint } from "../io/load.ts";
 import { readCheckpointIndex } from "../format/codecs/binary_file.ts";
+import { decodeCheckpoint } from "../format/decode.ts";
 import { bytesOf, validateTensor } from "../format/dtype.ts";
 import { ChecksumMismatchError } from "../format/errors.ts";
 import { validateMetadata } from "../format/metadata.ts";
-import { type SaveResult, writeFileAtomic } from "../io/save.ts";
+import { saveCheckpoint, type SaveOptions, type SaveResult } from "../io/save.ts";
 import type { Checkpoint, CheckpointInput, TensorInput } from "../format/types.ts";
 import { sha256 } from "../format/_hash.ts";
 import { SavePromise } from "../background/_protocol.ts";
+import { FileStore } from "../storage/file.ts";
+import { type ObjectStore, PreconditionFailedError, type PutMode } from "../storage/types.ts";
 import {
-  blobPath,
+  blobKey,
   BLOBS_DIR,
   decodeManifest,
   digestOf,
@@ -52,10 +55,11 @@ import {
 import type { CheckpointEntry, ListedCheckpoint, TensorSummary } from "./entry.ts";
 import type { CheckpointManagerOptions } from "./options.ts";
 import { ioError, isDamage } from "./_errors.ts";
-import { readIndex, type StoredEntry, writeIndex } from "./_index.ts";
+import { INDEX_FILE, readIndex, type StoredEntry, writeIndex } from "./_index.ts";
+import { Location } from "./_location.ts";
 import { DirectoryLock } from "./_lock.ts";
-import { isTemporaryName, MANIFEST_SUFFIX } from "./_pattern.ts";
-import { adopt, startsWithBinary } from "./_recovery.ts";
+import { MANIFEST_SUFFIX, saveToken } from "./_pattern.ts";
+import { adopt, MAX_MANIFEST_BYTES, startsWithBinary } from "./_recovery.ts";
 import { inProcessWriter, policyOf, type Resolved, resolveOptions } from "./_resolve.ts";
 import { bestSteps, retention, type RetentionPolicy } from "./_retention.ts";
 
@@ -72,12 +76,32 @@ export {
 export { DirectoryLockedError } from "./_lock.ts";
 export type { KeepReason } from "./_retention.ts";
 
-async function removeIfPresent(path: string): Promise<void> {
+/** Whether `x` is an {@linkcode ObjectStore} rather than a path or URL. */
+function isStore(x: unknown): x is ObjectStore {
+  const o = x as Partial<ObjectStore> | null;
+  return typeof o === "object" && o !== null && !(o instanceof URL) && typeof o.url === "string" &&
+    typeof o.get === "function" && typeof o.put === "function" && typeof o.list === "function";
+}
+
+/** Writes a checkpoint to a store object through its streaming writer; nothing is published on failure. */
+async function saveToStore(
+  store: ObjectStore,
+  key: string,
+  checkpoint: CheckpointInput,
+  options: SaveOptions,
+  reuse?: string,
+): Promise<SaveResult> {
+  const sync = options.sync ?? true;
+  const writer = await store.writer(key, reuse === undefined ? { sync } : { sync, reuse });
+  let result: SaveResult;
   try {
-    await Deno.remove(path);
+    result = await saveCheckpoint(new WritableStream({ write: (chunk) => writer.write(chunk) }), checkpoint, options);
   } catch (e) {
-    if (!(e instanceof Deno.errors.NotFound)) throw e;
+    await writer.abort(e).catch(() => {});
+    throw e;
   }
+  await writer.close();
+  return result;
 }
 
 /**
@@ -108,20 +132,26 @@ async function removeIfPresent(path: string): Promise<void> {
  * ```
  */
 export class CheckpointManager {
-  #dir: string;
+  #loc: Location;
   #o: Resolved;
   #lock: DirectoryLock | undefined;
-  #entries: StoredEntry[];
+  /** On an object store (no lock): this manager's id, written into the index it commits. */
+  #writerId: string | undefined;
+  #entries: StoredEntry[] = [];
+  /** The version of the index object as this manager last read or wrote it. */
+  #version: string | undefined;
+  /** Set once another writer has taken over the index: every later save or delete throws it. */
+  #fenced: Error | undefined;
   #tail: Promise<unknown> = Promise.resolve();
   #pending = 0;
   #failures: { error: unknown; promise: SavePromise<CheckpointEntry> }[] = [];
   #closed = false;
 
-  private constructor(dir: string, o: Resolved, lock: DirectoryLock | undefined, entries: StoredEntry[]) {
-    this.#dir = dir;
+  private constructor(loc: Location, o: Resolved, lock: DirectoryLock | undefined) {
+    this.#loc = loc;
     this.#o = o;
     this.#lock = lock;
-    this.#entries = entries;
+    this.#writerId = lock === undefined && !o.readOnly ? crypto.randomUUID() : undefined;
   }
 
   /**
@@ -142,15 +172,27 @@ export class CheckpointManager {
    * await Deno.remove(dir, { recursive: true });
    * ```
    */
-  static async open(dir: string | URL, options: CheckpointManagerOptions = {}): Promise<CheckpointManager> {
+  static async open(
+    dir: string | URL | ObjectStore,
+    options: CheckpointManagerOptions = {},
+  ): Promise<CheckpointManager> {
+    const o = resolveOptions(options);
+    if (isStore(dir)) return await CheckpointManager.#openStore(dir, o);
     if (dir instanceof URL) {
       if (dir.protocol !== "file:") {
         throw new TypeError(`Cannot open checkpoint directory ${dir.href}: only file: URLs`);
       }
       dir = fileURLToPath(dir);
     }
-    if (typeof dir !== "string" || dir === "") throw new TypeError("Cannot open checkpoint directory: expected a path");
-    const o = resolveOptions(options);
+    if (typeof dir !== "string" || dir === "") {
+      throw new TypeError("Cannot open checkpoint directory: expected a path, a URL or an ObjectStore");
+    }
+    if (/^[a-z][a-z0-9+.-]*:\/\//i.test(dir)) {
+      if (!dir.startsWith("file:")) {
+        throw new TypeError(`Cannot open checkpoint directory ${dir}: only local paths, file: URLs and ObjectStores`);
+      }
+      dir = fileURLToPath(dir);
+    }
     const path = resolve(dir);
     if (!o.readOnly) {
       try {
@@ -165,18 +207,8 @@ export class CheckpointManager {
     if (!info.isDirectory) throw new TypeError(`Cannot open checkpoint directory ${path}: it is not a directory`);
     const lock = o.readOnly ? undefined : await DirectoryLock.acquire(path, o.onWarning);
     try {
-      const index = await readIndex(path).catch((e) => {
-        if (e instanceof SyntaxError && !o.readOnly) {
-          o.onWarning(`${e.message}; rebuilding it from the checkpoint files in ${path}`);
-          return undefined;
-        }
-        throw e;
-      });
-      if (o.readOnly) o.stored = index?.retention;
-      const entries = index?.entries ?? (o.readOnly ? [] : await adopt(path, o));
-      const manager = new CheckpointManager(path, o, lock, entries);
-      if (!o.readOnly) await manager.#cleanUp();
-      await manager.#checkFiles();
+      const manager = new CheckpointManager(new Location(new FileStore(path), path), o, lock);
+      await manager.#start();
       return manager;
     } catch (e) {
       await lock?.release();
@@ -184,9 +216,75 @@ export class CheckpointManager {
     }
   }
 
-  /** The directory, as an absolute path. */
+  static async #openStore(store: ObjectStore, o: Resolved): Promise<CheckpointManager> {
+    if (!o.readOnly && !store.writable) {
+      throw new TypeError(`Cannot open checkpoint directory ${store.url} for writing: the store is read-only`);
+    }
+    if (o.writer !== inProcessWriter) {
+      throw new TypeError(
+        `Invalid option writer: it writes files by path, and ${store.url} is an object store (leave writer out)`,
+      );
+    }
+    const manager = new CheckpointManager(new Location(store), o, undefined);
+    await manager.#start();
+    return manager;
+  }
+
+  /**
+   * Reads the index (rebuilding it from the checkpoint files when absent or damaged), and for a
+   * writer: on an object store takes over the index (see {@linkcode CheckpointManager.#claim}),
+   * then cleans up what interrupted saves left behind. Finally warns about missing files.
+   */
+  async #start(): Promise<void> {
+    const loc = this.#loc;
+    const o = this.#o;
+    const read = await readIndex(loc).catch((e) => {
+      if (e instanceof SyntaxError && !o.readOnly) {
+        o.onWarning(`${e.message}; rebuilding it from the checkpoint files in ${loc.where}`);
+        return { contents: undefined, version: undefined, damaged: true };
+      }
+      throw e;
+    });
+    if (o.readOnly) {
+      o.stored = read.contents?.retention;
+      this.#entries = read.contents?.entries ?? [];
+    } else {
+      // A damaged index is replaced: its version is read again to replace exactly it.
+      this.#version = "damaged" in read ? (await loc.store.head(INDEX_FILE))?.version : read.version;
+      if (read.contents) this.#entries = read.contents.entries;
+      else this.#entries = await adopt(loc, o);
+      // Written even when empty: from now on a checkpoint file the index does not list is
+      // uncommitted. On an object store it is always written, to take over from earlier writers.
+      if (!read.contents || this.#writerId !== undefined) await this.#claim();
+      await this.#cleanUp();
+    }
+    await this.#checkFiles();
+  }
+
+  /**
+   * Writes the index at open. On an object store there is no lock: writing it (with this
+   * manager's id, so its bytes and version change) fences off any earlier writer, whose next
+   * conditional commit then fails instead of committing files this open may clean up.
+   */
+  async #claim(): Promise<void> {
+    try {
+      this.#version = (await writeIndex(this.#loc, this.#entries, this.#policy(), this.#indexMode(), this.#writerId))
+        .version;
+    } catch (e) {
+      if (e instanceof PreconditionFailedError) {
+        throw new PreconditionFailedError(
+          this.#loc.name(INDEX_FILE),
+          "another manager opened this checkpoint directory for writing at the same time; open it again",
+          { cause: e },
+        );
+      }
+      throw ioError(`Cannot open checkpoint directory ${this.#loc.where}: the index could not be written`, e);
+    }
+  }
+
+  /** The directory: its absolute path, or for an object store the store's URL. */
   get dir(): string {
-    return this.#dir;
+    return this.#loc.where;
   }
 
   /** Whether a save is queued or being written. */
@@ -288,7 +386,7 @@ export class CheckpointManager {
       } catch (e) {
         if (!isDamage(e)) throw e;
         this.#o.onWarning(
-          `Skipping checkpoint step ${entry.step} in ${this.#dir}: ${(e as Error).message}${
+          `Skipping checkpoint step ${entry.step} in ${this.#loc.where}: ${(e as Error).message}${
             i > 0 ? "; falling back to an older one" : ""
           }`,
         );
@@ -319,7 +417,7 @@ export class CheckpointManager {
   async load(step?: number): Promise<Checkpoint> {
     if (step === undefined) {
       const latest = await this.latest();
-      if (!latest) throw new RangeError(`Cannot load checkpoint: ${this.#dir} holds no loadable checkpoint`);
+      if (!latest) throw new RangeError(`Cannot load checkpoint: ${this.#loc.where} holds no loadable checkpoint`);
       return latest;
     }
     if (!Number.isSafeInteger(step) || step < 0) {
@@ -327,7 +425,7 @@ export class CheckpointManager {
     }
     const entry = (await this.#current()).find((e) => e.step === step);
     if (!entry) {
-      throw new RangeError(`Cannot load checkpoint: no committed checkpoint for step ${step} in ${this.#dir}`);
+      throw new RangeError(`Cannot load checkpoint: no committed checkpoint for step ${step} in ${this.#loc.where}`);
     }
     return await this.#load(entry);
   }
@@ -406,14 +504,12 @@ export class CheckpointManager {
       this.#assertWritable("delete a checkpoint");
       const entry = this.#entries.find((e) => e.step === step);
       if (!entry) {
-        throw new RangeError(`Cannot delete checkpoint: no committed checkpoint for step ${step} in ${this.#dir}`);
+        throw new RangeError(
+          `Cannot delete checkpoint: no committed checkpoint for step ${step} in ${this.#loc.where}`,
+        );
       }
       const keep = this.#entries.filter((e) => e !== entry);
-      try {
-        await writeIndex(this.#dir, keep, this.#policy(), this.#o.sync);
-      } catch (e) {
-        throw ioError(`Cannot delete checkpoint step ${step} in ${this.#dir}: the index could not be written`, e);
-      }
+      await this.#putIndex(keep, `Cannot delete checkpoint step ${step} in ${this.#loc.where}`);
       this.#entries = keep;
       await this.#removeFiles([entry]);
     });
@@ -467,21 +563,55 @@ export class CheckpointManager {
   }
 
   #assertWritable(what: string): void {
-    if (this.#closed) throw new TypeError(`Cannot ${what}: the manager of ${this.#dir} is closed`);
-    if (this.#o.readOnly) throw new TypeError(`Cannot ${what}: the manager of ${this.#dir} was opened readOnly`);
+    if (this.#closed) throw new TypeError(`Cannot ${what}: the manager of ${this.#loc.where} is closed`);
+    if (this.#o.readOnly) throw new TypeError(`Cannot ${what}: the manager of ${this.#loc.where} was opened readOnly`);
+    if (this.#fenced) throw this.#fenced;
   }
 
   #policy(): RetentionPolicy {
     return policyOf(this.#o);
   }
 
+  /** The condition of the next index write: that it is still the one this manager last saw. */
+  #indexMode(): PutMode {
+    return this.#version === undefined ? "create" : { ifMatch: this.#version };
+  }
+
+  /**
+   * Commits `entries` as the new index, replacing the one this manager last read or wrote and
+   * nothing else. When another writer replaced it meanwhile, the manager is fenced: this and every
+   * later save or delete throws a {@linkcode PreconditionFailedError} saying so.
+   */
+  async #putIndex(entries: readonly StoredEntry[], what: string): Promise<void> {
+    try {
+      const info = await writeIndex(this.#loc, entries, this.#policy(), this.#indexMode(), this.#writerId);
+      this.#version = info.version;
+    } catch (e) {
+      if (e instanceof PreconditionFailedError) {
+        this.#fenced = new PreconditionFailedError(
+          this.#loc.name(INDEX_FILE),
+          `another manager opened this checkpoint directory for writing or changed its index since this one read it, so ${
+            what.replace(/^Cannot /, "this manager cannot ")
+          } or save or delete anything more (nothing it committed is lost; open the directory again to continue)`,
+          { cause: e },
+        );
+        throw this.#fenced;
+      }
+      // The entries are ours and valid; a TypeError here is the store refusing the object.
+      if (e instanceof TypeError) {
+        throw new Error(`${what}: the index could not be written: ${e.message}`, { cause: e });
+      }
+      throw ioError(`${what}: the index could not be written`, e);
+    }
+  }
+
   async #current(): Promise<StoredEntry[]> {
-    if (this.#closed) throw new TypeError(`Cannot read checkpoints: the manager of ${this.#dir} is closed`);
+    if (this.#closed) throw new TypeError(`Cannot read checkpoints: the manager of ${this.#loc.where} is closed`);
     // A read-only view follows the writer: it re-reads the index, which is replaced atomically.
     if (this.#o.readOnly) {
-      const index = await readIndex(this.#dir);
-      this.#entries = index?.entries ?? [];
-      this.#o.stored = index?.retention;
+      const { contents } = await readIndex(this.#loc);
+      this.#entries = contents?.entries ?? [];
+      this.#o.stored = contents?.retention;
     }
     return this.#entries;
   }
@@ -489,7 +619,7 @@ export class CheckpointManager {
   #public(e: StoredEntry): CheckpointEntry {
     return {
       step: e.step,
-      path: join(this.#dir, e.file),
+      path: this.#loc.name(e.file),
       kind: e.kind,
       bytes: e.bytes,
       bytesWritten: e.bytesWritten,
@@ -527,10 +657,12 @@ export class CheckpointManager {
     const last = this.#entries.at(-1);
     if (last && step <= last.step) {
       throw new RangeError(
-        `Cannot save checkpoint step ${step} in ${this.#dir}: step ${last.step} is already committed and steps must increase (delete newer checkpoints first to go back)`,
+        `Cannot save checkpoint step ${step} in ${this.#loc.where}: step ${last.step} is already committed and steps must increase (delete newer checkpoints first to go back)`,
       );
     }
-    const name = this.#o.pattern.format(step);
+    // Under the lock a step's file has one writer and keeps its plain name; on an object store
+    // every save writes keys of its own, so a stale writer can never overwrite committed bytes.
+    const name = this.#lock ? this.#o.pattern.format(step) : this.#o.pattern.formatUnique(step, saveToken());
     const entry = this.#o.incremental
       ? await this.#writeIncremental(name, checkpoint)
       : await this.#writeFull(name, checkpoint);
@@ -539,7 +671,7 @@ export class CheckpointManager {
   }
 
   async #writeFull(name: string, checkpoint: CheckpointInput): Promise<StoredEntry> {
-    const path = join(this.#dir, name);
+    const path = this.#loc.name(name);
     const counter = { n: 0 };
     let tensors = this.#filtered(checkpoint.tensors, counter);
     if (this.#o.writer !== inProcessWriter && !Array.isArray(tensors)) {
@@ -550,19 +682,21 @@ export class CheckpointManager {
     // Awaited only when there is a file to recycle: otherwise the writer gets the save at once.
     const victim = this.#recyclable(checkpoint);
     const reuse = victim ? await this.#takeOut(victim, checkpoint.metadata.step) : undefined;
+    const options = { codec: this.#o.codec, compression: this.#o.compression, sync: this.#o.sync };
     let result: SaveResult;
     try {
-      result = await this.#o.writer.save(path, input, {
-        codec: this.#o.codec,
-        compression: this.#o.compression,
-        sync: this.#o.sync,
-        ...(reuse === undefined ? {} : { reuse }),
-      });
+      result = this.#loc.dir !== undefined
+        ? await this.#o.writer.save(
+          path,
+          input,
+          reuse === undefined ? options : { ...options, reuse: this.#loc.name(reuse) },
+        )
+        : await saveToStore(this.#loc.store, name, input, options, reuse);
     } catch (e) {
       throw ioError(`Cannot save checkpoint step ${checkpoint.metadata.step} to ${path}`, e);
     } finally {
-      // A writer that does not recycle leaves the file: it is out of the index, so delete it.
-      if (reuse !== undefined) await removeIfPresent(reuse).catch(() => {});
+      // A writer or store that does not recycle leaves the object: it is out of the index, so delete it.
+      if (reuse !== undefined) await this.#removeKeys([reuse]);
     }
     return {
       step: checkpoint.metadata.step,
@@ -599,13 +733,12 @@ export class CheckpointManager {
         let size = blobs.get(key) ?? known.get(key);
         if (size !== undefined && !blobs.has(key)) {
           // Reuse a stored blob only if it is still there with its size; otherwise write it again.
-          const onDisk = (await Deno.stat(blobPath(this.#dir, key)).catch(() => undefined))?.size;
-          if (onDisk !== size) size = undefined;
+          if ((await this.#loc.size(blobKey(key))) !== size) size = undefined;
         }
         if (size === undefined) {
           touched.add(key.slice(0, 2));
           try {
-            size = await writeBlob(this.#dir, key, bytesOf(t.data), { gzip, sync: this.#o.sync });
+            size = await writeBlob(this.#loc, key, bytesOf(t.data), { gzip, sync: this.#o.sync });
           } catch (e) {
             throw ioError(
               `Cannot save checkpoint step ${step}: writing the blob of tensor ${JSON.stringify(t.name)} failed`,
@@ -628,12 +761,9 @@ export class CheckpointManager {
       const manifest = encodeManifest(checkpoint.metadata, tensors);
       const file = name + MANIFEST_SUFFIX;
       try {
-        await writeFileAtomic(join(this.#dir, file), async (f) => {
-          let off = 0;
-          while (off < manifest.bytes.byteLength) off += await f.write(manifest.bytes.subarray(off));
-        }, { sync: this.#o.sync });
+        await this.#loc.write(file, manifest.bytes, this.#o.sync);
       } catch (e) {
-        throw ioError(`Cannot save checkpoint step ${step}: writing its manifest ${join(this.#dir, file)} failed`, e);
+        throw ioError(`Cannot save checkpoint step ${step}: writing its manifest ${this.#loc.name(file)} failed`, e);
       }
       let total = manifest.bytes.byteLength;
       for (const size of blobs.values()) total += size;
@@ -650,10 +780,15 @@ export class CheckpointManager {
         blobs,
       };
     } catch (e) {
-      for (const key of created) await removeIfPresent(blobPath(this.#dir, key)).catch(() => {});
-      // Shard directories this save created are empty again; a non-empty one is not removed.
-      for (const shard of touched) {
-        await Deno.remove(join(this.#dir, BLOBS_DIR, shard)).catch(() => {});
+      // Under the lock nobody else can have referenced the blobs this save wrote. Without it (an
+      // object store) another writer may have written and committed the same blob meanwhile:
+      // they are left for the next open to remove if unreferenced.
+      if (this.#lock) {
+        await this.#removeKeys(created.map(blobKey));
+        // Shard directories this save created are empty again; a non-empty one is not removed.
+        for (const shard of touched) {
+          await Deno.remove(this.#loc.name(`${BLOBS_DIR}/${shard}`)).catch(() => {});
+        }
       }
       throw e;
     }
@@ -671,16 +806,12 @@ export class CheckpointManager {
     return this.#entries.slice(0, -1).find((e) => e.kind === "full" && reasons.get(e.step)!.length === 0);
   }
 
-  /** Takes `victim` out of the index (so a crash never leaves the index naming a file being overwritten); its path. */
+  /** Takes `victim` out of the index (so a crash never leaves the index naming a file being overwritten); its key. */
   async #takeOut(victim: StoredEntry, step: number): Promise<string> {
     const remaining = this.#entries.filter((e) => e !== victim);
-    try {
-      await writeIndex(this.#dir, remaining, this.#policy(), this.#o.sync);
-    } catch (e) {
-      throw ioError(`Cannot save checkpoint step ${step} in ${this.#dir}: the index could not be written`, e);
-    }
+    await this.#putIndex(remaining, `Cannot save checkpoint step ${step} in ${this.#loc.where}`);
     this.#entries = remaining;
-    return join(this.#dir, victim.file);
+    return victim.file;
   }
 
   /** Adds an entry to the index (the commit point), then applies retention. */
@@ -690,58 +821,79 @@ export class CheckpointManager {
     const keep = all.filter((e) => reasons.get(e.step)!.length > 0);
     const drop = all.filter((e) => reasons.get(e.step)!.length === 0);
     try {
-      await writeIndex(this.#dir, keep, this.#policy(), this.#o.sync);
+      await this.#putIndex(keep, `Cannot save checkpoint step ${entry.step} in ${this.#loc.where}`);
     } catch (e) {
-      // Not committed: take the new files away again so nothing half-done is left behind.
-      await this.#removeFiles([entry], this.#entries).catch(() => {});
-      throw ioError(`Cannot save checkpoint step ${entry.step} in ${this.#dir}: the index could not be written`, e);
+      // Not committed: take the new files away again so nothing half-done is left behind (on an
+      // object store only the save's own uniquely named file; see #writeIncremental for blobs).
+      if (this.#lock) await this.#removeFiles([entry], this.#entries).catch(() => {});
+      else await this.#removeKeys([entry.file]);
+      throw e;
     }
     this.#entries = keep;
     await this.#removeFiles(drop);
   }
 
+  /** Deletes objects, ignoring failures (what is left is removed at the next open). */
+  async #removeKeys(keys: readonly string[]): Promise<void> {
+    for (const key of keys) await this.#loc.store.delete(key).catch(() => {});
+  }
+
   /**
    * Removes the files of entries that are no longer committed, and the blobs that no entry of
    * `remaining` references. Failures are warnings: the entries are already out of the index, and
-   * the next open removes what is left.
+   * the next open removes what is left. On an object store, nothing is removed once another
+   * writer has replaced the index: what is unreferenced is then for that writer to judge.
    */
   async #removeFiles(gone: readonly StoredEntry[], remaining: readonly StoredEntry[] = this.#entries): Promise<void> {
+    if (gone.length === 0) return;
+    if (!this.#lock && (await this.#loc.store.head(INDEX_FILE).catch(() => undefined))?.version !== this.#version) {
+      return;
+    }
     const referenced = new Set<string>();
     for (const e of remaining) for (const k of e.blobs?.keys() ?? []) referenced.add(k);
     for (const e of gone) {
-      const paths = [join(this.#dir, e.file)];
-      for (const k of e.blobs?.keys() ?? []) if (!referenced.has(k)) paths.push(blobPath(this.#dir, k));
-      for (const p of paths) {
-        await removeIfPresent(p).catch((err) =>
-          this.#o.onWarning(`Cannot remove ${p} of deleted checkpoint step ${e.step}: ${(err as Error).message}`)
+      const keys = [e.file];
+      for (const k of e.blobs?.keys() ?? []) if (!referenced.has(k)) keys.push(blobKey(k));
+      for (const key of keys) {
+        await this.#loc.store.delete(key).catch((err) =>
+          this.#o.onWarning(
+            `Cannot remove ${this.#loc.name(key)} of deleted checkpoint step ${e.step}: ${(err as Error).message}`,
+          )
         );
       }
     }
   }
 
   async #load(entry: StoredEntry): Promise<Checkpoint> {
-    const path = join(this.#dir, entry.file);
+    const path = this.#loc.name(entry.file);
     let checkpoint: Checkpoint;
     if (entry.kind === "incremental") {
-      const bytes = await Deno.readFile(path).catch((e) => {
-        if (e instanceof Deno.errors.NotFound) throw new Deno.errors.NotFound(`its manifest ${path} is missing`);
-        throw e;
-      });
-      const actual = sha256().update(bytes).digest("hex");
+      const got = await this.#loc.read(entry.file, MAX_MANIFEST_BYTES, "checkpoint manifest");
+      if (got === undefined) throw new Deno.errors.NotFound(`its manifest ${path} is missing`);
+      const actual = sha256().update(got.bytes).digest("hex");
       if (actual !== entry.sha256) throw new ChecksumMismatchError(`manifest ${path}`, entry.sha256, actual);
-      checkpoint = await readIncremental(this.#dir, decodeManifest(bytes, path, this.#o.limits));
+      checkpoint = await readIncremental(this.#loc, decodeManifest(got.bytes, path, this.#o.limits));
     } else {
-      try {
-        await Deno.lstat(path);
-      } catch (e) {
-        if (e instanceof Deno.errors.NotFound) throw new Deno.errors.NotFound(`its file ${path} is missing`);
-        throw e;
-      }
-      checkpoint = await loadCheckpoint(path, {
+      const options = {
         ...this.#o.limits,
         codecs: this.#o.codecs,
         ...(this.#o.verify ? { sha256: entry.sha256 } : {}),
-      });
+      };
+      if (this.#loc.dir !== undefined) {
+        try {
+          await Deno.lstat(path);
+        } catch (e) {
+          if (e instanceof Deno.errors.NotFound) throw new Deno.errors.NotFound(`its file ${path} is missing`);
+          throw e;
+        }
+        checkpoint = await loadCheckpoint(path, options);
+      } else {
+        const got = await this.#loc.store.get(entry.file).catch((e) => {
+          if (isDamage(e)) throw new Deno.errors.NotFound(`its file ${path} is missing`, { cause: e });
+          throw e;
+        });
+        checkpoint = await loadCheckpoint(got.body, options);
+      }
     }
     if (checkpoint.metadata.step !== entry.step) {
       throw new SyntaxError(
@@ -753,78 +905,120 @@ export class CheckpointManager {
 
   /** The tensor list of a checkpoint without its data; throws when its files are missing or damaged. */
   async #describe(e: StoredEntry): Promise<TensorSummary[] | undefined> {
-    const path = join(this.#dir, e.file);
-    const stat = await Deno.stat(path);
+    const loc = this.#loc;
+    const path = loc.name(e.file);
+    const size = await loc.size(e.file);
+    if (size === undefined) throw new Deno.errors.NotFound(`file ${path} is missing`);
     if (e.kind === "incremental") {
-      const bytes = await Deno.readFile(path);
-      const actual = sha256().update(bytes).digest("hex");
+      const got = await loc.read(e.file, MAX_MANIFEST_BYTES, "checkpoint manifest");
+      if (got === undefined) throw new Deno.errors.NotFound(`file ${path} is missing`);
+      const actual = sha256().update(got.bytes).digest("hex");
       if (actual !== e.sha256) throw new ChecksumMismatchError(`manifest ${path}`, e.sha256, actual);
-      const manifest = decodeManifest(bytes, path, this.#o.limits);
+      const manifest = decodeManifest(got.bytes, path, this.#o.limits);
       for (const t of manifest.tensors) {
-        const blob = blobPath(this.#dir, t.blob);
-        const size = (await Deno.stat(blob).catch(() => undefined))?.size;
-        if (size === undefined) {
+        const blob = loc.name(blobKey(t.blob));
+        const blobSize = await loc.size(blobKey(t.blob));
+        if (blobSize === undefined) {
           throw new Deno.errors.NotFound(`blob ${blob} of tensor ${JSON.stringify(t.name)} is missing`);
         }
-        if (size !== e.blobs?.get(t.blob)) {
-          throw new SyntaxError(`blob ${blob} has ${size} bytes, the index says ${e.blobs?.get(t.blob)}`);
+        if (blobSize !== e.blobs?.get(t.blob)) {
+          throw new SyntaxError(`blob ${blob} has ${blobSize} bytes, the index says ${e.blobs?.get(t.blob)}`);
         }
       }
       return manifest.tensors.map(({ name, dtype, shape, group }) => ({ name, dtype, shape, group }));
     }
-    if (stat.size !== e.bytes) throw new SyntaxError(`file ${path} has ${stat.size} bytes, the index says ${e.bytes}`);
-    const isBinary = await startsWithBinary(path);
-    if (!isBinary) return undefined;
-    const index = await readCheckpointIndex(path, this.#o.limits);
+    if (size !== e.bytes) throw new SyntaxError(`file ${path} has ${size} bytes, the index says ${e.bytes}`);
+    if (!(await startsWithBinary(loc, e.file))) return undefined;
+    let index: { metadata: { step: number }; tensors: TensorSummary[] };
+    if (loc.dir !== undefined) index = await readCheckpointIndex(path, this.#o.limits);
+    else {
+      // Read through once, every record verified, keeping only the descriptions.
+      const tensors: TensorSummary[] = [];
+      let step = -1;
+      const { body } = await loc.store.get(e.file);
+      for await (const r of decodeCheckpoint(body, { ...this.#o.limits, reuseBuffers: true })) {
+        if (r.type === "metadata") step = r.metadata.step;
+        else {
+          const { name, dtype, shape, group } = r.tensor;
+          tensors.push({ name, dtype, shape: [...shape], group });
+        }
+      }
+      index = { metadata: { step }, tensors };
+    }
     if (index.metadata.step !== e.step) {
       throw new SyntaxError(`file ${path} holds step ${index.metadata.step}, the index says ${e.step}`);
     }
     return index.tensors.map(({ name, dtype, shape, group }) => ({ name, dtype, shape, group }));
   }
 
-  /** Removes temporary files and uncommitted or deleted checkpoint files and blobs. */
+  /**
+   * Removes what interrupted saves and deletions left: the store's own leftovers (temporary files,
+   * incomplete multipart uploads, through `sweep`), checkpoint files the index does not list, and
+   * blobs no committed checkpoint references. Under the lock every file named by the pattern
+   * counts; on an object store only the uniquely named files the manager's own saves write, so
+   * files put there by hand are left alone.
+   */
   async #cleanUp(): Promise<void> {
+    const loc = this.#loc;
+    const pattern = this.#o.pattern;
     const committed = new Set(this.#entries.map((e) => e.file));
     const referenced = new Set<string>();
     for (const e of this.#entries) for (const k of e.blobs?.keys() ?? []) referenced.add(k);
     const removed: string[] = [];
-    const remove = async (path: string, label: string) => {
+    let swept = 0;
+    // Under the lock the whole directory is the manager's. On a store, only the keys its saves
+    // write: checkpoint objects start with the pattern's prefix (a file store's temporary files
+    // with "." and it), blobs with "blobs/".
+    const prefixes = this.#lock || pattern.prefix === ""
+      ? [""]
+      : [pattern.prefix, `.${pattern.prefix}`, `${BLOBS_DIR}/`];
+    for (const prefix of prefixes) {
       try {
-        await Deno.remove(path);
-        removed.push(label);
+        swept += (await loc.store.sweep?.(prefix)) ?? 0;
       } catch (e) {
-        if (!(e instanceof Deno.errors.NotFound)) {
-          this.#o.onWarning(`Cannot remove leftover ${path}: ${(e as Error).message}`);
+        this.#o.onWarning(`Cannot remove interrupted writes under ${loc.name(prefix)}: ${(e as Error).message}`);
+      }
+    }
+    const isOurs = (name: string): boolean => {
+      const base = name.endsWith(MANIFEST_SUFFIX) ? name.slice(0, -MANIFEST_SUFFIX.length) : name;
+      return pattern.parseUnique(base) !== undefined || (this.#lock !== undefined && pattern.parse(base) !== undefined);
+    };
+    const leftovers: string[] = [];
+    for await (const f of loc.store.list("")) {
+      const key = f.key;
+      const slash = key.indexOf("/");
+      if (slash < 0) {
+        if (!committed.has(key) && isOurs(key)) leftovers.push(key);
+        continue;
+      }
+      // blobs/XX/XX…: a blob of this store that no committed checkpoint references.
+      const m = /^blobs\/([0-9a-f]{2})\/([^/]+)$/.exec(key);
+      if (m && m[2]!.startsWith(m[1]!) && !referenced.has(m[2]!)) leftovers.push(key);
+    }
+    for (const key of leftovers) {
+      try {
+        await loc.store.delete(key);
+        removed.push(key);
+      } catch (e) {
+        this.#o.onWarning(`Cannot remove leftover ${loc.name(key)}: ${(e as Error).message}`);
+      }
+    }
+    if (loc.dir !== undefined) {
+      // Blob shard directories left empty go too.
+      for (const shard of await Array.fromAsync(Deno.readDir(loc.name(BLOBS_DIR))).catch(() => [])) {
+        if (shard.isDirectory && /^[0-9a-f]{2}$/.test(shard.name)) {
+          await Deno.remove(loc.name(`${BLOBS_DIR}/${shard.name}`)).catch(() => {});
         }
       }
-    };
-    for await (const f of Deno.readDir(this.#dir)) {
-      if (!f.isFile) continue;
-      const uncommitted = !committed.has(f.name) && (
-        this.#o.pattern.parse(f.name) !== undefined ||
-        (f.name.endsWith(MANIFEST_SUFFIX) &&
-          this.#o.pattern.parse(f.name.slice(0, -MANIFEST_SUFFIX.length)) !== undefined)
-      );
-      if (isTemporaryName(f.name) || uncommitted) await remove(join(this.#dir, f.name), f.name);
     }
-    const blobsDir = join(this.#dir, BLOBS_DIR);
-    const shards = await Array.fromAsync(Deno.readDir(blobsDir)).catch(() => []);
-    for (const shard of shards) {
-      if (!shard.isDirectory || !/^[0-9a-f]{2}$/.test(shard.name)) continue;
-      const shardDir = join(blobsDir, shard.name);
-      let left = 0;
-      for await (const f of Deno.readDir(shardDir)) {
-        if (f.isFile && (isTemporaryName(f.name) || (!referenced.has(f.name) && f.name.startsWith(shard.name)))) {
-          await remove(join(shardDir, f.name), `${BLOBS_DIR}/${shard.name}/${f.name}`);
-        } else left++;
-      }
-      if (left === 0) await Deno.remove(shardDir).catch(() => {});
-    }
-    if (removed.length > 0) {
+    const count = removed.length + swept;
+    if (count > 0) {
+      const named = removed.slice(0, 5);
+      if (swept > 0) named.push(`${swept} temporary or incomplete upload(s)`);
       this.#o.onWarning(
-        `Removed ${removed.length} leftover file(s) of interrupted saves or deletions in ${this.#dir}: ${
-          removed.slice(0, 5).join(", ")
-        }${removed.length > 5 ? ", ..." : ""}`,
+        `Removed ${count} leftover file(s) of interrupted saves or deletions in ${loc.where}: ${named.join(", ")}${
+          removed.length > 5 ? ", ..." : ""
+        }`,
       );
     }
   }
@@ -832,13 +1026,13 @@ export class CheckpointManager {
   /** Warns about committed checkpoints whose file is missing or has the wrong size (cheap: no data read). */
   async #checkFiles(): Promise<void> {
     for (const e of this.#entries) {
-      const path = join(this.#dir, e.file);
-      const size = (await Deno.stat(path).catch(() => undefined))?.size;
+      const path = this.#loc.name(e.file);
+      const size = await this.#loc.size(e.file).catch(() => undefined);
       if (size === undefined) {
-        this.#o.onWarning(`Checkpoint step ${e.step} in ${this.#dir} is damaged: its file ${path} is missing`);
+        this.#o.onWarning(`Checkpoint step ${e.step} in ${this.#loc.where} is damaged: its file ${path} is missing`);
       } else if (e.kind === "full" && size !== e.bytes) {
         this.#o.onWarning(
-          `Checkpoint step ${e.step} in ${this.#dir} is damaged: its file ${path} has ${size} bytes, the index says ${e.bytes}`,
+          `Checkpoint step ${e.step} in ${this.#loc.where} is damaged: its file ${path} has ${size} bytes, the index says ${e.bytes}`,
         );
       }
     }

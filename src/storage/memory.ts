@@ -16,8 +16,8 @@
  *
  * @module
  */
+import { checkKey, checkPrefix, checkRange, clipRange } from "./_validate.ts";
 import {
-  type ByteRange,
   type GetOptions,
   type GetResult,
   type ObjectInfo,
@@ -51,37 +51,6 @@ export interface MemoryStoreOptions {
 
 /** Process-wide, so versions never repeat even across stores. */
 let nextVersion = 1;
-
-/**
- * Checks an object key: relative, `/`-separated, not empty, no empty, `.` or `..` segment.
- * Throws a `TypeError` naming the key and the store.
- */
-function checkKey(url: string, key: string): void {
-  if (typeof key !== "string" || key === "") throw new TypeError(`Cannot use key "${key}" in ${url}: it is empty`);
-  for (const segment of key.split("/")) {
-    if (segment === "" || segment === "." || segment === "..") {
-      throw new TypeError(
-        `Cannot use key "${key}" in ${url}: keys are relative, /-separated names without empty, "." or ".." segments`,
-      );
-    }
-  }
-}
-
-function checkCount(value: unknown, what: string, url: string): number {
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
-    throw new RangeError(`Cannot read ${url}: range ${what} must be a non-negative integer, got ${String(value)}`);
-  }
-  return value;
-}
-
-/** The [start, end) byte span `range` selects in an object of `size` bytes, clipped to it. */
-function span(range: ByteRange | undefined, size: number, url: string): [number, number] {
-  if (range === undefined) return [0, size];
-  if ("suffix" in range) return [Math.max(0, size - checkCount(range.suffix, "suffix", url)), size];
-  const start = Math.min(checkCount(range.offset, "offset", url), size);
-  const length = range.length === undefined ? size - start : checkCount(range.length, "length", url);
-  return [start, Math.min(size, start + length)];
-}
 
 /** Runs `fn` now; its result or its exception becomes the promise's. */
 function settle<T>(fn: () => T): Promise<T> {
@@ -149,11 +118,14 @@ export class MemoryStore implements ObjectStore {
   }
 
   #get(key: string, options: GetOptions): GetResult {
-    checkKey(this.url, key);
+    checkKey(key, this.url);
+    checkRange(options.range);
     options.signal?.throwIfAborted();
     const stored = this.#objects.get(key);
     if (stored === undefined) throw new ObjectNotFoundError(this.url + key);
-    const [start, end] = span(options.range, stored.bytes.byteLength, this.url + key);
+    const { offset, length } = clipRange(options.range, stored.bytes.byteLength);
+    const start = offset;
+    const end = offset + length;
     // The stored array is never mutated (a write replaces it), so the body may read it lazily.
     const bytes = stored.bytes;
     const signal = options.signal;
@@ -191,7 +163,7 @@ export class MemoryStore implements ObjectStore {
    */
   head(key: string): Promise<ObjectInfo | undefined> {
     return settle(() => {
-      checkKey(this.url, key);
+      checkKey(key, this.url);
       const stored = this.#objects.get(key);
       return stored === undefined ? undefined : { ...stored.info };
     });
@@ -213,7 +185,7 @@ export class MemoryStore implements ObjectStore {
    */
   put(key: string, data: Uint8Array, options: PutOptions = {}): Promise<ObjectInfo> {
     return settle(() => {
-      checkKey(this.url, key);
+      checkKey(key, this.url);
       if (!(data instanceof Uint8Array)) {
         throw new TypeError(`Cannot write ${this.url + key}: data must be a Uint8Array`);
       }
@@ -240,7 +212,7 @@ export class MemoryStore implements ObjectStore {
    */
   writer(key: string, options: WriteOptions = {}): Promise<ObjectWriter> {
     return settle(() => {
-      checkKey(this.url, key);
+      checkKey(key, this.url);
       options.signal?.throwIfAborted();
       const writer: MemoryWriter = new MemoryWriter(this.url + key, options.signal, {
         publish: (bytes) => this.#publish(key, bytes, "overwrite"),
@@ -267,7 +239,7 @@ export class MemoryStore implements ObjectStore {
    */
   delete(key: string): Promise<void> {
     return settle(() => {
-      checkKey(this.url, key);
+      checkKey(key, this.url);
       this.#objects.delete(key);
     });
   }
@@ -286,6 +258,7 @@ export class MemoryStore implements ObjectStore {
    * ```
    */
   async *list(prefix = ""): AsyncIterable<ObjectInfo> {
+    checkPrefix(prefix, this.url);
     const infos = [...this.#objects.values()]
       .filter((s) => s.info.key.startsWith(prefix))
       .map((s) => ({ ...s.info }))
@@ -310,6 +283,7 @@ export class MemoryStore implements ObjectStore {
    * ```
    */
   sweep(prefix = ""): Promise<number> {
+    checkPrefix(prefix, this.url);
     let n = 0;
     for (const [writer, key] of this.#open) {
       if (!key.startsWith(prefix)) continue;

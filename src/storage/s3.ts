@@ -17,7 +17,7 @@
  * @module
  */
 
-import { AwsClient } from "aws4fetch";
+import { AwsClient } from "npm:aws4fetch@1.0.20";
 import { checkKey, checkPrefix, checkRange } from "./_validate.ts";
 import {
   type GetOptions,
@@ -44,6 +44,8 @@ export const DEFAULT_S3_TIMEOUT_MS = 60_000;
 const MAX_SINGLE_PUT = 5 * 1024 ** 3;
 const MAX_PARTS = 10_000;
 const BACKOFF_BASE_MS = 100;
+/** Bytes a body reads ahead of its consumer, so the network and the decoder overlap. */
+const READ_AHEAD = 4 * 1024 * 1024;
 const BACKOFF_CAP_MS = 5_000;
 
 /** Credentials for signing requests. */
@@ -584,7 +586,7 @@ export class S3Store implements ObjectStore {
       cancel(reason) {
         return reader?.cancel(reason);
       },
-    }, { highWaterMark: 0 });
+    }, { highWaterMark: READ_AHEAD, size: (chunk) => chunk.byteLength });
   }
 
   #info(key: string, headers: Headers): ObjectInfo {
@@ -736,6 +738,34 @@ export class S3Store implements ObjectStore {
       }
       token = xmlTag(xml, "IsTruncated") === "true" ? xmlTag(xml, "NextContinuationToken") : undefined;
     } while (token !== undefined);
+  }
+
+  /**
+   * A presigned URL: anyone holding it may GET the object (with any `Range`) for `expires`
+   * seconds, without credentials, so it can be handed to an HTTP reader or a browser.
+   * Nothing is sent; the object need not exist yet.
+   *
+   * @example
+   * ```ts
+   * import { S3Store } from "./s3.ts";
+   * import assert from "node:assert/strict";
+   * const store = new S3Store({
+   *   bucket: "ckpt",
+   *   endpoint: "http://127.0.0.1:7480",
+   *   credentials: { accessKeyId: "id", secretAccessKey: "secret" },
+   * });
+   * const url = new URL(await store.presign("runs/a/model.ckpt", { expires: 600 }));
+   * assert.equal(url.pathname, "/ckpt/runs/a/model.ckpt");
+   * assert.equal(url.searchParams.get("X-Amz-Expires"), "600");
+   * ```
+   */
+  async presign(key: string, options: { expires?: number } = {}): Promise<string> {
+    checkKey(key, this.url);
+    const expires = positiveInt(options.expires ?? 3600, "expires", 1);
+    const url = new URL(this.#base + encodeKey(this.#prefix + key));
+    url.searchParams.set("X-Amz-Expires", String(expires));
+    const signed = await this.#signer().sign(url.href, { method: "GET", aws: { signQuery: true } } as RequestInit);
+    return signed.url;
   }
 
   /** Aborts every incomplete multipart upload under `prefix` and says how many there were. */

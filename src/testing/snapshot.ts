@@ -35,9 +35,11 @@ export interface SnapshotAssertOptions extends AssertCheckpointOptions {
    */
   update?: boolean;
   /**
-   * Compression of golden files.
+   * Compression of golden files: `"gzip"`, `"bytegroup"` or `"none"`. Golden checkpoints are
+   * small, where gzip packs tighter than the byte-grouped encoding (the train demo's: 16.8 KB
+   * against 21.6 KB), and speed does not matter.
    *
-   * @default {"none"}
+   * @default {"gzip"}
    */
   compression?: Compression;
 }
@@ -127,7 +129,7 @@ export async function assertCheckpointSnapshot(
       }
     }
     await Deno.mkdir(path.slice(0, path.lastIndexOf("/")), { recursive: true });
-    await saveCheckpoint(path, value, { codec: "binary", compression: options.compression ?? "none" });
+    await saveCheckpoint(path, value, { codec: "binary", compression: options.compression ?? "gzip" });
     return;
   }
   if (!present) {

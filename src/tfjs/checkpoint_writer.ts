@@ -102,6 +102,7 @@ function isManager(target: unknown): target is ManagerLike {
  * import { loadCheckpoint } from "../../mod.ts";
  * import assert from "node:assert/strict";
  *
+ * tf.enableProdMode(); // Deno only looks like Node.js: no "install tfjs-node" banner
  * await tf.setBackend("cpu");
  * const model = tf.sequential({ layers: [tf.layers.dense({ name: "writer_fc", units: 1, inputShape: [2] })] });
  * const optimizer = tf.train.sgd(0.1);
@@ -128,6 +129,7 @@ function isManager(target: unknown): target is ManagerLike {
  * import { CheckpointManager } from "../manager/mod.ts";
  * import assert from "node:assert/strict";
  *
+ * tf.enableProdMode(); // Deno only looks like Node.js: no "install tfjs-node" banner
  * await tf.setBackend("cpu");
  * const model = tf.sequential({ layers: [tf.layers.dense({ name: "managed_fc", units: 1, inputShape: [2] })] });
  * const dir = await Deno.makeTempDir();

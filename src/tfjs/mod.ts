@@ -16,6 +16,7 @@
  * import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
  * import assert from "node:assert/strict";
  *
+ * tf.enableProdMode(); // Deno only looks like Node.js: no "install tfjs-node" banner
  * await tf.setBackend("cpu");
  * const build = () => {
  *   const model = tf.sequential({ layers: [tf.layers.dense({ name: "mod_fc", units: 1, inputShape: [3] })] });

@@ -276,6 +276,7 @@ async function planOptimizer(
  * import { restore, snapshot } from "./mod.ts";
  * import assert from "node:assert/strict";
  *
+ * tf.enableProdMode(); // Deno only looks like Node.js: no "install tfjs-node" banner
  * await tf.setBackend("cpu");
  * const build = () => tf.sequential({ layers: [tf.layers.dense({ name: "restore_fc", units: 1, inputShape: [2] })] });
  * const trained = build();

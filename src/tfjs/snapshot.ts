@@ -91,6 +91,7 @@ function pending(name: string, group: string, held: Tensor): Pending {
  * import { saveCheckpoint } from "../../mod.ts";
  * import assert from "node:assert/strict";
  *
+ * tf.enableProdMode(); // Deno only looks like Node.js: no "install tfjs-node" banner
  * await tf.setBackend("cpu");
  * const model = tf.sequential({ layers: [tf.layers.dense({ name: "snap_fc", units: 1, inputShape: [2] })] });
  * const optimizer = tf.train.adam(0.1);

@@ -38,6 +38,7 @@ export const DEFAULT_MAX_FREE = 2;
  * import { snapshot, StagingPool } from "./mod.ts";
  * import assert from "node:assert/strict";
  *
+ * tf.enableProdMode(); // Deno only looks like Node.js: no "install tfjs-node" banner
  * await tf.setBackend("cpu");
  * const w = tf.variable(tf.ones([256]), true, "staging_pool_example/w");
  * const pool = new StagingPool();

@@ -36,7 +36,6 @@ Deno.test("train demo: 60 steps of Adam from seed 7 on cpu match the golden chec
       atol: 1e-5,
       rtol: 1e-4,
       ignoreMetadata: ["createdAt"],
-      compression: "gzip",
     });
   } finally {
     await manager.close();

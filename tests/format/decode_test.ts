@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { decodeCheckpoint, loadCheckpoint, saveCheckpoint } from "../../mod.ts";
 import type { TensorInput } from "../../src/format/types.ts";
 import { collect, edgeCheckpoint, feeds } from "../_util.ts";
-import { encodeCheckpoint } from "../../mod.ts";
+import { encodeCheckpoint, sniffCheckpoint } from "../../mod.ts";
 import { bytesOf } from "../../src/format/dtype.ts";
 
 function bigTensors(n = 300_000): TensorInput[] {
@@ -113,4 +113,36 @@ Deno.test({
       await Deno.remove(dir, { recursive: true });
     }
   },
+});
+
+Deno.test("load, decode and sniff take a Blob and a Response, giving the same checkpoint as bytes", async () => {
+  const input = {
+    metadata: { step: 9 },
+    tensors: [{ name: "w", dtype: "int32" as const, shape: [3], data: new Int32Array([1, -2, 3]) }],
+  };
+  for (const compression of ["none", "gzip"] as const) {
+    const bytes = new Uint8Array(await new Response(encodeCheckpoint(input, { compression })).arrayBuffer());
+    const fromBytes = await loadCheckpoint(bytes);
+    assert.deepEqual(await loadCheckpoint(new Blob([bytes])), fromBytes);
+    assert.deepEqual(await loadCheckpoint(new Response(bytes)), fromBytes);
+    const kinds: string[] = [];
+    for await (const r of decodeCheckpoint(new Blob([bytes]))) kinds.push(r.type);
+    assert.deepEqual(kinds, ["metadata", "tensor"]);
+    const found = await sniffCheckpoint(new Response(bytes));
+    assert.equal(found.compression, compression);
+    await found.bytes.cancel();
+  }
+});
+
+Deno.test("a Response that is not ok, or whose body was read, is a TypeError naming the status", async () => {
+  await assert.rejects(
+    () => loadCheckpoint(new Response("nope", { status: 404, statusText: "Not Found" })),
+    (e: Error) => e instanceof TypeError && /HTTP 404 Not Found/.test(e.message),
+  );
+  const used = new Response(new Uint8Array([1]));
+  await used.arrayBuffer();
+  await assert.rejects(
+    () => loadCheckpoint(used),
+    (e: Error) => e instanceof TypeError && /already read/.test(e.message),
+  );
 });

@@ -458,6 +458,17 @@ Deno.test("safetensors reader rejects a header length over maxHeaderBytes before
   });
 });
 
+Deno.test("a load recognises safetensors whatever its header length says, so an absurd one gets the cap message", async () => {
+  for (const length of [100n * 2n ** 20n, 1n << 40n, 1n << 62n, (1n << 64n) - 1n]) {
+    await assert.rejects(
+      () => loadCheckpoint(st("{}", [], length)),
+      (e) =>
+        e instanceof RangeError &&
+        new RegExp(`^Cannot decode safetensors: header of ${length} bytes exceeds maxHeaderBytes`).test(e.message),
+    );
+  }
+});
+
 Deno.test("safetensors reader rejects a header that runs past the end of the file", async () => {
   await rejects(st("{}", [], 100n), SyntaxError, /stream ends at offset 10 with 98 bytes of the JSON header missing/);
 });

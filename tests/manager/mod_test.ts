@@ -258,7 +258,7 @@ Deno.test("a missing file is reported on open, skipped by latest, and listed as 
     assert.match(w.list[0]!, /step 2 .* is damaged: its file .*step-000000002.ckpt is missing/);
     const listed = await manager.list();
     assert.deepEqual(listed.map((e) => [e.step, e.status]), [[1, "ok"], [2, "missing"]]);
-    assert.match(listed[1]!.problem!, /No such file/);
+    assert.match(listed[1]!.problem!, /step-000000002\.ckpt is missing/);
     assert.equal((await manager.latest())!.metadata.step, 1);
     assert.match(w.list[1]!, /Skipping checkpoint step 2 .*missing/);
     await assert.rejects(() => manager.load(2), Deno.errors.NotFound);

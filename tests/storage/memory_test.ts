@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { MemoryStore } from "../../src/storage/memory.ts";
 import { ObjectNotFoundError, PreconditionFailedError } from "../../src/storage/types.ts";
+import { testObjectStore } from "./_contract.ts";
 
 const bytes = (...b: number[]) => new Uint8Array(b);
 const read = async (body: ReadableStream<Uint8Array>) => new Uint8Array(await new Response(body).arrayBuffer());
@@ -181,4 +182,13 @@ Deno.test("MemoryStore refuses malformed keys with a TypeError naming them", asy
     await assert.rejects(store.head(key), TypeError);
     await assert.rejects(store.delete(key), TypeError);
   }
+});
+
+testObjectStore("MemoryStore", () => {
+  const store = new MemoryStore();
+  return Promise.resolve({
+    store,
+    seed: async (key: string, bytes: Uint8Array) => void await store.put(key, bytes),
+    close: () => Promise.resolve(),
+  });
 });

@@ -148,3 +148,19 @@ s3Test("S3Store errors name the object, the status and the S3 code", async (b) =
   );
   await assert.rejects(() => b.store().get("absent.bin"), ObjectNotFoundError);
 });
+
+s3Test("S3Store presign gives a URL that reads the object, with ranges, without credentials", async (b) => {
+  const store = b.store({ prefix: "pub" });
+  const data = randomBytes(10_000, 41);
+  await store.put("a b/c.bin", data);
+  const url = await store.presign("a b/c.bin", { expires: 60 });
+  const whole = await fetch(url);
+  assert.equal(whole.status, 200);
+  assert.deepEqual(new Uint8Array(await whole.arrayBuffer()), data);
+  const tail = await fetch(url, { headers: { range: "bytes=-100" } });
+  assert.equal(tail.status, 206);
+  assert.deepEqual(new Uint8Array(await tail.arrayBuffer()), data.subarray(-100));
+  const tampered = await fetch(url.replace("c.bin", "d.bin"));
+  assert.equal(tampered.status, 403);
+  await tampered.body?.cancel();
+});

@@ -32,45 +32,68 @@ export function isByteGroupable(dtype: DType): boolean {
   return FLOAT_WIDTH[dtype] !== undefined;
 }
 
-/** Splits `bytes` (elements of `width` bytes) into `width` planes of one byte per element. */
+/**
+ * Splits `bytes` (elements of `width` bytes) into `width` planes of one byte per element. The
+ * planes share one buffer (plane k at k × count), each 4-byte aligned when count is a multiple
+ * of 4, so the inner loops store whole words.
+ */
 export function splitPlanes(bytes: Uint8Array, width: number): Uint8Array[] {
   const count = bytes.byteLength / width;
-  const planes = Array.from({ length: width }, () => new Uint8Array(count));
+  const stride = (count + 3) & ~3;
+  const all = new Uint8Array(stride * width);
+  const planes = Array.from({ length: width }, (_, k) => all.subarray(k * stride, k * stride + count));
   if (bytes.byteOffset % 4 !== 0) bytes = bytes.slice();
-  if (width === 2) split2(new Uint16Array(bytes.buffer, bytes.byteOffset, count), planes[0]!, planes[1]!);
+  const words = new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength >>> 2);
+  const out = new Uint32Array(all.buffer);
+  const quads = count >>> 2; // groups of 4 elements: each gives one word per plane
+  if (width === 2) split2(words, out, quads, stride >>> 2);
+  else if (width === 4) split4(words, out, quads, stride >>> 2, 0, 1, 0);
   else {
-    const words = new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
-    const step = width / 4;
-    for (let half = 0; half < step; half++) {
-      split4(words, half, step, planes[4 * half]!, planes[4 * half + 1]!, planes[4 * half + 2]!, planes[4 * half + 3]!);
-    }
+    // float64: planes 0-3 from each element's low word, 4-7 from its high word.
+    split4(words, out, quads, stride >>> 2, 0, 2, 0);
+    split4(words, out, quads, stride >>> 2, 1, 2, 4);
+  }
+  // The last count % 4 elements, byte by byte.
+  for (let i = quads * 4; i < count; i++) {
+    for (let k = 0; k < width; k++) planes[k]![i] = bytes[i * width + k]!;
   }
   return planes;
 }
 
-function split2(v: Uint16Array, p0: Uint8Array, p1: Uint8Array): void {
-  for (let i = 0; i < v.length; i++) {
-    const x = v[i]!;
-    p0[i] = x;
-    p1[i] = x >>> 8;
+/** 2-byte elements, two per word in: each 2 words in give 1 word per plane out. */
+function split2(w: Uint32Array, out: Uint32Array, quads: number, plane: number): void {
+  for (let q = 0; q < quads; q++) {
+    const a = w[2 * q]!;
+    const b = w[2 * q + 1]!;
+    out[q] = (a & 0xff) | ((a >>> 8) & 0xff00) | ((b & 0xff) << 16) | ((b & 0xff0000) << 8);
+    out[plane + q] = ((a >>> 8) & 0xff) | ((a >>> 16) & 0xff00) | ((b & 0xff00) << 8) | (b & 0xff000000);
   }
 }
 
+/**
+ * Words `from`, `from + step`, … (one per element: the element itself, or one half of a float64
+ * when `step` is 2), 4 at a time, transposed into one word of each of the planes `first` to
+ * `first + 3` (each `plane` words long in `out`).
+ */
 function split4(
   w: Uint32Array,
+  out: Uint32Array,
+  quads: number,
+  plane: number,
   from: number,
   step: number,
-  p0: Uint8Array,
-  p1: Uint8Array,
-  p2: Uint8Array,
-  p3: Uint8Array,
+  first: number,
 ): void {
-  for (let i = 0, j = from; i < p0.length; i++, j += step) {
-    const x = w[j]!;
-    p0[i] = x;
-    p1[i] = x >>> 8;
-    p2[i] = x >>> 16;
-    p3[i] = x >>> 24;
+  const o0 = first * plane, o1 = o0 + plane, o2 = o1 + plane, o3 = o2 + plane;
+  for (let q = 0, j = from; q < quads; q++, j += 4 * step) {
+    const a = w[j]!;
+    const b = w[j + step]!;
+    const c = w[j + 2 * step]!;
+    const d = w[j + 3 * step]!;
+    out[o0 + q] = (a & 0xff) | ((b & 0xff) << 8) | ((c & 0xff) << 16) | (d << 24);
+    out[o1 + q] = ((a >>> 8) & 0xff) | (b & 0xff00) | ((c & 0xff00) << 8) | ((d & 0xff00) << 16);
+    out[o2 + q] = ((a >>> 16) & 0xff) | ((b >>> 8) & 0xff00) | (c & 0xff0000) | ((d & 0xff0000) << 8);
+    out[o3 + q] = (a >>> 24) | ((b >>> 16) & 0xff00) | ((c >>> 8) & 0xff0000) | (d & 0xff000000);
   }
 }
 
@@ -78,32 +101,62 @@ function split4(
 export function joinPlanes(planes: readonly Uint8Array[], width: number): Uint8Array {
   const count = planes[0]!.byteLength;
   const out = new Uint8Array(count * width);
-  if (width === 2) join2(new Uint16Array(out.buffer, 0, count), planes[0]!, planes[1]!);
-  else {
-    const words = new Uint32Array(out.buffer);
-    const step = width / 4;
-    for (let half = 0; half < step; half++) {
-      join4(words, half, step, planes[4 * half]!, planes[4 * half + 1]!, planes[4 * half + 2]!, planes[4 * half + 3]!);
+  const words = new Uint32Array(out.buffer, 0, out.byteLength >>> 2);
+  const quads = count >>> 2;
+  // Word views of the planes (an unaligned plane is copied to an aligned one first).
+  const view = (p: Uint8Array) =>
+    p.byteOffset % 4 === 0
+      ? new Uint32Array(p.buffer, p.byteOffset, quads)
+      : new Uint32Array(p.slice().buffer, 0, quads);
+  if (quads > 0) {
+    if (width === 2) join2(words, view(planes[0]!), view(planes[1]!), quads);
+    else {
+      const step = width / 4;
+      for (let half = 0; half < step; half++) {
+        const [p0, p1, p2, p3] = planes.slice(4 * half, 4 * half + 4).map(view) as [
+          Uint32Array,
+          Uint32Array,
+          Uint32Array,
+          Uint32Array,
+        ];
+        join4(words, half, step, p0, p1, p2, p3, quads);
+      }
     }
+  }
+  for (let i = quads * 4; i < count; i++) {
+    for (let k = 0; k < width; k++) out[i * width + k] = planes[k]![i]!;
   }
   return out;
 }
 
-function join2(v: Uint16Array, p0: Uint8Array, p1: Uint8Array): void {
-  for (let i = 0; i < v.length; i++) v[i] = p0[i]! | (p1[i]! << 8);
+function join2(w: Uint32Array, p0: Uint32Array, p1: Uint32Array, quads: number): void {
+  for (let q = 0; q < quads; q++) {
+    const x = p0[q]!;
+    const y = p1[q]!;
+    w[2 * q] = (x & 0xff) | ((y & 0xff) << 8) | ((x & 0xff00) << 8) | ((y & 0xff00) << 16);
+    w[2 * q + 1] = ((x >>> 16) & 0xff) | ((y >>> 8) & 0xff00) | ((x >>> 8) & 0xff0000) | (y & 0xff000000);
+  }
 }
 
 function join4(
   w: Uint32Array,
   from: number,
   step: number,
-  p0: Uint8Array,
-  p1: Uint8Array,
-  p2: Uint8Array,
-  p3: Uint8Array,
+  p0: Uint32Array,
+  p1: Uint32Array,
+  p2: Uint32Array,
+  p3: Uint32Array,
+  quads: number,
 ): void {
-  for (let i = 0, j = from; i < p0.length; i++, j += step) {
-    w[j] = p0[i]! | (p1[i]! << 8) | (p2[i]! << 16) | (p3[i]! << 24);
+  for (let q = 0, j = from; q < quads; q++, j += 4 * step) {
+    const a = p0[q]!;
+    const b = p1[q]!;
+    const c = p2[q]!;
+    const d = p3[q]!;
+    w[j] = (a & 0xff) | ((b & 0xff) << 8) | ((c & 0xff) << 16) | (d << 24);
+    w[j + step] = ((a >>> 8) & 0xff) | (b & 0xff00) | ((c & 0xff00) << 8) | ((d & 0xff00) << 16);
+    w[j + 2 * step] = ((a >>> 16) & 0xff) | ((b >>> 8) & 0xff00) | (c & 0xff0000) | ((d & 0xff0000) << 8);
+    w[j + 3 * step] = (a >>> 24) | ((b >>> 16) & 0xff00) | ((c >>> 8) & 0xff0000) | (d & 0xff000000);
   }
 }
 

@@ -15,7 +15,7 @@ import { metadataFromJson, metadataToJson } from "../metadata.ts";
 import type { Checkpoint, CheckpointRecord, Tensor, TensorInput } from "../types.ts";
 import { readTensorsByName } from "./binary_file.ts";
 import { ChunkReader } from "../_chunk_reader.ts";
-import { type Hash, sha256, toHex } from "../_hash.ts";
+import { equalBytes, type Hash, sha256, toHex } from "../_hash.ts";
 import { digestingDecoder, digestingEncoder, type EncoderDigests, type Settle } from "../_pair.ts";
 import { EncodeGuard } from "../_encode_guard.ts";
 import {
@@ -593,8 +593,8 @@ export async function* decodeRecords(
   const checkDigest = async (h: Hash, subject: string, at: number): Promise<void> => {
     const stored = await read(DIGEST_BYTES, `the digest of ${subject}`);
     const actual = h.digest();
-    if (!actual.equals(stored)) {
-      throw new ChecksumMismatchError(subject, toHex(stored), actual.toString("hex"), `at offset ${at}`);
+    if (!equalBytes(actual, stored)) {
+      throw new ChecksumMismatchError(subject, toHex(stored), toHex(actual), `at offset ${at}`);
     }
   };
   const flags = decodeHeader(await read(HEADER_BYTES, "the header"));
@@ -626,11 +626,11 @@ export async function* decodeRecords(
       if (footer.indexOffset !== at) {
         fail(`footer points to index at ${footer.indexOffset}, found it at ${at}`, footerAt);
       }
-      if (!expected.equals(footer.digest)) {
+      if (!equalBytes(expected, footer.digest)) {
         throw new ChecksumMismatchError(
           "stream",
           toHex(footer.digest),
-          expected.toString("hex"),
+          toHex(expected),
           `at offset ${footerAt + 8}`,
         );
       }
@@ -654,7 +654,8 @@ export async function* decodeRecords(
     // A byte-grouped body is decoded first: the record digest covers the tensor's own bytes.
     let body: Uint8Array;
     if (d.encoding) {
-      const stored = await r.readBody(rh.bodyBytes, `tensor ${JSON.stringify(d.name)}`);
+      // Read into the reader's scratch buffer: the stored bytes are decoded into a new one at once.
+      const stored = await r.readBody(rh.bodyBytes, `tensor ${JSON.stringify(d.name)}`, undefined, true);
       body = await decodeTensorBody(d, stored, bodyAt);
       h.update(body);
     } else body = await r.readBody(rh.bodyBytes, `tensor ${JSON.stringify(d.name)}`, h);

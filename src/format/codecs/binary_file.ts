@@ -9,7 +9,7 @@ import { ChecksumMismatchError } from "../errors.ts";
 import { type DecodeLimits, resolveLimits } from "../limits.ts";
 import { metadataFromJson } from "../metadata.ts";
 import type { Metadata, Tensor } from "../types.ts";
-import { sha256, toHex } from "../_hash.ts";
+import { equalBytes, sha256, toHex } from "../_hash.ts";
 import { readFull } from "../../storage/_file_io.ts";
 import { typedArrayFrom } from "../dtype.ts";
 import {
@@ -97,8 +97,8 @@ async function readRecord(
   }
   const actual = sha256().update(buf.subarray(0, headEnd + pad)).update(body).digest();
   const stored = buf.subarray(digestAt);
-  if (!actual.equals(stored)) {
-    throw new ChecksumMismatchError(`record at offset ${offset}`, toHex(stored), actual.toString("hex"));
+  if (!equalBytes(actual, stored)) {
+    throw new ChecksumMismatchError(`record at offset ${offset}`, toHex(stored), toHex(actual));
   }
   if (buf.subarray(headEnd, headEnd + pad).some((b) => b !== 0)) fail("non-zero padding", offset + headEnd);
   return { kind: rh.kind, head, body };

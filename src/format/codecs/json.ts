@@ -3,7 +3,8 @@
  * the binary codec (a SHA-256 after every record, a whole-stream SHA-256 at the end). Layout and
  * value encoding are specified in `docs/FORMAT.md`.
  *
- * Values round-trip exactly: floats as JSON numbers in shortest round-trip form, with `"-0"`,
+ * Values round-trip exactly: floats as JSON numbers in shortest round-trip form (float32 values
+ * with the fewest digits that read back as the same float32), with `"-0"`,
  * `"NaN"`, `"Infinity"`, `"-Infinity"` as strings (and `"NaN:7fc00001"` for a NaN whose bits are
  * not the canonical ones); 64-bit integers as decimal strings; bools as `true`/`false`.
  *
@@ -21,6 +22,7 @@ import { bf16ToNumber, f16ToNumber, numberToBf16, numberToF16 } from "../_float1
 import { type Hash, peekDigest, sha256, toHex } from "../_hash.ts";
 import { digestingDecoder, digestingEncoder, type EncoderDigests, type Settle } from "../_pair.ts";
 import { EncodeGuard } from "../_encode_guard.ts";
+import { MAX_FLOAT32_TEXT, writeFloat32 } from "../_float32_text.ts";
 
 /** The first line of every JSON checkpoint. */
 export const JSON_HEADER_LINE = '{"ckpt":"jsonl","version":1}';
@@ -65,6 +67,31 @@ function floatToJson(v: number, dtype: FloatKind, data: TensorData, i: number): 
   if (v === -Infinity) return '"-Infinity"';
   if (v === 0 && 1 / v < 0) return '"-0"';
   return String(v);
+}
+
+const DATA_OPEN = utf8.encode('{"data":[');
+const DATA_CLOSE = utf8.encode("]}\n");
+const F32_LINE = new Uint8Array(DATA_OPEN.byteLength + JSON_VALUES_PER_LINE * (MAX_FLOAT32_TEXT + 1) + 3);
+
+/**
+ * The data line of float32 elements `from..to`, newline included: each value in its shortest
+ * float32 digits, written straight into bytes (no string per value).
+ */
+function float32Line(data: Float32Array, from: number, to: number): Uint8Array {
+  const out = F32_LINE;
+  out.set(DATA_OPEN);
+  let at = DATA_OPEN.byteLength;
+  for (let i = from; i < to; i++) {
+    if (i > from) out[at++] = 44; // ","
+    const v = data[i]!;
+    if (v - v === 0 && (v !== 0 || 1 / v > 0)) at = writeFloat32(out, at, v);
+    else {
+      const text = floatToJson(v, "float32", data, i);
+      for (let k = 0; k < text.length; k++) out[at++] = text.charCodeAt(k);
+    }
+  }
+  out.set(DATA_CLOSE, at);
+  return out.slice(0, at + DATA_CLOSE.byteLength);
 }
 
 /** The JSON array text of elements `from..to` of a tensor's data. */
@@ -119,12 +146,12 @@ async function* encodeLines(
   settle: EncoderDigests,
 ): AsyncGenerator<Uint8Array> {
   const stream = sha256();
-  const emit = (line: string, record?: Hash): Uint8Array => {
-    const bytes = utf8.encode(line + "\n");
+  const emitBytes = (bytes: Uint8Array, record?: Hash): Uint8Array => {
     stream.update(bytes);
     record?.update(bytes);
     return bytes;
   };
+  const emit = (line: string, record?: Hash): Uint8Array => emitBytes(utf8.encode(line + "\n"), record);
   const guard = new EncodeGuard();
   try {
     for await (const rec of records) {
@@ -146,7 +173,9 @@ async function* encodeLines(
         yield emit(`{"tensor":${descriptor}}`, h);
         for (let i = 0; i < t.data.length; i += JSON_VALUES_PER_LINE) {
           const end = Math.min(t.data.length, i + JSON_VALUES_PER_LINE);
-          yield emit(`{"data":${valuesToJson(t.dtype, t.data, i, end)}}`, h);
+          yield t.dtype === "float32"
+            ? emitBytes(float32Line(t.data as Float32Array, i, end), h)
+            : emit(`{"data":${valuesToJson(t.dtype, t.data, i, end)}}`, h);
         }
       }
       yield emit(`{"sha256":"${h.digest("hex")}"}`);
@@ -235,8 +264,11 @@ function fillValues(dtype: DType, values: unknown[], out: TensorData, at: number
       const n = v as number;
       if (k === "float64") (out as Float64Array)[at + i] = n;
       else if (k === "float32") {
-        if (Math.fround(n) !== n && !Number.isNaN(n)) bad(i, `${n} is not exactly a float32`);
-        (out as Float32Array)[at + i] = n;
+        // The float32 nearest the number: writers print the shortest digits that read back exactly.
+        const f = Math.fround(n);
+        if (f - f !== 0 && n - n === 0) bad(i, `${n} is out of range for float32`);
+        if (f === 0 && n !== 0) bad(i, `${n} is too small for float32 (it would read as 0)`);
+        (out as Float32Array)[at + i] = f;
       } else {
         const bits = Number.isNaN(n) ? CANONICAL_NAN[k] : (k === "float16" ? numberToF16(n) : numberToBf16(n));
         if (bits === undefined) bad(i, `${n} is not exactly a ${k}`);
@@ -352,7 +384,10 @@ async function* decodeLines(
     if (names.has(d.name)) fail(`duplicate tensor name ${JSON.stringify(d.name)}`);
     names.add(d.name);
     const count = d.byteLength / DTYPES[d.dtype].bytes;
-    const chunks: TensorData[] = [];
+    // One array for the tensor, grown (at most doubling, never past the shape's count) as lines
+    // arrive: memory follows the data received, and a line of one element costs one element, not
+    // a typed array of its own.
+    let data: TensorData = new DTYPES[d.dtype].array(0);
     let filled = 0;
     while (filled < count) {
       const [k, v, b] = await next(`data of tensor ${JSON.stringify(d.name)}`);
@@ -367,31 +402,19 @@ async function* decodeLines(
       }
       stream.update(b);
       h.update(b);
-      // Grow with the bytes that arrive: one typed array per line, joined at the end.
-      const part = new DTYPES[d.dtype].array(values.length);
-      try {
-        fillValues(d.dtype, values, part, 0);
-      } catch (e) {
-        fail(
-          `tensor ${JSON.stringify(d.name)} ${
-            (e as Error).message.replace(/^element (\d+)/, (_, n) => `element ${filled + Number(n)}`)
-          }`,
-        );
+      if (filled + values.length > data.length) {
+        const grown = new DTYPES[d.dtype].array(Math.min(count, Math.max(filled + values.length, data.length * 2)));
+        (grown as Uint8Array).set(data as Uint8Array);
+        data = grown;
       }
-      chunks.push(part);
+      try {
+        fillValues(d.dtype, values, data, filled);
+      } catch (e) {
+        fail(`tensor ${JSON.stringify(d.name)} ${(e as Error).message}`);
+      }
       filled += values.length;
     }
     await checkDigest(h, `tensor ${JSON.stringify(d.name)}`);
-    let data: TensorData;
-    if (chunks.length === 1) data = chunks[0]!;
-    else {
-      data = new DTYPES[d.dtype].array(count);
-      let o = 0;
-      for (const c of chunks) {
-        (data as Uint8Array).set(c as Uint8Array, o);
-        o += c.length;
-      }
-    }
     const tensor: Tensor = { name: d.name, dtype: d.dtype, shape: d.shape, group: d.group, data };
     yield { type: "tensor", tensor };
   }

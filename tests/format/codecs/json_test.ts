@@ -46,7 +46,19 @@ Deno.test("json codec output is JSON Lines: every line parses alone, values read
   assert.deepEqual(lines[0], { ckpt: "jsonl", version: 1 });
   assert.equal(lines[1].metadata.step, 1234);
   assert.deepEqual(lines[3].tensor, { name: "f32", dtype: "float32", shape: [3, 4], group: "params" });
-  assert.deepEqual(lines[4].data.slice(0, 6), [0, "-0", "NaN", "Infinity", "-Infinity", 1.401298464324817e-45]);
+  // float32 values in their shortest float32 digits (1e-45 reads back as the smallest subnormal).
+  assert.deepEqual(lines[4].data.slice(0, 10), [
+    0,
+    "-0",
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    1e-45,
+    3.4028235e38,
+    0.1,
+    -1.5,
+    1.1754942e-38,
+  ]);
   assert.deepEqual(lines[4].data.slice(10), ["NaN:7fc00001", "NaN:ffbfffff"]);
   const i64 = lines.findIndex((l) => l.tensor?.name === "optimizer/iter");
   assert.deepEqual(lines[i64 + 1].data, ["-9223372036854775808", "9223372036854775807", "9007199254740993", "0"]);
@@ -152,10 +164,16 @@ Deno.test("json decoder errors name the problem and the line", async (t) => {
       /data line holds 3 elements, tensor "w" needs 2 more/,
     ],
     [
-      "not a float32",
-      build([META, [W, '{"data":[1,0.1]}']]),
+      "out of float32 range",
+      build([META, [W, '{"data":[1,1e39]}']]),
       SyntaxError,
-      /tensor "w" element 1 0.1 is not exactly a float32/,
+      /tensor "w" element 1 1e\+39 is out of range for float32/,
+    ],
+    [
+      "below float32's smallest subnormal",
+      build([META, [W, '{"data":[1e-46,1]}']]),
+      SyntaxError,
+      /tensor "w" element 0 1e-46 is too small for float32 \(it would read as 0\)/,
     ],
     ["string value", build([META, [W, '{"data":[1,"one"]}']]), SyntaxError, /element 1 is "one", not a number/],
     [

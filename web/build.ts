@@ -1,0 +1,132 @@
+/**
+ * The web build: ES modules for browsers (and Node 20), made with `deno bundle --platform browser`.
+ *
+ * ```sh
+ * deno task build:web            # writes dist/web/
+ * deno task build:web --out DIR  # elsewhere
+ * ```
+ *
+ * Entries: `ckpt.js` (everything `mod.ts` exports), `tfjs.js` (the TF.js adapter; it imports
+ * `@tensorflow/tfjs-core` by that bare name, so the page's import map or bundler supplies the one
+ * TF.js copy the model uses) and `opfs.js` (the Origin Private File System store). Shared code
+ * lands in chunks beside them. The SHA-256 is chosen at run time: `node:crypto` where there is
+ * one (Node), WebAssembly (hash-wasm) in browsers, loaded only there. esbuild then lowers the
+ * output to ES2022 (Node 20 has no `using`) and minifies it. File paths are Deno's alone:
+ * the build replaces `node:path` and `node:url` with modules whose every use is a TypeError.
+ *
+ * @module
+ */
+import { join } from "node:path";
+import * as esbuild from "esbuild";
+import { fileURLToPath } from "node:url";
+
+/** The repository root. */
+export const ROOT: string = fileURLToPath(new URL("../", import.meta.url));
+
+/** The library's browser entries: output name to source file. */
+export const LIBRARY_ENTRIES: Readonly<Record<string, string>> = Object.freeze({
+  ckpt: "mod.ts",
+  tfjs: "src/tfjs/mod.ts",
+  opfs: "src/storage/opfs.ts",
+});
+
+/** Options for {@linkcode buildWeb}. */
+export interface BuildOptions {
+  /** Output name (without `.js`) to source file, relative to the repository root. @default {LIBRARY_ENTRIES} */
+  entries?: Readonly<Record<string, string>>;
+  /** Bare imports left for the page to resolve. @default {["@tensorflow/tfjs-core"]} */
+  external?: readonly string[];
+  /** Minify. @default {true} */
+  minify?: boolean;
+}
+
+/** What {@linkcode buildWeb} wrote: each file's path and size, raw and gzipped. */
+export interface BuiltFile {
+  path: string;
+  bytes: number;
+  gzipBytes: number;
+}
+
+async function gzipSize(bytes: Uint8Array): Promise<number> {
+  const s = new Blob([bytes as Uint8Array<ArrayBuffer>]).stream().pipeThrough(new CompressionStream("gzip"));
+  return (await new Response(s).arrayBuffer()).byteLength;
+}
+
+/** Builds the entries into `outDir` (emptied first) and lists what it wrote. */
+export async function buildWeb(outDir: string, options: BuildOptions = {}): Promise<BuiltFile[]> {
+  const entries = options.entries ?? LIBRARY_ENTRIES;
+  const external = options.external ?? ["@tensorflow/tfjs-core"];
+  const config = JSON.parse(await Deno.readTextFile(join(ROOT, "deno.json")));
+  const importMap = {
+    imports: {
+      ...config.imports,
+      "node:path": new URL("./_node_path.ts", import.meta.url).href,
+      "node:url": new URL("./_node_url.ts", import.meta.url).href,
+    },
+  };
+  await Deno.remove(outDir, { recursive: true }).catch(() => {});
+  await Deno.mkdir(outDir, { recursive: true });
+  const stage = await Deno.makeTempDir({ prefix: "ckpt-web-build-" });
+  try {
+    const mapPath = join(stage, "import_map.json");
+    await Deno.writeTextFile(mapPath, JSON.stringify(importMap));
+    // deno bundle names each output after its entry file: give each entry the name it should have.
+    const inputs: string[] = [];
+    for (const [name, source] of Object.entries(entries)) {
+      const stub = join(stage, `${name}.ts`);
+      const target = new URL(source, `file://${ROOT}`).href;
+      await Deno.writeTextFile(stub, `export * from ${JSON.stringify(target)};\n`);
+      inputs.push(stub);
+    }
+    const args = [
+      "bundle",
+      "--quiet",
+      "--platform=browser",
+      "--format=esm",
+      "--code-splitting",
+      `--import-map=${mapPath}`,
+      `--outdir=${outDir}`,
+      ...external.map((e) => `--external=${e}`),
+      ...inputs,
+    ];
+    const out = await new Deno.Command(Deno.execPath(), { args, cwd: ROOT, stdout: "piped", stderr: "piped" }).output();
+    if (!out.success) {
+      throw new Error(`deno bundle failed:\n${new TextDecoder().decode(out.stderr)}`);
+    }
+  } finally {
+    await Deno.remove(stage, { recursive: true }).catch(() => {});
+  }
+  const built: BuiltFile[] = [];
+  for await (const e of Deno.readDir(outDir)) {
+    if (!e.isFile || !e.name.endsWith(".js")) continue;
+    const path = join(outDir, e.name);
+    const lowered = await esbuild.transform(await Deno.readTextFile(path), {
+      target: "es2022",
+      format: "esm",
+      minify: options.minify ?? true,
+    });
+    const bytes = new TextEncoder().encode(lowered.code);
+    await Deno.writeFile(path, bytes);
+    // A static import of a Node built-in would fail to load in every browser: refuse the build.
+    const text = new TextDecoder().decode(bytes);
+    const node = text.match(/(?:^|[;}\n])\s*import[^(;]*?from\s*["']node:[a-z_/]+["']/m);
+    if (node) throw new Error(`Web build ${e.name} imports a Node built-in statically: ${node[0].trim()}`);
+    built.push({ path, bytes: bytes.byteLength, gzipBytes: await gzipSize(bytes) });
+  }
+  await esbuild.stop();
+  return built.sort((a, b) => a.path.localeCompare(b.path));
+}
+
+if (import.meta.main) {
+  const i = Deno.args.indexOf("--out");
+  const outDir = i >= 0 ? Deno.args[i + 1]! : join(ROOT, "dist", "web");
+  const built = await buildWeb(outDir);
+  let raw = 0;
+  let gz = 0;
+  for (const f of built) {
+    raw += f.bytes;
+    gz += f.gzipBytes;
+    console.log(`${f.path}  ${(f.bytes / 1024).toFixed(1)} KiB  (${(f.gzipBytes / 1024).toFixed(1)} KiB gzipped)`);
+  }
+  console.log(`total ${(raw / 1024).toFixed(1)} KiB minified, ${(gz / 1024).toFixed(1)} KiB gzipped`);
+}
