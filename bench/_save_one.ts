@@ -15,6 +15,7 @@ const { values } = parseArgs({
     warm: { type: "boolean", default: false },
     sha256sum: { type: "boolean", default: false },
     saves: { type: "string", default: "4" },
+    "no-recycle": { type: "boolean", default: false },
   },
 });
 const TENSOR_MIB = 16;
@@ -95,7 +96,7 @@ if (op === "raw") {
   // third save on, retention deletes one checkpoint per save. Reports every save's time.
   const tensors = model();
   await Deno.remove(out, { recursive: true }).catch(() => {});
-  const manager = await CheckpointManager.open(out, { maxToKeep: 2 });
+  const manager = await CheckpointManager.open(out, { maxToKeep: 2, recycle: !values["no-recycle"] });
   const seconds: number[] = [];
   for (let step = 1; step <= Number(values.saves); step++) {
     tensors[0]!.data[0] = step; // a different checkpoint each time

@@ -13,13 +13,15 @@
  *
  *   deno task bench:compare [--sizes 512] [--trials 3] [--saves 4] [--dir DIR] [--only save,load]
  *
- * Other `bench/compare_*.ts` scripts (such as codec comparisons) are run after this one with the
- * same `--sizes` and `--trials`, so one `deno task bench:compare` prints every row.
+ * The side-by-side scripts listed in `EXTRA` (the byte-grouped codec and JSON comparison,
+ * `bench/codec_compare.ts`) run after these rows with the same `--trials`, so one
+ * `deno task bench:compare` prints every row; `--only save,load,memory` leaves them out. Add a
+ * script there to have it run too.
  *
  * @module
  */
 import { parseArgs } from "node:util";
-import { basename, join } from "node:path";
+import { join } from "node:path";
 
 const { values } = parseArgs({
   options: {
@@ -277,6 +279,11 @@ for (const mib of sizes) {
         pages: "recycled (retention's file reused)",
         run: () => ckpt("manager", mib, join(dir, "managed"), ["--saves", values.saves]),
       },
+      {
+        name: "same manager, `recycle: false`",
+        pages: "fresh",
+        run: () => ckpt("manager", mib, join(dir, "managed-fresh"), ["--saves", values.saves, "--no-recycle"]),
+      },
     ];
     if (haveNumpy) {
       methods.push({
@@ -317,7 +324,8 @@ for (const mib of sizes) {
     save.target = [a.target, b.target].filter(Boolean).join("; ");
     Object.assign(rows[3]!, vs(rows[3]!.mbs, savez, "np.savez"));
     Object.assign(rows[4]!, vs(rows[4]!.mbs, ddInPlace, "dd in place", 0.8));
-    for (const r of rows.slice(5)) Object.assign(r, vs(r.mbs, ddAtomic, "dd new+mv"));
+    Object.assign(rows[5]!, vs(rows[5]!.mbs, ddInPlace, "dd in place"));
+    for (const r of rows.slice(6)) Object.assign(r, vs(r.mbs, ddAtomic, "dd new+mv"));
     rows[1]!.ratio = vs(rows[1]!.mbs, ddInPlace, "dd in place").ratio;
     table(`### Save (${regime(probes)}; load average ${await loadAverage()})`, rows);
   }
@@ -394,17 +402,21 @@ for (const mib of sizes) {
 }
 if (!values.dir) await Deno.remove(dir, { recursive: true });
 
+/** Other side-by-side scripts, run after these rows in the same run: file in bench/, and its arguments. */
+const EXTRA: [string, string[]][] = [["codec_compare.ts", ["--trials", values.trials]]];
+
 if (parts.has("extra")) {
-  // Other side-by-side scripts (codecs, JSON) print their own rows in the same run.
   const here = import.meta.dirname!;
-  for (const e of [...Deno.readDirSync(here)].map((e) => e.name).sort()) {
-    if (!/^compare_.+\.ts$/.test(e) || e === basename(import.meta.filename!)) continue;
-    console.log(`\n## ${e}\n`);
+  for (const [file, args] of EXTRA) {
+    const path = join(here, file);
+    if (!(await Deno.stat(path).catch(() => undefined))) continue;
+    console.log(`\n## bench/${file} ${args.join(" ")}\n`);
     const out = await new Deno.Command(deno, {
-      args: ["run", "-A", join(here, e), "--sizes", values.sizes, "--trials", values.trials],
+      args: ["run", "-A", path, ...args],
       stdout: "inherit",
       stderr: "inherit",
-    }).output();
-    if (!out.success) console.log(`(${e} failed with exit code ${out.code})`);
+    })
+      .output();
+    if (!out.success) console.log(`(bench/${file} failed with exit code ${out.code})`);
   }
 }
