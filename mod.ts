@@ -76,9 +76,9 @@ export { type DTypeInfo, DTYPES, type TypedArrayConstructor, validateTensor } fr
 export {
   type BestPolicy,
   type CheckpointEntry,
+  type CheckpointFileWriter,
   CheckpointManager,
   type CheckpointManagerOptions,
-  type CheckpointWriter,
   DEFAULT_FILENAME,
   DEFAULT_MAX_TO_KEEP,
   DirectoryLockedError,
@@ -113,6 +113,7 @@ export {
   type WriteOptions,
 } from "./src/storage/types.ts";
 export { FileStore } from "./src/storage/file.ts";
+export { MemoryStore, type MemoryStoreOptions } from "./src/storage/memory.ts";
 export {
   DEFAULT_S3_CONCURRENCY,
   DEFAULT_S3_PART_SIZE,

@@ -5,8 +5,8 @@ import { type CodecName, type Compression, resolveCodec } from "../format/encode
 import { type DecodeLimits, resolveLimits } from "../format/limits.ts";
 import { saveCheckpoint } from "../io/save.ts";
 import {
+  type CheckpointFileWriter,
   type CheckpointManagerOptions,
-  type CheckpointWriter,
   DEFAULT_FILENAME,
   DEFAULT_MAX_TO_KEEP,
 } from "./options.ts";
@@ -27,7 +27,7 @@ export interface Resolved {
   incremental: boolean;
   groups: ReadonlySet<string> | undefined;
   verify: boolean;
-  writer: CheckpointWriter;
+  writer: CheckpointFileWriter;
   sync: boolean;
   recycle: boolean;
   readOnly: boolean;
@@ -36,7 +36,7 @@ export interface Resolved {
   codecs: Codec[];
 }
 
-export const inProcessWriter: CheckpointWriter = {
+export const inProcessWriter: CheckpointFileWriter = {
   save: (path, checkpoint, options) => saveCheckpoint(path, checkpoint, options),
 };
 

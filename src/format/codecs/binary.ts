@@ -25,6 +25,7 @@ import {
   encodeByteGroups,
   isByteGroupable,
   PLANE_ENTRY_BYTES,
+  PlaneScratch,
 } from "./_bytegroup.ts";
 
 /** The 8 bytes every binary checkpoint starts with: `\x89CKPT\r\n\x1a`. */
@@ -72,7 +73,7 @@ export interface IndexEntry {
   /** Offset of the tensor's record from the start of the stream. */
   offset: number;
   /** How the body is stored, when not raw: `"bytegroup"` (byte planes, some deflated). */
-  encoding?: typeof BYTEGROUP_ENCODING;
+  encoding?: "bytegroup";
   /** Bytes of the whole record, digest included. */
   length: number;
 }
@@ -222,7 +223,7 @@ export function decodeRecordHeader(bytes: Uint8Array, offset: number, limits?: D
  * assert.equal(new TextDecoder().decode(h), '{"name":"w","dtype":"int8","shape":[2],"group":"params"}');
  * ```
  */
-export function tensorHead(t: TensorInput, encoding?: typeof BYTEGROUP_ENCODING): Uint8Array {
+export function tensorHead(t: TensorInput, encoding?: "bytegroup"): Uint8Array {
   const head = { name: t.name, dtype: t.dtype, shape: [...t.shape], group: t.group ?? "params" };
   return utf8.encode(JSON.stringify(encoding ? { ...head, encoding } : head));
 }
@@ -252,7 +253,7 @@ export interface TensorDescriptor {
   /** Group. */
   group: string;
   /** How the body is stored, when not raw (binary codec only). */
-  encoding?: typeof BYTEGROUP_ENCODING;
+  encoding?: "bytegroup";
   /** Bytes of data the descriptor implies. */
   byteLength: number;
 }
@@ -521,6 +522,7 @@ async function* encodeRecords(
   };
   const index: IndexEntry[] = [];
   const guard = new EncodeGuard();
+  const scratch = new PlaneScratch();
   try {
     for await (const rec of records) {
       if (guard.check(rec) === "metadata") {
@@ -535,7 +537,7 @@ async function* encodeRecords(
       const start = position;
       const body = bytesOf(t.data);
       const h = sha256();
-      const grouped = byteGroup ? await encodeByteGroups(t.dtype, body) : undefined;
+      const grouped = byteGroup ? await encodeByteGroups(t.dtype, body, { scratch }) : undefined;
       const encoding = grouped ? BYTEGROUP_ENCODING : undefined;
       const head = tensorHead(t, encoding);
       yield emit(encodeRecordPrefix(RecordKind.tensor, head, grouped?.byteLength ?? body.byteLength, position), h);
