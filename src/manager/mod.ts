@@ -89,10 +89,8 @@ async function saveToStore(
   key: string,
   checkpoint: CheckpointInput,
   options: SaveOptions,
-  reuse?: string,
 ): Promise<SaveResult> {
-  const sync = options.sync ?? true;
-  const writer = await store.writer(key, reuse === undefined ? { sync } : { sync, reuse });
+  const writer = await store.writer(key, { sync: options.sync ?? true });
   let result: SaveResult;
   try {
     result = await saveCheckpoint(new WritableStream({ write: (chunk) => writer.write(chunk) }), checkpoint, options);
@@ -729,7 +727,7 @@ export class CheckpointManager {
           input,
           reuse === undefined ? options : { ...options, reuse: this.#loc.name(reuse) },
         )
-        : await saveToStore(this.#loc.store, name, input, options, reuse);
+        : await saveToStore(this.#loc.store, name, input, options);
     } catch (e) {
       throw ioError(`Cannot save checkpoint step ${checkpoint.metadata.step} to ${path}`, e);
     } finally {
@@ -838,7 +836,8 @@ export class CheckpointManager {
    * is what a crash resumes from). Undefined when there is none.
    */
   #recyclable(checkpoint: CheckpointInput): StoredEntry | undefined {
-    if (!this.#o.recycle) return undefined;
+    // Only a local directory recycles; an object store would rewrite its index for nothing.
+    if (!this.#o.recycle || this.#loc.dir === undefined) return undefined;
     const all = [...this.#entries, { step: checkpoint.metadata.step, metadata: checkpoint.metadata }];
     const reasons = retention(all, this.#policy());
     return this.#entries.slice(0, -1).find((e) => e.kind === "full" && reasons.get(e.step)!.length === 0);

@@ -118,7 +118,7 @@ export interface CheckpointManagerOptions {
    */
   sync?: boolean;
   /**
-   * Page reuse: when retention is about to delete a full checkpoint because of a save, that
+   * Page reuse, in a local directory: when retention is about to delete a full checkpoint because of a save, that
    * checkpoint is taken out of the index first and its file is recycled for the save (renamed to
    * the temporary name and overwritten in place), as databases recycle log segments: no fresh
    * page-cache pages and no new block allocation, which on a VM makes a steady-state save run
