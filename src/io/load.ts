@@ -3,26 +3,29 @@
  *
  * @module
  */
-import type { Codec } from "../format/codec.ts";
-import {
-  type CheckpointSource,
-  type DecodeOptions,
-  decodeWithDigest,
-  fileCodec,
-  openSource,
-} from "../format/decode.ts";
+import { type DecodeOptions, decodeWithDigest } from "../format/decode.ts";
 import { ChecksumMismatchError } from "../format/errors.ts";
 import type { Checkpoint, CheckpointRecord, Metadata, Tensor } from "../format/types.ts";
 import { binaryCodec, decodeFooter, decodeRecords, FOOTER_BYTES } from "../format/codecs/binary.ts";
 import { type Hash, sha256, toHex } from "../format/_hash.ts";
 import { settled } from "../format/_pair.ts";
 import { readFull } from "../storage/_file_io.ts";
-import { toPath } from "../storage/_path.ts";
-import { requireFiles } from "../format/_runtime.ts";
 import { checkOptionNames, LIMIT_OPTION_NAMES } from "../format/_options.ts";
+import { FileStore } from "../storage/file.ts";
+import { isAddress } from "../storage/resolve.ts";
+import { openRandomAccess } from "../storage/random_access.ts";
+import {
+  type CheckpointSource,
+  decodeCheckpoint,
+  fileCodec,
+  locate,
+  openSource,
+  readerCodec,
+  type StorageOptions,
+} from "./read.ts";
 
 /** Options for {@linkcode loadCheckpoint}. */
-export interface LoadOptions extends DecodeOptions {
+export interface LoadOptions extends DecodeOptions, StorageOptions {
   /**
    * Load only these tensors. From an uncompressed file whose codec reads by name (binary through
    * its index, safetensors through its header) this seeks and reads nothing else, each selected
@@ -36,7 +39,7 @@ export interface LoadOptions extends DecodeOptions {
    * returns as `digest`, what `ckpt inspect` prints) or the SHA-256 of the source's bytes (what
    * `sha256sum` prints, `saveCheckpoint`'s `sha256`). Either pins every byte once the load has
    * verified them all; checking the stream digest costs nothing more, the file's SHA-256 one
-   * more pass (skipped for a binary file whose stored stream digest is the one given). A
+   * more pass (skipped for a local binary file whose stored stream digest is the one given). A
    * mismatch is a {@linkcode ChecksumMismatchError}.
    */
   sha256?: string;
@@ -48,6 +51,7 @@ const LOAD_OPTION_NAMES = [
   "only",
   "sha256",
   "reuseBuffers",
+  "storage",
   ...LIMIT_OPTION_NAMES,
 ] as const satisfies readonly (
   keyof LoadOptions
@@ -62,20 +66,8 @@ const LOAD_HINTS: Readonly<Record<string, string>> = {
   compression: "a load recognises gzip from the bytes",
 };
 
-async function pathCodec(path: string | URL, codecs?: readonly Codec[]): Promise<Codec | undefined> {
-  const p = toPath(path, "read checkpoint from");
-  requireFiles(p, "read checkpoint from");
-  const file = await Deno.open(p, { read: true });
-  try {
-    return await fileCodec(file, codecs);
-  } finally {
-    file.close();
-  }
-}
-
-/** The stream digest stored in a binary file's footer (hex), read without reading the rest; undefined if there is none. */
-async function storedDigest(path: string): Promise<string | undefined> {
-  const file = await Deno.open(path, { read: true });
+/** The stream digest stored in an open binary file's footer (hex), undefined if it has none; leaves the position at 0. */
+async function storedDigest(file: Deno.FsFile): Promise<string | undefined> {
   try {
     const size = (await file.stat()).size;
     if (size < FOOTER_BYTES) return undefined;
@@ -87,7 +79,7 @@ async function storedDigest(path: string): Promise<string | undefined> {
     if (e instanceof SyntaxError) return undefined; // the full read says what is wrong
     throw e;
   } finally {
-    file.close();
+    await file.seek(0, Deno.SeekMode.Start);
   }
 }
 
@@ -133,54 +125,58 @@ export async function loadCheckpoint(source: CheckpointSource, options: LoadOpti
   if (expected !== undefined && !/^[0-9a-fA-F]{64}$/.test(expected)) {
     throw new TypeError("Invalid sha256 option: expected 64 hex digits");
   }
-  const isPath = typeof source === "string" || source instanceof URL;
-  const codec = isPath ? await pathCodec(source, options.codecs) : undefined;
-  if (isPath && only && expected === undefined && codec?.readTensors) {
-    return await codec.readTensors(source, only, options);
+  const at = isAddress(source) ? locate(source, options) : undefined;
+  if (at && only && expected === undefined) {
+    // Random access: the object's tail (footer, index), its head, then only the wanted records.
+    const reader = await openRandomAccess(at.store, at.key);
+    const codec = await readerCodec(reader, options.codecs);
+    if (codec?.readTensors) return await codec.readTensors(reader, only, options);
   }
-  const binaryPath = isPath && codec === binaryCodec;
   const wantedDigest = expected?.toLowerCase();
   let records: AsyncIterable<CheckpointRecord>;
   let streamDigest: Promise<string | undefined> = Promise.resolve(undefined);
   let tap: Hash | undefined;
-  if (
-    binaryPath && wantedDigest !== undefined &&
-    await storedDigest(toPath(source, "read checkpoint from")) !== wantedDigest
-  ) {
-    // Not the stored stream digest: perhaps the file's SHA-256, computed in the same pass as
-    // decoding, over the bytes the decoder reads.
-    const fileTap = tap = sha256();
+  let file: Deno.FsFile | undefined;
+  if (at?.store instanceof FileStore && wantedDigest !== undefined) {
+    const opened = await at.store.openFile(at.key);
+    if (await fileCodec(opened, options.codecs) === binaryCodec) file = opened;
+    else opened.close();
+  }
+  if (file) {
+    // A local binary file, decoded from the open file: the stored stream digest is checked by
+    // decoding; only when the footer holds another value is the file's SHA-256 computed as well,
+    // in the same pass, over the bytes the decoder reads.
+    const open = file;
+    if (await storedDigest(open) !== wantedDigest) tap = sha256();
+    const fileTap = tap;
     const digest = settled<string>();
     streamDigest = digest.promise;
     records = (async function* () {
-      const file = await Deno.open(toPath(source, "read checkpoint from"), { read: true });
       try {
-        yield* decodeRecords(file, { ...options, reuseBuffers: false }, fileTap, digest);
+        yield* decodeRecords(open, { ...options, reuseBuffers: false }, fileTap, digest);
       } finally {
-        file.close();
+        open.close();
       }
     })();
-  } else {
-    // A stream digest is checked by decoding alone; from a stream, the bytes' SHA-256 is
-    // computed as well in case that is what was given.
-    if (wantedDigest !== undefined && !binaryPath) tap = sha256();
-    const decoded = decodeWithDigest(tap ? tapped(openSource(source), tap) : source, {
-      ...options,
-      reuseBuffers: false,
-    });
+  } else if (wantedDigest !== undefined) {
+    // From a stream, the bytes' SHA-256 is computed as well, in case that is what was given.
+    tap = sha256();
+    const decoded = decodeWithDigest(tapped(openSource(source, options), tap), { ...options, reuseBuffers: false });
     records = decoded.records;
     streamDigest = decoded.digest;
+  } else {
+    records = decodeCheckpoint(source, { ...options, reuseBuffers: false });
   }
   const checkDigest = async () => {
     if (wantedDigest === undefined) return;
     const stream = await streamDigest;
     if (stream === wantedDigest) return;
-    const file = tap?.digest("hex");
-    if (file === wantedDigest) return;
+    const actual = tap?.digest("hex");
+    if (actual === wantedDigest) return;
     // Report the file's digest when it was computed (the likelier meaning of a digest that
     // matches nothing), else the stream digest.
-    if (file !== undefined) {
-      throw new ChecksumMismatchError("source bytes", wantedDigest, file, stream ? `(stream digest ${stream})` : "");
+    if (actual !== undefined) {
+      throw new ChecksumMismatchError("source bytes", wantedDigest, actual, stream ? `(stream digest ${stream})` : "");
     }
     throw new ChecksumMismatchError("checkpoint stream digest", wantedDigest, stream ?? "none");
   };

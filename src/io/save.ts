@@ -3,40 +3,41 @@
  *
  * @module
  */
-import { basename, dirname, join, resolve } from "node:path";
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { type EncodeOptions, encodeWithDigest } from "../format/encode.ts";
 import type { CheckpointInput } from "../format/types.ts";
 import { sha256 } from "../format/_hash.ts";
-import { StagedFileSink } from "../storage/_file_sink.ts";
 import { WorkerHash } from "../storage/_worker_hash.ts";
 import { toPath } from "../storage/_path.ts";
-import { isDenoError, requireFiles } from "../format/_runtime.ts";
+import { isDenoError } from "../format/_runtime.ts";
 import { checkOptionNames } from "../format/_options.ts";
+import { FileStore, WORKER_HASH } from "../storage/file.ts";
+import { isAddress, type ResolveOptions, type StorageAddress } from "../storage/resolve.ts";
+import { locate } from "./read.ts";
+import type { ObjectStore, WriteOptions } from "../storage/types.ts";
 
 export { toPath };
 
-/** Where a checkpoint goes: a path, a `file:` URL, or any byte sink such as `Deno.stdout.writable`. */
-export type CheckpointTarget = string | URL | WritableStream<Uint8Array>;
+/**
+ * Where a checkpoint goes: an address (a path, a `file:` URL, `s3://bucket/key`,
+ * `{ store, key }`), or any byte sink such as `Deno.stdout.writable`.
+ */
+export type CheckpointTarget = StorageAddress | WritableStream<Uint8Array>;
 
 /** Options for {@linkcode saveCheckpoint}. */
 export interface SaveOptions extends EncodeOptions {
   /**
-   * For paths: flush the file and its directory to disk before resolving (`fdatasync` + `fsync`).
-   * Turning it off keeps the atomic rename but not durability across power loss.
+   * For addresses: make the object durable before resolving (on a file system, `fdatasync` of
+   * the file and `fsync` of its directory). Turning it off keeps the atomic publish but not
+   * durability across power loss.
    *
    * @default {true}
    */
   sync?: boolean;
-  /**
-   * Also compute the SHA-256 of every byte written (what `sha256sum` prints), returned as
-   * {@linkcode SaveResult.sha256}: for a `sha256sum` sidecar, or to compare with a tool that
-   * knows nothing of ckpt. For the binary codec it is a second pass over every byte (on another
-   * thread for large saves); {@linkcode SaveResult.digest} needs none and proves as much to a
-   * reader that verifies.
-   *
-   * @default {false}
-   */
-  sha256sum?: boolean;
+  /** Settings for `s3://` stores (endpoint, credentials, part size). */
+  storage?: ResolveOptions;
+  /** Cancels the save; the previous object stays. */
+  signal?: AbortSignal;
   /**
    * For a `WritableStream` target: leave it open when the checkpoint is written (and do not abort
    * it when the save fails), so the caller can go on writing to it or close it. By default the
@@ -48,14 +49,25 @@ export interface SaveOptions extends EncodeOptions {
    */
   preventClose?: boolean;
   /**
-   * For paths: a file the caller is about to delete anyway, on the same file system (not the
-   * target itself). It is renamed to the temporary name and overwritten in place, then truncated
-   * to the new size, so the save reuses its page-cache pages and disk blocks instead of
-   * allocating fresh ones, as databases recycle log segments (on a VM where first-touching memory
-   * is slow, a save into recycled pages runs like `dd` over an existing file). The file is gone
-   * once the save starts, whether the save succeeds or not, and a reader that still has it open
-   * sees its bytes change (its verification then fails; it never gets wrong data unnoticed).
-   * Ignored when the file is absent or not a regular file.
+   * Also compute the SHA-256 of every byte written (what `sha256sum` prints), returned as
+   * {@linkcode SaveResult.sha256}: for a `sha256sum` sidecar, or to compare with a tool that
+   * knows nothing of ckpt. For the binary codec it is a second pass over every byte (on another
+   * thread for large saves to files); {@linkcode SaveResult.digest} needs none and proves as much
+   * to a reader that verifies.
+   *
+   * @default {false}
+   */
+  sha256sum?: boolean;
+  /**
+   * For a path (or an object of a local store): a file the caller is about to delete anyway, in
+   * the same directory tree as the target (not the target itself). It is renamed to the
+   * temporary name and overwritten in place, then truncated to the new size, so the save reuses
+   * its page-cache pages and disk blocks instead of allocating fresh ones, as databases recycle
+   * log segments (on a VM where first-touching memory is slow, a save into recycled pages runs
+   * like `dd` over an existing file). The file is gone once the save starts, whether the save
+   * succeeds or not, and a reader that still has it open sees its bytes change (its verification
+   * then fails; it never gets wrong data unnoticed). Ignored when the file is absent, and by
+   * stores that cannot recycle (S3).
    */
   reuse?: string;
 }
@@ -68,6 +80,8 @@ const SAVE_OPTION_NAMES = [
   "preventClose",
   "sha256sum",
   "reuse",
+  "storage",
+  "signal",
 ] as const satisfies readonly (
   keyof SaveOptions
 )[];
@@ -98,9 +112,7 @@ export interface SaveResult {
 /**
  * Writes `file` under a temporary name beside `path`, then fsyncs it, renames it over `path` and
  * fsyncs the directory: readers see the old file or the new one, never a partial one. On any
- * error the temporary file is removed and the previous file is untouched. With `reuse`, that
- * file (to be deleted anyway) becomes the temporary file, overwritten from its start and
- * truncated where `write` left the file's position.
+ * error the temporary file is removed and the previous file is untouched.
  *
  * @example
  * ```ts
@@ -115,17 +127,15 @@ export interface SaveResult {
 export async function writeFileAtomic<T>(
   path: string,
   write: (file: Deno.FsFile) => Promise<T>,
-  options: { sync?: boolean; reuse?: string } = {},
+  options: { sync?: boolean } = {},
 ): Promise<T> {
   const sync = options.sync ?? true;
   const dir = dirname(path);
   const tmp = join(dir, `.${basename(path)}.tmp-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`);
-  const file = (options.reuse !== undefined ? await recycle(options.reuse, path, tmp) : undefined) ??
-    await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
+  const file = await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
   let closed = false;
   try {
     const result = await write(file);
-    if (options.reuse !== undefined) await file.truncate(await file.seek(0, Deno.SeekMode.Current));
     if (sync) await file.syncData();
     file.close();
     closed = true;
@@ -140,27 +150,6 @@ export async function writeFileAtomic<T>(
     }
     await Deno.remove(tmp).catch(() => {});
     throw e;
-  }
-}
-
-/** `old` renamed to `tmp` and opened for overwriting, or undefined when it cannot be (absent, not a file, elsewhere). */
-async function recycle(old: string, path: string, tmp: string): Promise<Deno.FsFile | undefined> {
-  if (typeof old !== "string") throw new TypeError("Cannot save checkpoint: reuse must be a path");
-  if (resolve(old) === resolve(path)) {
-    throw new TypeError(`Cannot save checkpoint to ${path}: reuse must name another file than the target`);
-  }
-  const st = await Deno.lstat(old).catch(() => undefined);
-  if (!st?.isFile) return undefined;
-  try {
-    await Deno.rename(old, tmp);
-  } catch {
-    return undefined; // gone meanwhile, or on another file system: write a new file
-  }
-  try {
-    return await Deno.open(tmp, { write: true });
-  } catch {
-    await Deno.remove(tmp).catch(() => {});
-    return undefined;
   }
 }
 
@@ -209,6 +198,9 @@ export async function saveCheckpoint(
   checkOptionNames(options, SAVE_OPTION_NAMES, "Cannot save checkpoint");
   const askedFile = options.sha256sum ?? false;
   if (typeof askedFile !== "boolean") throw new TypeError("Cannot save checkpoint: sha256sum must be a boolean");
+  if (options.reuse !== undefined && typeof options.reuse !== "string") {
+    throw new TypeError("Cannot save checkpoint: reuse must be a path");
+  }
   if (target instanceof WritableStream) {
     const { readable, sha256: codecFile, digest } = encodeWithDigest(checkpoint, options, { digest: askedFile });
     // Hash here only what the codec does not: the file when asked for (or gzip output), or
@@ -238,34 +230,73 @@ export async function saveCheckpoint(
     const file = codecFile ? await codecFile : hash?.digest("hex");
     return result(bytes, digest ? await digest : file!, file);
   }
-  if (typeof target !== "string" && !(target instanceof URL)) {
-    throw new TypeError("Cannot save checkpoint: target must be a path, a file: URL or a WritableStream");
+  if (!isAddress(target)) {
+    throw new TypeError(
+      "Cannot save checkpoint: target must be a path, a file: URL, an s3: URL, { store, key } or a WritableStream",
+    );
   }
-  const path = toPath(target, "save checkpoint to");
-  requireFiles(path, "save checkpoint to");
-  return await writeFileAtomic(path, async (file) => {
-    // A file digest asked for of a large save is computed on another thread, over shared staging
-    // buffers, while this one encodes and computes the per-tensor digests; small ones do both
-    // here (a worker costs ~0.1 s to start).
-    const worker = askedFile && knownBytes(checkpoint) >= WORKER_HASH_BYTES && options.compression !== "gzip"
-      ? new WorkerHash()
+  if (target instanceof URL && target.protocol !== "file:" && target.protocol !== "s3:") {
+    // Kept from when only paths were accepted: name the scheme that cannot be written.
+    throw new TypeError(`Cannot save checkpoint to ${target.href}: only file: and s3: URLs can be written`);
+  }
+  const { store, key } = locate(target, options, "save checkpoint to");
+  // A file digest asked for of a large save to a file is computed on another thread, over the
+  // writer's shared staging buffers, while this one encodes and computes the per-tensor digests;
+  // small ones do both here (a worker costs ~0.1 s to start).
+  const worker = askedFile && store instanceof FileStore && knownBytes(checkpoint) >= WORKER_HASH_BYTES &&
+      options.compression !== "gzip"
+    ? new WorkerHash()
+    : undefined;
+  try {
+    const encoded = encodeWithDigest(checkpoint, options, { digest: askedFile && !worker });
+    const { readable } = encoded;
+    const hash = !worker && encoded.sha256 === undefined && (askedFile || encoded.digest === undefined)
+      ? sha256()
       : undefined;
+    const writeOptions: WriteOptions & { [WORKER_HASH]?: WorkerHash } = { sync: options.sync ?? true };
+    if (options.signal) writeOptions.signal = options.signal;
+    const known = knownBytes(checkpoint);
+    if (known > 0) writeOptions.sizeHint = known;
+    if (worker) writeOptions[WORKER_HASH] = worker;
+    if (options.reuse !== undefined) writeOptions.reuse = reuseKey(store, key, options.reuse);
+    const writer = await store.writer(key, writeOptions);
+    let bytes = 0;
     try {
-      const encoded = encodeWithDigest(checkpoint, options, { digest: askedFile && !worker });
-      const wantHash = !worker && encoded.sha256 === undefined && (askedFile || encoded.digest === undefined);
-      const hash = wantHash ? sha256() : undefined;
-      const sink = new StagedFileSink(file, { hash, worker });
-      await encoded.readable.pipeTo(new WritableStream(sink));
-      const fileHex = worker ? await worker.digest() : encoded.sha256 ? await encoded.sha256 : hash?.digest("hex");
-      return result(sink.bytes, encoded.digest ? await encoded.digest : fileHex!, fileHex);
-    } finally {
-      worker?.close();
+      await readable.pipeTo(
+        new WritableStream({
+          async write(chunk) {
+            hash?.update(chunk);
+            bytes += chunk.byteLength;
+            await writer.write(chunk);
+          },
+        }),
+      );
+    } catch (e) {
+      await writer.abort(e);
+      throw e;
     }
-  }, options);
+    // Closing flushes the last staging buffer (to the worker too); only then is the digest whole.
+    await writer.close();
+    const file = worker ? await worker.digest() : encoded.sha256 ? await encoded.sha256 : hash?.digest("hex");
+    return result(bytes, encoded.digest ? await encoded.digest : file!, file);
+  } finally {
+    worker?.close();
+  }
 }
 
 function result(bytes: number, digest: string, sha256: string | undefined): SaveResult {
   return sha256 === undefined ? { bytes, digest } : { bytes, digest, sha256 };
+}
+
+/** The `reuse` option as a key of the target's store: a path made relative to a local store's root. */
+function reuseKey(store: ObjectStore, key: string, reuse: string): string {
+  if (!(store instanceof FileStore)) return reuse;
+  const rel = relative(store.root, resolve(reuse)).split(sep).join("/");
+  if (rel === "" || rel.startsWith("../") || rel === ".." || isAbsolute(rel)) {
+    throw new TypeError(`Cannot save checkpoint: reuse ${JSON.stringify(reuse)} is outside ${store.root}`);
+  }
+  if (rel === key) throw new TypeError(`Cannot save checkpoint: reuse must name another file than the target`);
+  return rel;
 }
 
 /** Saves of at least this many bytes (when known up front) hash the file on a worker thread. */

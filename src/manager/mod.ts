@@ -31,8 +31,7 @@
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadCheckpoint } from "../io/load.ts";
-import { readCheckpointIndex } from "../format/codecs/binary_file.ts";
-import { decodeCheckpoint } from "../format/decode.ts";
+import { decodeCheckpoint, readCheckpointIndex } from "../io/read.ts";
 import { bytesOf, validateTensor } from "../format/dtype.ts";
 import { ChecksumMismatchError } from "../format/errors.ts";
 import { validateMetadata } from "../format/metadata.ts";
