@@ -53,7 +53,7 @@ import {
 } from "./_blobs.ts";
 import type { CheckpointEntry, ListedCheckpoint, TensorSummary } from "./entry.ts";
 import type { CheckpointManagerOptions } from "./options.ts";
-import { ioError, isDamage } from "./_errors.ts";
+import { ioError, isDamage, isNotFound, notFound } from "./_errors.ts";
 import { INDEX_FILE, readIndex, type StoredEntry, writeIndex } from "./_index.ts";
 import { Location } from "./_location.ts";
 import { DirectoryLock } from "./_lock.ts";
@@ -236,15 +236,18 @@ export class CheckpointManager {
     const loc = this.#loc;
     const o = this.#o;
     const read = await readIndex(loc).catch((e) => {
-      if (e instanceof SyntaxError && !o.readOnly) {
-        o.onWarning(`${e.message}; rebuilding it from the checkpoint files in ${loc.where}`);
-        return { contents: undefined, version: undefined, damaged: true };
-      }
-      throw e;
+      if (!(e instanceof SyntaxError)) throw e;
+      o.onWarning(
+        o.readOnly
+          ? `${e.message}; showing what a writing manager would rebuild from the checkpoint files in ${loc.where} (nothing is rewritten)`
+          : `${e.message}; rebuilding it from the checkpoint files in ${loc.where}`,
+      );
+      return { contents: undefined, version: undefined, damaged: true };
     });
     if (o.readOnly) {
       o.stored = read.contents?.retention;
-      this.#entries = read.contents?.entries ?? [];
+      // A damaged index: the entries a writer would adopt, found without renaming or writing anything.
+      this.#entries = read.contents?.entries ?? ("damaged" in read ? await adopt(loc, o) : []);
     } else {
       // A damaged index is replaced: its version is read again to replace exactly it.
       this.#version = "damaged" in read ? (await loc.store.head(INDEX_FILE))?.version : read.version;
@@ -478,7 +481,7 @@ export class CheckpointManager {
       try {
         listed.tensors = await this.#describe(e);
       } catch (err) {
-        listed.status = err instanceof Deno.errors.NotFound ? "missing" : "damaged";
+        listed.status = isNotFound(err) ? "missing" : "damaged";
         listed.problem = (err as Error).message;
       }
       if (listed.tensors === undefined) delete listed.tensors;
@@ -644,9 +647,14 @@ export class CheckpointManager {
     if (this.#closed) throw new TypeError(`Cannot read checkpoints: the manager of ${this.#loc.where} is closed`);
     // A read-only view follows the writer: it re-reads the index, which is replaced atomically.
     if (this.#o.readOnly) {
-      const { contents } = await readIndex(this.#loc);
-      this.#entries = contents?.entries ?? [];
-      this.#o.stored = contents?.retention;
+      const read = await readIndex(this.#loc).catch((e) => {
+        if (e instanceof SyntaxError) return undefined; // still damaged: the view rebuilt at open stands
+        throw e;
+      });
+      if (read) {
+        this.#entries = read.contents?.entries ?? [];
+        this.#o.stored = read.contents?.retention;
+      }
     }
     return this.#entries;
   }
@@ -905,7 +913,7 @@ export class CheckpointManager {
     let checkpoint: Checkpoint;
     if (entry.kind === "incremental") {
       const got = await this.#loc.read(entry.file, MAX_MANIFEST_BYTES, "checkpoint manifest");
-      if (got === undefined) throw new Deno.errors.NotFound(`its manifest ${path} is missing`);
+      if (got === undefined) throw notFound(`its manifest ${path} is missing`);
       const actual = sha256().update(got.bytes).digest("hex");
       if (actual !== entry.sha256) throw new ChecksumMismatchError(`manifest ${path}`, entry.sha256, actual);
       checkpoint = await readIncremental(this.#loc, decodeManifest(got.bytes, path, this.#o.limits));
@@ -925,7 +933,7 @@ export class CheckpointManager {
         checkpoint = await loadCheckpoint(path, options);
       } else {
         const got = await this.#loc.store.get(entry.file).catch((e) => {
-          if (isDamage(e)) throw new Deno.errors.NotFound(`its file ${path} is missing`, { cause: e });
+          if (isDamage(e)) throw notFound(`its file ${path} is missing`, { cause: e });
           throw e;
         });
         checkpoint = await loadCheckpoint(got.body, options);
@@ -944,10 +952,10 @@ export class CheckpointManager {
     const loc = this.#loc;
     const path = loc.name(e.file);
     const size = await loc.size(e.file);
-    if (size === undefined) throw new Deno.errors.NotFound(`file ${path} is missing`);
+    if (size === undefined) throw notFound(`file ${path} is missing`);
     if (e.kind === "incremental") {
       const got = await loc.read(e.file, MAX_MANIFEST_BYTES, "checkpoint manifest");
-      if (got === undefined) throw new Deno.errors.NotFound(`file ${path} is missing`);
+      if (got === undefined) throw notFound(`file ${path} is missing`);
       const actual = sha256().update(got.bytes).digest("hex");
       if (actual !== e.sha256) throw new ChecksumMismatchError(`manifest ${path}`, e.sha256, actual);
       const manifest = decodeManifest(got.bytes, path, this.#o.limits);
@@ -955,7 +963,7 @@ export class CheckpointManager {
         const blob = loc.name(blobKey(t.blob));
         const blobSize = await loc.size(blobKey(t.blob));
         if (blobSize === undefined) {
-          throw new Deno.errors.NotFound(`blob ${blob} of tensor ${JSON.stringify(t.name)} is missing`);
+          throw notFound(`blob ${blob} of tensor ${JSON.stringify(t.name)} is missing`);
         }
         if (blobSize !== e.blobs?.get(t.blob)) {
           throw new SyntaxError(`blob ${blob} has ${blobSize} bytes, the index says ${e.blobs?.get(t.blob)}`);

@@ -137,6 +137,8 @@ export interface CheckpointManagerOptions {
    * be writing (as `ckpt ls` does). `save()` and `delete()` then throw. The view re-reads the
    * index on every call, and takes the retention rules (`maxToKeep`, `keepEvery`, `best`) that
    * the writer recorded there for any of them not given, so `list()` shows what is kept and why.
+   * A damaged index is reported through `onWarning`, and the view shows what a writer would
+   * rebuild it from (the checkpoint files that verify), renaming and writing nothing.
    *
    * @default {false}
    */

@@ -270,3 +270,66 @@ Deno.test("a load that recognises nothing lists the formats it tried, the caller
     /; tried mine, ckpt binary, ckpt JSON, safetensors, gzip$/,
   );
 });
+
+Deno.test("corruption messages: truncated, the format a random access cannot read, the tensor of a bad digest, a missing file", async () => {
+  await withDir(async (dir) => {
+    const ckpt = {
+      metadata: { step: 1 },
+      tensors: [
+        { name: "fc1/kernel", dtype: "float32" as const, shape: [64], data: new Float32Array(64) },
+        { name: "b", dtype: "float32" as const, shape: [2], data: new Float32Array(2) },
+      ],
+    };
+    const path = join(dir, "a.ckpt");
+    await saveCheckpoint(path, ckpt);
+    const full = await Deno.readFile(path);
+
+    // Truncated: every reader says so.
+    const cut = join(dir, "cut.ckpt");
+    await Deno.writeFile(cut, full.subarray(0, full.length - 8));
+    for (
+      const read of [
+        () => readCheckpointIndex(cut),
+        () => loadCheckpoint(cut, { only: ["b"] }),
+        () => loadCheckpoint(cut),
+      ]
+    ) {
+      await assert.rejects(read, (e) => e instanceof SyntaxError && /truncated/.test(e.message));
+    }
+
+    // One flipped byte in a tensor, found through `only`: the tensor is named.
+    const flipped = join(dir, "flip.ckpt");
+    const bytes = full.slice();
+    const entry = (await readCheckpointIndex(path)).tensors[0]!;
+    bytes[entry.offset + entry.length - 40]! ^= 1;
+    await Deno.writeFile(flipped, bytes);
+    await assert.rejects(
+      () => loadCheckpoint(flipped, { only: ["fc1/kernel"] }),
+      (e) =>
+        e instanceof ChecksumMismatchError &&
+        /^Checksum mismatch for tensor "fc1\/kernel" at offset \d+/.test(e.message),
+    );
+
+    // readCheckpointIndex on gzip and JSON checkpoints names the format and what to do.
+    const gz = join(dir, "a.ckpt.gz");
+    await saveCheckpoint(gz, ckpt, { compression: "gzip" });
+    await assert.rejects(
+      () => readCheckpointIndex(gz),
+      /not a ckpt binary file: it is a gzip-compressed checkpoint.*loadCheckpoint/,
+    );
+    const json = join(dir, "a.jsonl");
+    await saveCheckpoint(json, ckpt, { codec: "json" });
+    await assert.rejects(
+      () => readCheckpointIndex(json),
+      /not a ckpt binary file: it is a ckpt JSON Lines checkpoint.*convert/,
+    );
+
+    // A missing file: the CLI's wording, not the raw OS error.
+    await assert.rejects(
+      () => loadCheckpoint(join(dir, "nope.ckpt")),
+      (e) =>
+        e instanceof Deno.errors.NotFound &&
+        e.message === `Cannot read ${JSON.stringify(join(dir, "nope.ckpt"))}: No such file or directory`,
+    );
+  });
+});

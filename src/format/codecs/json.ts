@@ -309,7 +309,7 @@ async function* decodeLines(
     const bytes = await r.readLine(lim.maxLineBytes, lineNo);
     if (bytes === null) {
       throw new SyntaxError(
-        `Cannot decode checkpoint: stream ends at offset ${at} (line ${lineNo}) where ${what} was expected`,
+        `Cannot decode checkpoint: truncated, stream ends at offset ${at} (line ${lineNo}) where ${what} was expected`,
       );
     }
     const [k, v] = parseLine(bytes, lineNo, at);
