@@ -186,6 +186,7 @@ export class FileStore implements ObjectStore {
       }
       throw e;
     }
+    if (st.isDirectory) throw new TypeError(`Cannot read ${JSON.stringify(path)}: it is a directory`); // as the CLI says
     if (!st.isFile) throw new TypeError(`Cannot read ${this.#url(key)}: not a regular file (${describeKind(st)})`);
     return await Deno.open(path, { read: true });
   }

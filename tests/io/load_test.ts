@@ -331,5 +331,9 @@ Deno.test("corruption messages: truncated, the format a random access cannot rea
         e instanceof Deno.errors.NotFound &&
         e.message === `Cannot read ${JSON.stringify(join(dir, "nope.ckpt"))}: No such file or directory`,
     );
+    await assert.rejects(
+      () => loadCheckpoint(dir),
+      (e) => e instanceof TypeError && e.message === `Cannot read ${JSON.stringify(dir)}: it is a directory`,
+    );
   });
 });
