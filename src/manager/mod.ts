@@ -722,14 +722,24 @@ export class CheckpointManager {
       tensors = await Array.fromAsync(tensors as AsyncIterable<TensorInput>);
     }
     const input = { metadata: checkpoint.metadata, tensors };
+    // Awaited only when there is a file to recycle: otherwise the writer gets the save at once.
+    const victim = this.#recyclable(checkpoint);
+    const reuse = victim ? await this.#takeOut(victim, checkpoint.metadata.step) : undefined;
     const options = { codec: this.#o.codec, compression: this.#o.compression, sync: this.#o.sync };
     let result: SaveResult;
     try {
       result = this.#loc.dir !== undefined
-        ? await this.#o.writer.save(path, input, options)
+        ? await this.#o.writer.save(
+          path,
+          input,
+          reuse === undefined ? options : { ...options, reuse: this.#loc.name(reuse) },
+        )
         : await saveToStore(this.#loc.store, name, input, options);
     } catch (e) {
       throw ioError(`Cannot save checkpoint step ${checkpoint.metadata.step} to ${path}`, e);
+    } finally {
+      // A writer or store that does not recycle leaves the object: it is out of the index, so delete it.
+      if (reuse !== undefined) await this.#removeKeys([reuse]);
     }
     return {
       step: checkpoint.metadata.step,
@@ -737,7 +747,7 @@ export class CheckpointManager {
       kind: "full",
       bytes: result.bytes,
       bytesWritten: result.bytes,
-      sha256: result.sha256,
+      sha256: result.digest,
       savedAt: new Date().toISOString(),
       metadata: structuredClone(checkpoint.metadata),
       tensorCount: counter.n,
@@ -825,6 +835,27 @@ export class CheckpointManager {
       }
       throw e;
     }
+  }
+
+  /**
+   * Page reuse: the full checkpoint whose file retention will delete once `checkpoint` is
+   * committed, for the save to recycle; never the newest (until the new checkpoint commits, it
+   * is what a crash resumes from). Undefined when there is none.
+   */
+  #recyclable(checkpoint: CheckpointInput): StoredEntry | undefined {
+    // Only a local directory recycles; an object store would rewrite its index for nothing.
+    if (!this.#o.recycle || this.#loc.dir === undefined) return undefined;
+    const all = [...this.#entries, { step: checkpoint.metadata.step, metadata: checkpoint.metadata }];
+    const reasons = retention(all, this.#policy());
+    return this.#entries.slice(0, -1).find((e) => e.kind === "full" && reasons.get(e.step)!.length === 0);
+  }
+
+  /** Takes `victim` out of the index (so a crash never leaves the index naming a file being overwritten); its key. */
+  async #takeOut(victim: StoredEntry, step: number): Promise<string> {
+    const remaining = this.#entries.filter((e) => e !== victim);
+    await this.#putIndex(remaining, `Cannot save checkpoint step ${step} in ${this.#loc.where}`);
+    this.#entries = remaining;
+    return victim.file;
   }
 
   /** Adds an entry to the index (the commit point), then applies retention. */
