@@ -41,6 +41,7 @@ import type { Checkpoint, CheckpointInput, TensorInput } from "../format/types.t
 import { sha256 } from "../format/_hash.ts";
 import { SavePromise } from "../background/_protocol.ts";
 import { FileStore } from "../storage/file.ts";
+import { resolveDirectory } from "../storage/resolve.ts";
 import { type ObjectStore, PreconditionFailedError, type PutMode } from "../storage/types.ts";
 import {
   blobKey,
@@ -186,9 +187,8 @@ export class CheckpointManager {
       throw new TypeError("Cannot open checkpoint directory: expected a path, a URL or an ObjectStore");
     }
     if (/^[a-z][a-z0-9+.-]*:\/\//i.test(dir)) {
-      if (!dir.startsWith("file:")) {
-        throw new TypeError(`Cannot open checkpoint directory ${dir}: only local paths, file: URLs and ObjectStores`);
-      }
+      // s3://bucket/prefix, http(s)://host/dir (read-only): the store the address names.
+      if (!/^file:/i.test(dir)) return await CheckpointManager.#openStore(resolveDirectory(dir, o.storage), o);
       dir = fileURLToPath(dir);
     }
     const path = resolve(dir);

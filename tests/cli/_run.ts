@@ -7,7 +7,7 @@ import { saveCheckpoint, type TensorInput } from "../../mod.ts";
 export const MAIN = new URL("../../src/cli/main.ts", import.meta.url).pathname;
 
 /** The command line `deno task ckpt` runs, without the arguments. */
-export const CKPT = [Deno.execPath(), "run", "--quiet", "--allow-read", "--allow-write", "--allow-env", MAIN];
+export const CKPT = [Deno.execPath(), "run", "--quiet", "--allow-read", "--allow-write", "--allow-env", "--allow-net", MAIN];
 
 /** What a finished run printed. */
 export interface Ran {
@@ -19,15 +19,18 @@ export interface Ran {
 
 const text = new TextDecoder();
 
-/** Runs `ckpt args...` in `cwd`, feeding `stdin` (bytes, or nothing). */
-export async function ckpt(args: string[], options: { stdin?: Uint8Array; cwd?: string } = {}): Promise<Ran> {
+/** Runs `ckpt args...` in `cwd`, feeding `stdin` (bytes, or nothing), with `env` added to the environment. */
+export async function ckpt(
+  args: string[],
+  options: { stdin?: Uint8Array; cwd?: string; env?: Record<string, string> } = {},
+): Promise<Ran> {
   const child = new Deno.Command(CKPT[0]!, {
     args: [...CKPT.slice(1), ...args],
     cwd: options.cwd,
     stdin: options.stdin ? "piped" : "null",
     stdout: "piped",
     stderr: "piped",
-    env: { NO_COLOR: "1" },
+    env: { NO_COLOR: "1", ...options.env },
   }).spawn();
   if (options.stdin) {
     const w = child.stdin.getWriter();
