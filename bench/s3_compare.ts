@@ -16,6 +16,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
+// deno-lint-ignore no-import-prefix -- by full specifier, so the module loads without this repo's deno.json
 import { AwsClient } from "npm:aws4fetch@1.0.20";
 import { loadCheckpoint, saveCheckpoint, type TensorInput } from "../mod.ts";
 import { DEFAULT_S3_CONCURRENCY, DEFAULT_S3_PART_SIZE, S3Store } from "../src/storage/s3.ts";

@@ -3,7 +3,8 @@
 # the tests. Local use only: no authentication between daemons (no cephx), one replica, fixed S3
 # keys.
 #
-#   scripts/ceph.sh start [DIR]   create the cluster in DIR on first start, start it, print the env
+#   scripts/ceph.sh start [DIR]   create the cluster in DIR on first start (with a bucket "ckpt"),
+#                                 start it, print the env
 #   scripts/ceph.sh stop [DIR]    stop the daemons started from DIR, by their pid files
 #   scripts/ceph.sh status [DIR]  say which daemons run and whether S3 answers
 #   scripts/ceph.sh env [DIR]     print the AWS_* variables that point an S3 client at it
@@ -119,7 +120,7 @@ create() {
   fsid="$(cat /proc/sys/kernel/random/uuid)"
   write_conf "$fsid"
   ceph-authtool --create-keyring "$DIR/keyring" --gen-key -n mon. --cap mon 'allow *' >/dev/null
-  monmaptool --create --add a "127.0.0.1:$MON_PORT" --fsid "$fsid" "$DIR/monmap" >/dev/null
+  monmaptool --create --addv a "[v1:127.0.0.1:$MON_PORT]" --fsid "$fsid" "$DIR/monmap" >/dev/null
   c ceph-mon --mkfs -i a --monmap "$DIR/monmap" --keyring "$DIR/keyring"
 }
 
@@ -153,7 +154,7 @@ start() {
 
   # Daemons fork into the background; what they print before that goes to the log directory.
   alive "$DIR/run/mon.a.pid" || c ceph-mon -i a 2>>"$DIR/log/start.log"
-  wait_for "ceph-mon" 60 timeout 5 ceph -c "$CONF" mon stat
+  wait_for "ceph-mon" 40 timeout 5 ceph -c "$CONF" mon stat
 
   if [ ! -f "$DIR/osd/ceph-0/ready" ] || [ ! -f "$DIR/osd/ceph-0/whoami" ]; then
     local uuid
@@ -173,7 +174,10 @@ start() {
     timeout 30 radosgw-admin -c "$CONF" user create --uid=ckpt --display-name=ckpt \
       --access-key="$ACCESS_KEY" --secret-key="$SECRET_KEY" >/dev/null
   fi
-  say "S3 on http://127.0.0.1:$RGW_PORT (up in $((SECONDS - t0)) s; data in $DIR)"
+  # A bucket to try s3:// with: s3://ckpt/...
+  curl -s -o /dev/null --max-time 10 -X PUT "http://127.0.0.1:$RGW_PORT/ckpt" --aws-sigv4 "aws:amz:us-east-1:s3" \
+    --user "$ACCESS_KEY:$SECRET_KEY" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" || say "could not create bucket ckpt"
+  say "S3 on http://127.0.0.1:$RGW_PORT with bucket ckpt (up in $((SECONDS - t0)) s; data in $DIR)"
   print_env
 }
 

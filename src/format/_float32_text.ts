@@ -19,18 +19,27 @@ const LOG10_2 = Math.log10(2);
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
 
-/** `a` × 10^j rounded to the nearest integer ± 1 that reads back as `a`, or -1. */
-function fits(a: number, j: number): number {
+/**
+ * The integer n nearest `a` × 10^j if n × 10^-j reads back as `a`, else n ± 1 if one of them does,
+ * else -1. The neighbours can only read back when `a` × 10^j lies within rounding error of a half
+ * (the product is rounded) or `a` is a power of two (`edge`: the gap below it is half the gap
+ * above, so the interval of decimals that read back as `a` is lopsided); elsewhere they are skipped.
+ */
+function fits(a: number, j: number, edge: boolean): number {
   if (j >= 0) {
     const s = P10[j]!;
-    const n = Math.round(a * s);
+    const y = a * s;
+    const n = Math.round(y);
     if (Math.fround(n / s) === a) return n;
+    if (!edge && Math.abs(y - n) < 0.4999) return -1;
     if (Math.fround((n - 1) / s) === a) return n - 1;
     if (Math.fround((n + 1) / s) === a) return n + 1;
   } else {
     const s = P10[-j]!;
-    const n = Math.round(a / s);
+    const y = a / s;
+    const n = Math.round(y);
     if (Math.fround(n * s) === a) return n;
+    if (!edge && Math.abs(y - n) < 0.4999) return -1;
     if (Math.fround((n - 1) * s) === a) return n - 1;
     if (Math.fround((n + 1) * s) === a) return n + 1;
   }
@@ -55,41 +64,63 @@ function slowShortest(a: number): string {
   return String(a);
 }
 
+/** Writes the `digits` decimal digits of `m` ending just before `end` (right to left). */
+function writeDigits(out: Uint8Array, end: number, m: number, digits: number): void {
+  let p = end - 1;
+  if (m <= 0x7fffffff) {
+    // int32 arithmetic: much faster than float division and modulo.
+    let v = m | 0;
+    for (let i = 0; i < digits; i++) {
+      const q = (v / 10) | 0;
+      out[p--] = 48 + v - q * 10;
+      v = q;
+    }
+    return;
+  }
+  for (let i = 0; i < digits; i++) {
+    const q = Math.floor(m / 10);
+    out[p--] = 48 + (m - q * 10);
+    m = q;
+  }
+}
+
 /**
  * Writes the integer `m` × 10^-j (m ≥ 1) at `at` as Number.prototype.toString would print that
  * value; returns the position after it.
  */
 function writeDecimal(out: Uint8Array, at: number, m: number, j: number): number {
-  while (m % 10 === 0) {
-    m /= 10;
-    j--;
+  if (m <= 0x7fffffff) {
+    let v = m | 0;
+    while (v % 10 === 0) {
+      v = (v / 10) | 0;
+      j--;
+    }
+    m = v;
+  } else {
+    while (m % 10 === 0) {
+      m /= 10;
+      j--;
+    }
   }
   let digits = 1;
   while (digits < 17 && m >= P10[digits]!) digits++;
   const k = digits - 1 - j; // exponent of the leading digit
-  if (k < -7 + 1 || k > 20) {
+  if (k < -6 || k > 20) {
     // d.ddde±k
-    let end = at + digits + (digits > 1 ? 1 : 0);
-    let p = end - 1;
-    for (let i = digits - 1; i > 0; i--) {
-      const q = Math.floor(m / 10);
-      out[p--] = 48 + (m - q * 10);
-      m = q;
+    const lead = Math.floor(m / P10[digits - 1]!);
+    out[at++] = 48 + lead;
+    if (digits > 1) {
+      out[at++] = 46; // "."
+      writeDigits(out, at + digits - 1, m - lead * P10[digits - 1]!, digits - 1);
+      at += digits - 1;
     }
-    if (digits > 1) out[p--] = 46; // "."
-    out[p] = 48 + m;
-    out[end++] = 101; // "e"
-    out[end++] = k < 0 ? 45 : 43;
-    return writeAscii(out, end, String(k < 0 ? -k : k));
+    out[at++] = 101; // "e"
+    out[at++] = k < 0 ? 45 : 43;
+    return writeAscii(out, at, String(k < 0 ? -k : k));
   }
   if (j <= 0) {
-    // digits then -j zeros
-    let p = at + digits - 1;
-    for (let i = 0; i < digits; i++) {
-      const q = Math.floor(m / 10);
-      out[p--] = 48 + (m - q * 10);
-      m = q;
-    }
+    // digits, then -j zeros
+    writeDigits(out, at + digits, m, digits);
     at += digits;
     for (let i = 0; i < -j; i++) out[at++] = 48;
     return at;
@@ -99,29 +130,16 @@ function writeDecimal(out: Uint8Array, at: number, m: number, j: number): number
     out[at++] = 48;
     out[at++] = 46;
     for (let i = 0; i < j - digits; i++) out[at++] = 48;
-    let p = at + digits - 1;
-    for (let i = 0; i < digits; i++) {
-      const q = Math.floor(m / 10);
-      out[p--] = 48 + (m - q * 10);
-      m = q;
-    }
+    writeDigits(out, at + digits, m, digits);
     return at + digits;
   }
-  // ddd.ddd, the point after digits - j digits
-  const end = at + digits + 1;
-  let p = end - 1;
-  for (let i = 0; i < j; i++) {
-    const q = Math.floor(m / 10);
-    out[p--] = 48 + (m - q * 10);
-    m = q;
-  }
-  out[p--] = 46;
-  for (let i = 0; i < digits - j; i++) {
-    const q = Math.floor(m / 10);
-    out[p--] = 48 + (m - q * 10);
-    m = q;
-  }
-  return end;
+  // ddd.ddd: the point after digits - j digits
+  const whole = Math.floor(m / P10[j]!);
+  writeDigits(out, at + digits - j, whole, digits - j);
+  at += digits - j;
+  out[at++] = 46;
+  writeDigits(out, at + j, m - whole * P10[j]!, j);
+  return at + j;
 }
 
 /** Most bytes {@linkcode writeFloat32} writes for one value. */
@@ -143,6 +161,7 @@ export function writeFloat32(out: Uint8Array, at: number, x: number): number {
   }
   f32[0] = x;
   const e2 = ((u32[0]! >>> 23) & 0xff) - 127;
+  const edge = (u32[0]! & 0x7fffff) === 0;
   // The decimal exponent, possibly one low; the searches below absorb that.
   const e = Math.floor(e2 * LOG10_2);
   const j8 = 7 - e; // the scale giving 8 significant digits (or 9, when e is one low)
@@ -150,14 +169,14 @@ export function writeFloat32(out: Uint8Array, at: number, x: number): number {
   // Which digit counts read back is upward closed: from 8 digits, go down while it still holds,
   // or up to 9 (10 when e was one low) when it does not.
   let j = j8;
-  let m = fits(x, j8);
+  let m = fits(x, j8, edge);
   if (m < 0) {
-    m = fits(x, ++j);
-    if (m < 0) m = fits(x, ++j);
+    m = fits(x, ++j, edge);
+    if (m < 0) m = fits(x, ++j, edge);
     if (m < 0) return writeAscii(out, at, slowShortest(x));
   } else {
     for (;;) {
-      const n = fits(x, j - 1);
+      const n = fits(x, j - 1, edge);
       if (n <= 0) break;
       m = n;
       j--;

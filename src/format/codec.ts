@@ -116,10 +116,10 @@ export interface Codec {
   /** A new decoder for one checkpoint, enforcing the caps in `options`. */
   decoder(options?: DecoderOptions): ReadableWritablePair<CheckpointRecord, Uint8Array>;
   /**
-   * Optional random access: the metadata and only the named tensors of an (uncompressed) file in
-   * this codec, read by seeking rather than streaming the whole file, each tensor verified as far
-   * as the format allows. A name the file lacks is a `RangeError`. `loadCheckpoint(path, { only })`
-   * uses it when present.
+   * Optional random access: the metadata and only the named tensors of an (uncompressed) object
+   * in this codec, read by ranges rather than streaming the whole object, each tensor verified as
+   * far as the format allows. A name the object lacks is a `RangeError`.
+   * `loadCheckpoint(address, { only })` uses it when present, over a local file, HTTP or S3.
    */
-  readTensors?(path: string | URL, names: readonly string[], limits?: DecodeLimits): Promise<Checkpoint>;
+  readTensors?(source: RandomAccessReader, names: readonly string[], limits?: DecodeLimits): Promise<Checkpoint>;
 }

@@ -13,7 +13,8 @@
  */
 import type { io } from "@tensorflow/tfjs-core";
 import { dirname, isAbsolute, join, sep as SEP } from "node:path";
-import { type CheckpointSource, decodeCheckpoint, type DecodeOptions } from "../format/decode.ts";
+import type { DecodeOptions } from "../format/decode.ts";
+import { type CheckpointSource, decodeCheckpoint } from "../io/read.ts";
 import { checkTensorName, isDType } from "../format/dtype.ts";
 import { ChecksumMismatchError } from "../format/errors.ts";
 import { resolveLimits } from "../format/limits.ts";
@@ -370,9 +371,21 @@ function own<T>(record: Record<string, T> | undefined, key: string): T | undefin
   return record !== undefined && Object.hasOwn(record, key) ? record[key] : undefined;
 }
 
-/** Refuses anything but a regular file (a FIFO would block the reader forever). */
-async function regularFile(path: string, what: string): Promise<Deno.FileInfo> {
-  const info = await Deno.stat(path);
+/**
+ * Refuses anything but a regular file (a FIFO would block the reader forever). For a name taken
+ * from `model.json` (`fromManifest`), a name the file system refuses (too long, say) is reported
+ * as a bad name; a missing file stays `Deno.errors.NotFound`.
+ */
+async function regularFile(path: string, what: string, fromManifest = false): Promise<Deno.FileInfo> {
+  let info: Deno.FileInfo;
+  try {
+    info = await Deno.stat(path);
+  } catch (e) {
+    if (!fromManifest || e instanceof Deno.errors.NotFound) throw e;
+    throw new SyntaxError(`Cannot decode TF.js artifacts: ${what} cannot be read (${(e as Error).message})`, {
+      cause: e,
+    });
+  }
   if (!info.isFile) throw new SyntaxError(`Cannot decode TF.js artifacts: ${what} is not a regular file`);
   return info;
 }
@@ -382,7 +395,7 @@ function checkRelative(p: unknown, where: string): string {
     throw new SyntaxError(`Cannot decode TF.js artifacts: ${where} is not a file name`);
   }
   if (
-    isAbsolute(p) || p.includes("\\") || /^[a-z][a-z0-9+.-]*:/i.test(p) ||
+    isAbsolute(p) || p.includes("\\") || p.includes("\0") || /^[a-z][a-z0-9+.-]*:/i.test(p) ||
     p.split("/").some((s) => s === ".." || s === "")
   ) {
     throw new SyntaxError(`Cannot decode TF.js artifacts: ${where} ${JSON.stringify(p)} is not a plain relative path`);
@@ -405,7 +418,7 @@ async function* shardChunks(
       );
     }
     const path = join(root, p);
-    await regularFile(path, `shard ${JSON.stringify(p)}`);
+    await regularFile(path, `shard ${JSON.stringify(p)}`, true);
     const real = await Deno.realPath(path);
     if (!allowOutside && !real.startsWith(realRoot.endsWith(SEP) ? realRoot : realRoot + SEP)) {
       throw new SyntaxError(

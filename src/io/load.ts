@@ -3,24 +3,27 @@
  *
  * @module
  */
-import type { Codec } from "../format/codec.ts";
-import {
-  type CheckpointSource,
-  decodeCheckpoint,
-  type DecodeOptions,
-  fileCodec,
-  openSource,
-} from "../format/decode.ts";
+import type { DecodeOptions } from "../format/decode.ts";
 import { ChecksumMismatchError } from "../format/errors.ts";
 import type { Checkpoint, CheckpointRecord, Metadata, Tensor } from "../format/types.ts";
 import { binaryCodec, decodeRecords } from "../format/codecs/binary.ts";
 import { sha256 } from "../format/_hash.ts";
-import { toPath } from "../storage/_path.ts";
-import { requireFiles } from "../format/_runtime.ts";
 import { checkOptionNames, LIMIT_OPTION_NAMES } from "../format/_options.ts";
+import { FileStore } from "../storage/file.ts";
+import { isAddress } from "../storage/resolve.ts";
+import { openRandomAccess } from "../storage/random_access.ts";
+import {
+  type CheckpointSource,
+  decodeCheckpoint,
+  fileCodec,
+  locate,
+  openSource,
+  readerCodec,
+  type StorageOptions,
+} from "./read.ts";
 
 /** Options for {@linkcode loadCheckpoint}. */
-export interface LoadOptions extends DecodeOptions {
+export interface LoadOptions extends DecodeOptions, StorageOptions {
   /**
    * Load only these tensors. From an uncompressed file whose codec reads by name (binary through
    * its index, safetensors through its header) this seeks and reads nothing else, each selected
@@ -42,6 +45,7 @@ const LOAD_OPTION_NAMES = [
   "only",
   "sha256",
   "reuseBuffers",
+  "storage",
   ...LIMIT_OPTION_NAMES,
 ] as const satisfies readonly (
   keyof LoadOptions
@@ -55,17 +59,6 @@ const LOAD_HINTS: Readonly<Record<string, string>> = {
     "pass a codec of your own as codecs: [codec]",
   compression: "a load recognises gzip from the bytes",
 };
-
-async function pathCodec(path: string | URL, codecs?: readonly Codec[]): Promise<Codec | undefined> {
-  const p = toPath(path, "read checkpoint from");
-  requireFiles(p, "read checkpoint from");
-  const file = await Deno.open(p, { read: true });
-  try {
-    return await fileCodec(file, codecs);
-  } finally {
-    file.close();
-  }
-}
 
 function hashing(source: ReadableStream<Uint8Array>, expected: string): ReadableStream<Uint8Array> {
   const hash = sha256();
@@ -114,31 +107,38 @@ export async function loadCheckpoint(source: CheckpointSource, options: LoadOpti
   if (expected !== undefined && !/^[0-9a-fA-F]{64}$/.test(expected)) {
     throw new TypeError("Invalid sha256 option: expected 64 hex digits");
   }
-  const isPath = typeof source === "string" || source instanceof URL;
-  const codec = isPath ? await pathCodec(source, options.codecs) : undefined;
-  if (isPath && only && expected === undefined && codec?.readTensors) {
-    return await codec.readTensors(source, only, options);
+  const at = isAddress(source) ? locate(source, options) : undefined;
+  if (at && only && expected === undefined) {
+    // Random access: the object's tail (footer, index), its head, then only the wanted records.
+    const reader = await openRandomAccess(at.store, at.key);
+    const codec = await readerCodec(reader, options.codecs);
+    if (codec?.readTensors) return await codec.readTensors(reader, only, options);
   }
-  const binaryPath = isPath && codec === binaryCodec;
   let records: AsyncIterable<CheckpointRecord>;
   let checkFile = () => {};
-  if (binaryPath && expected !== undefined) {
-    // The file's digest in the same pass as decoding, over the bytes the decoder reads.
+  let file: Deno.FsFile | undefined;
+  if (at?.store instanceof FileStore && expected !== undefined) {
+    const opened = await at.store.openFile(at.key);
+    if (await fileCodec(opened, options.codecs) === binaryCodec) file = opened;
+    else opened.close();
+  }
+  if (file) {
+    // A local binary file: its digest in the same pass as decoding, over the bytes the decoder reads.
     const tap = sha256();
+    const open = file;
     records = (async function* () {
-      const file = await Deno.open(toPath(source, "read checkpoint from"), { read: true });
       try {
-        yield* decodeRecords(file, { ...options, reuseBuffers: false }, tap);
+        yield* decodeRecords(open, { ...options, reuseBuffers: false }, tap);
       } finally {
-        file.close();
+        open.close();
       }
     })();
     checkFile = () => {
       const actual = tap.digest("hex");
-      if (actual !== expected.toLowerCase()) throw new ChecksumMismatchError("source bytes", expected, actual);
+      if (actual !== expected!.toLowerCase()) throw new ChecksumMismatchError("source bytes", expected!, actual);
     };
   } else {
-    const bytes = expected === undefined ? source : hashing(openSource(source), expected);
+    const bytes = expected === undefined ? source : hashing(openSource(source, options), expected);
     records = decodeCheckpoint(bytes, { ...options, reuseBuffers: false });
   }
   const wanted = only ? new Set(only) : undefined;

@@ -7,26 +7,37 @@ import { basename, dirname, join } from "node:path";
 import { type EncodeOptions, encodeWithDigest } from "../format/encode.ts";
 import type { CheckpointInput } from "../format/types.ts";
 import { sha256 } from "../format/_hash.ts";
-import { StagedFileSink } from "../storage/_file_sink.ts";
 import { WorkerHash } from "../storage/_worker_hash.ts";
 import { toPath } from "../storage/_path.ts";
-import { isDenoError, requireFiles } from "../format/_runtime.ts";
+import { isDenoError } from "../format/_runtime.ts";
 import { checkOptionNames } from "../format/_options.ts";
+import { FileStore, WORKER_HASH } from "../storage/file.ts";
+import { isAddress, type ResolveOptions, type StorageAddress } from "../storage/resolve.ts";
+import { locate } from "./read.ts";
+import type { WriteOptions } from "../storage/types.ts";
 
 export { toPath };
 
-/** Where a checkpoint goes: a path, a `file:` URL, or any byte sink such as `Deno.stdout.writable`. */
-export type CheckpointTarget = string | URL | WritableStream<Uint8Array>;
+/**
+ * Where a checkpoint goes: an address (a path, a `file:` URL, `s3://bucket/key`,
+ * `{ store, key }`), or any byte sink such as `Deno.stdout.writable`.
+ */
+export type CheckpointTarget = StorageAddress | WritableStream<Uint8Array>;
 
 /** Options for {@linkcode saveCheckpoint}. */
 export interface SaveOptions extends EncodeOptions {
   /**
-   * For paths: flush the file and its directory to disk before resolving (`fdatasync` + `fsync`).
-   * Turning it off keeps the atomic rename but not durability across power loss.
+   * For addresses: make the object durable before resolving (on a file system, `fdatasync` of
+   * the file and `fsync` of its directory). Turning it off keeps the atomic publish but not
+   * durability across power loss.
    *
    * @default {true}
    */
   sync?: boolean;
+  /** Settings for `s3://` stores (endpoint, credentials, part size). */
+  storage?: ResolveOptions;
+  /** Cancels the save; the previous object stays. */
+  signal?: AbortSignal;
   /**
    * For a `WritableStream` target: leave it open when the checkpoint is written (and do not abort
    * it when the save fails), so the caller can go on writing to it or close it. By default the
@@ -40,7 +51,14 @@ export interface SaveOptions extends EncodeOptions {
 }
 
 /** Every option {@linkcode saveCheckpoint} takes; any other name is a `TypeError`. */
-const SAVE_OPTION_NAMES = ["codec", "compression", "sync", "preventClose"] as const satisfies readonly (
+const SAVE_OPTION_NAMES = [
+  "codec",
+  "compression",
+  "sync",
+  "preventClose",
+  "storage",
+  "signal",
+] as const satisfies readonly (
   keyof SaveOptions
 )[];
 // A compile error here means SaveOptions gained an option SAVE_OPTION_NAMES does not list.
@@ -169,29 +187,54 @@ export async function saveCheckpoint(
     }
     return { bytes, sha256: codecDigest ? await codecDigest : hash!.digest("hex") };
   }
-  if (typeof target !== "string" && !(target instanceof URL)) {
-    throw new TypeError("Cannot save checkpoint: target must be a path, a file: URL or a WritableStream");
+  if (!isAddress(target)) {
+    throw new TypeError(
+      "Cannot save checkpoint: target must be a path, a file: URL, an s3: URL, { store, key } or a WritableStream",
+    );
   }
-  const path = toPath(target, "save checkpoint to");
-  requireFiles(path, "save checkpoint to");
-  return await writeFileAtomic(path, async (file) => {
-    // Large saves hash the whole file on another thread, over shared staging buffers, while this
-    // one encodes and computes the per-tensor digests; small ones do both here (a worker costs
-    // ~0.1 s to start).
-    const worker = knownBytes(checkpoint) >= WORKER_HASH_BYTES && options.compression !== "gzip"
-      ? new WorkerHash()
-      : undefined;
+  if (target instanceof URL && target.protocol !== "file:" && target.protocol !== "s3:") {
+    // Kept from when only paths were accepted: name the scheme that cannot be written.
+    throw new TypeError(`Cannot save checkpoint to ${target.href}: only file: and s3: URLs can be written`);
+  }
+  const { store, key } = locate(target, options, "save checkpoint to");
+  // Large saves to files hash the whole file on another thread, over the writer's shared staging
+  // buffers, while this one encodes and computes the per-tensor digests; small ones do both here
+  // (a worker costs ~0.1 s to start).
+  const worker = store instanceof FileStore && knownBytes(checkpoint) >= WORKER_HASH_BYTES &&
+      options.compression !== "gzip"
+    ? new WorkerHash()
+    : undefined;
+  try {
+    const { readable, sha256: codecDigest } = encodeWithDigest(checkpoint, options, { digest: !worker });
+    const hash = codecDigest || worker ? undefined : sha256();
+    const writeOptions: WriteOptions & { [WORKER_HASH]?: WorkerHash } = { sync: options.sync ?? true };
+    if (options.signal) writeOptions.signal = options.signal;
+    const known = knownBytes(checkpoint);
+    if (known > 0) writeOptions.sizeHint = known;
+    if (worker) writeOptions[WORKER_HASH] = worker;
+    const writer = await store.writer(key, writeOptions);
+    let bytes = 0;
     try {
-      const { readable, sha256: codecDigest } = encodeWithDigest(checkpoint, options, { digest: !worker });
-      const hash = codecDigest || worker ? undefined : sha256();
-      const sink = new StagedFileSink(file, { hash, worker });
-      await readable.pipeTo(new WritableStream(sink));
-      const hex = worker ? await worker.digest() : codecDigest ? await codecDigest : hash!.digest("hex");
-      return { bytes: sink.bytes, sha256: hex };
-    } finally {
-      worker?.close();
+      await readable.pipeTo(
+        new WritableStream({
+          async write(chunk) {
+            hash?.update(chunk);
+            bytes += chunk.byteLength;
+            await writer.write(chunk);
+          },
+        }),
+      );
+    } catch (e) {
+      await writer.abort(e);
+      throw e;
     }
-  }, options);
+    // Closing flushes the last staging buffer (to the worker too); only then is the digest whole.
+    await writer.close();
+    const hex = worker ? await worker.digest() : codecDigest ? await codecDigest : hash!.digest("hex");
+    return { bytes, sha256: hex };
+  } finally {
+    worker?.close();
+  }
 }
 
 /** Saves of at least this many bytes (when known up front) hash the file on a worker thread. */

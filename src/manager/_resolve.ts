@@ -5,8 +5,8 @@ import { type CodecName, type Compression, resolveCodec } from "../format/encode
 import { type DecodeLimits, resolveLimits } from "../format/limits.ts";
 import { saveCheckpoint } from "../io/save.ts";
 import {
+  type CheckpointFileWriter,
   type CheckpointManagerOptions,
-  type CheckpointWriter,
   DEFAULT_FILENAME,
   DEFAULT_MAX_TO_KEEP,
 } from "./options.ts";
@@ -28,7 +28,7 @@ export interface Resolved {
   incremental: boolean;
   groups: ReadonlySet<string> | undefined;
   verify: boolean;
-  writer: CheckpointWriter;
+  writer: CheckpointFileWriter;
   sync: boolean;
   readOnly: boolean;
   onWarning: (message: string) => void;
@@ -37,7 +37,7 @@ export interface Resolved {
   storage: ResolveOptions | undefined;
 }
 
-export const inProcessWriter: CheckpointWriter = {
+export const inProcessWriter: CheckpointFileWriter = {
   save: (path, checkpoint, options) => saveCheckpoint(path, checkpoint, options),
 };
 

@@ -31,8 +31,7 @@
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadCheckpoint } from "../io/load.ts";
-import { readCheckpointIndex } from "../format/codecs/binary_file.ts";
-import { decodeCheckpoint } from "../format/decode.ts";
+import { decodeCheckpoint, readCheckpointIndex } from "../io/read.ts";
 import { bytesOf, validateTensor } from "../format/dtype.ts";
 import { ChecksumMismatchError } from "../format/errors.ts";
 import { validateMetadata } from "../format/metadata.ts";
@@ -67,8 +66,8 @@ import { bestSteps, retention, type RetentionPolicy } from "./_retention.ts";
 export type { CheckpointEntry, ListedCheckpoint, TensorSummary } from "./entry.ts";
 export {
   type BestPolicy,
+  type CheckpointFileWriter,
   type CheckpointManagerOptions,
-  type CheckpointWriter,
   DEFAULT_FILENAME,
   DEFAULT_MAX_TO_KEEP,
   INFERENCE_PRESET,
@@ -356,7 +355,10 @@ export class CheckpointManager {
   /**
    * The newest committed checkpoint that loads and verifies. An entry whose files are missing or
    * fail their digests is skipped with a warning (through `onWarning`) in favour of the next
-   * older one. Resolves with `undefined` when there is none.
+   * older one, and (unless the manager is read-only) quarantined: taken out of the index and its
+   * file renamed to `.NAME.damaged` beside it, kept for inspection. A damaged checkpoint is then no
+   * longer committed, so training resumed from the older one can save the steps after it again.
+   * Resolves with `undefined` when there is none.
    *
    * @example
    * ```ts
@@ -370,7 +372,8 @@ export class CheckpointManager {
    * const second = await manager.save({ metadata: { step: 2 }, tensors });
    * await Deno.truncate(second.path, 10); // damage the newest file
    * assert.equal((await manager.latest())?.metadata.step, 1);
-   * assert.match(warnings[0]!, /Skipping checkpoint step 2/);
+   * assert.match(warnings[0]!, /Skipping checkpoint step 2 .*moved aside to .*\.step-000000002\.ckpt\.damaged/);
+   * await manager.save({ metadata: { step: 2 }, tensors }); // step 2 is no longer committed
    * await manager.close();
    * await Deno.remove(dir, { recursive: true });
    * ```
@@ -383,8 +386,14 @@ export class CheckpointManager {
         return await this.#load(entry);
       } catch (e) {
         if (!isDamage(e)) throw e;
+        const aside = this.#o.readOnly ? undefined : await this.#quarantine(entry);
+        const moved = aside === undefined
+          ? ""
+          : aside === null
+          ? "; no longer committed"
+          : `; moved aside to ${aside} and no longer committed`;
         this.#o.onWarning(
-          `Skipping checkpoint step ${entry.step} in ${this.#loc.where}: ${(e as Error).message}${
+          `Skipping checkpoint step ${entry.step} in ${this.#loc.where}: ${(e as Error).message}${moved}${
             i > 0 ? "; falling back to an older one" : ""
           }`,
         );
@@ -549,6 +558,34 @@ export class CheckpointManager {
     this.#failures = [];
     if (errors.length === 0) return undefined;
     return errors.length === 1 ? errors[0] : new AggregateError(errors, `${errors.length} checkpoint saves failed`);
+  }
+
+  /**
+   * Takes a damaged entry out of the index and, in a local directory, renames its file (the
+   * manifest, for an incremental one) to `.NAME.damaged`, which no cleanup removes. Resolves with
+   * the new path, or `null` when there was nothing to rename. Blobs only it referenced are removed
+   * by the next open's cleanup.
+   */
+  #quarantine(entry: StoredEntry): Promise<string | null> {
+    return this.#enqueue(async () => {
+      const keep = this.#entries.filter((e) => e.step !== entry.step);
+      await this.#putIndex(keep, `Cannot quarantine damaged checkpoint step ${entry.step} in ${this.#loc.where}`);
+      this.#entries = keep;
+      // Only a local directory can rename; on a store the entry is just no longer committed (and
+      // the next open's cleanup removes its object like any other uncommitted one).
+      if (this.#loc.dir === undefined) return null;
+      const from = this.#loc.name(entry.file);
+      const to = this.#loc.name(`.${entry.file.replaceAll("/", "_")}.damaged`);
+      try {
+        await Deno.rename(from, to);
+        return to;
+      } catch (e) {
+        if (!(e instanceof Deno.errors.NotFound)) {
+          this.#o.onWarning(`Cannot move damaged ${from} aside: ${(e as Error).message}`);
+        }
+        return null;
+      }
+    });
   }
 
   /** Runs `fn` after everything queued before it; at once (synchronously) when nothing is. */

@@ -17,9 +17,11 @@ export const DEFAULT_FILENAME = "step-{step:9}.ckpt";
 
 /**
  * Anything that saves a checkpoint to a path atomically, as `saveCheckpoint` does: the
- * background writer of the tfjs adapter fits, so encoding and hashing leave the training thread.
+ * `BackgroundWriter` fits, and so does `checkpointWriter.fileWriter` of the tfjs adapter's
+ * `CheckpointWriter` class (a different thing: it snapshots models), so encoding and hashing leave
+ * the training thread.
  */
-export interface CheckpointWriter {
+export interface CheckpointFileWriter {
   /** Writes `checkpoint` to `path` atomically and resolves with the bytes written and their SHA-256. */
   save(path: string, checkpoint: CheckpointInput, options: SaveOptions): Promise<SaveResult>;
 }
@@ -108,7 +110,7 @@ export interface CheckpointManagerOptions {
    *
    * @default {undefined} (`saveCheckpoint` in this thread)
    */
-  writer?: CheckpointWriter;
+  writer?: CheckpointFileWriter;
   /**
    * Flush files and directories to disk before a save counts as committed. Turning it off keeps
    * atomicity against crashes of the process, not against power loss.

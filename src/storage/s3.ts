@@ -17,6 +17,7 @@
  * @module
  */
 
+// deno-lint-ignore no-import-prefix -- by full specifier, so the module loads without this repo's deno.json
 import { AwsClient } from "npm:aws4fetch@1.0.20";
 import { checkKey, checkPrefix, checkRange } from "./_validate.ts";
 import {
@@ -686,7 +687,8 @@ export class S3Store implements ObjectStore {
 
   /**
    * Starts a streaming write: up to one part is buffered, then sent as a multipart upload with at
-   * most `concurrency` parts in flight. An object no bigger than one part goes up in one PUT.
+   * most `concurrency` parts in flight. An object no bigger than one part goes up in one PUT. A
+   * `sizeHint` above 10 000 parts (S3's limit) raises the part size to fit.
    */
   // deno-lint-ignore require-await
   async writer(key: string, options: WriteOptions = {}): Promise<ObjectWriter> {
@@ -695,7 +697,8 @@ export class S3Store implements ObjectStore {
     const path = this.#prefix + key;
     return new S3Writer({
       url: this.#where(path),
-      partSize: this.#partSize,
+      // A size hint past 10 000 parts of partSize raises the part size to fit.
+      partSize: Math.max(this.#partSize, Math.ceil((options.sizeHint ?? 0) / MAX_PARTS)),
       concurrency: this.#concurrency,
       putWhole: (data, signal) => this.#putOnce(key, data, "overwrite", signal),
       create: (signal) => this.#createUpload(path, signal),

@@ -218,3 +218,39 @@ Deno.test("train --fresh stopped with SIGINT says to run again without --fresh, 
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("train resumes past damaged checkpoints, moves them aside, trains on, and after a kill ends exactly as an uninterrupted run", async () => {
+  const want = await uninterrupted();
+  const dir = await Deno.makeTempDir({ prefix: "ckpt_train_damaged_" });
+  const file = (step: number) => `${dir}/step-${String(step).padStart(9, "0")}.ckpt`;
+  try {
+    // A run that stopped at step 200, keeping 150, 175 and 200; then 175 is truncated and one byte of 200 flipped.
+    const early = await runDemo(["--dir", dir, "--steps", "200", "--every", "25", "--quiet"]);
+    assert.equal(early.code, 0, early.lines.join("\n"));
+    await Deno.truncate(file(175), (await Deno.stat(file(175))).size - 100);
+    const bytes = await Deno.readFile(file(200));
+    bytes[Math.floor(bytes.length / 2)]! ^= 0x01;
+    await Deno.writeFile(file(200), bytes);
+
+    // Resumes from 150 with a warning naming each damaged step, saves 175 and 200 again, and is killed later on.
+    const second = await runDemo(["--dir", dir, ...FLAGS], killAfterCommit(() => 225, 10));
+    assert.equal(second.signal, "SIGKILL", second.lines.join("\n"));
+    assert.ok(second.lines.includes(`resumed from step 150 (${dir})`), second.lines.join("\n"));
+    for (const step of [200, 175]) {
+      assert.ok(
+        second.lines.some((l) => new RegExp(`^stderr: train: warning: .*step ${step}\\b.*moved aside`).test(l)),
+        `a warning names step ${step}:\n${second.lines.join("\n")}`,
+      );
+      assert.ok((await Deno.stat(`${dir}/.step-${String(step).padStart(9, "0")}.ckpt.damaged`)).isFile);
+    }
+    assert.ok(second.lines.includes("  checkpoint step 175 committed (15.4 KiB)"), second.lines.join("\n"));
+
+    // The next run resumes from the newest good checkpoint and ends as if nothing had happened.
+    const third = await runDemo(["--dir", dir, ...FLAGS]);
+    assert.equal(third.code, 0, third.lines.join("\n"));
+    assert.ok(third.lines.some((l) => /^resumed from step (2[2-9]\d) /.test(l)), third.lines.join("\n"));
+    assert.equal(finalLine(third), want);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -141,3 +141,27 @@ Deno.test("TF.js import refuses a FIFO as model.json or as a shard instead of ha
     await assert.rejects(() => readTfjsArtifacts(`${dir}/fifo.json`), /fifo\.json is not a regular file/);
   });
 });
+
+Deno.test("TF.js import reports a shard name the file system refuses (too long) as a SyntaxError naming it", async () => {
+  const name = "a".repeat(300) + ".bin";
+  const model = { weightsManifest: [{ paths: [name], weights: [{ name: "w", shape: [1], dtype: "float32" }] }] };
+  await withArtifacts(model, {}, async (path) => {
+    await assert.rejects(() => readTfjsArtifacts(path), (e) => {
+      assert.ok(e instanceof SyntaxError, String(e));
+      assert.match((e as Error).message, /^Cannot decode TF.js artifacts: shard "a{300}\.bin" cannot be read \(/);
+      return true;
+    });
+  });
+});
+
+Deno.test("TF.js import refuses a shard path holding a NUL byte as not a plain relative path", async () => {
+  const model = {
+    weightsManifest: [{ paths: ["w\u0000.bin"], weights: [{ name: "w", shape: [1], dtype: "float32" }] }],
+  };
+  await withArtifacts(model, {}, async (path) => {
+    await assert.rejects(
+      () => readTfjsArtifacts(path),
+      /weightsManifest\[0\]\.paths\[0\] "w\\u0000\.bin" is not a plain relative path/,
+    );
+  });
+});

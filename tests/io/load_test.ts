@@ -143,7 +143,7 @@ Deno.test("random-access reads reject inconsistent indexes from literal bytes", 
 
 Deno.test("loadCheckpoint rejects sources that are not byte sources", async () => {
   await assert.rejects(() => loadCheckpoint(42 as unknown as string), /source must be a path, a file: URL/);
-  await assert.rejects(() => loadCheckpoint(new URL("https://example.com/x.ckpt")), /only file: URLs are supported/);
+  await assert.rejects(() => loadCheckpoint(new URL("ftp://example.com/x.ckpt")), TypeError, "unsupported scheme ftp:");
   await assert.rejects(() => loadCheckpoint("/nonexistent/x.ckpt"), Deno.errors.NotFound);
 });
 

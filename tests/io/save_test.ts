@@ -161,7 +161,14 @@ async function runScript(code: string, shell = "cat"): Promise<{ code: number; s
     const mod = new URL("../../mod.ts", import.meta.url).href;
     await Deno.writeTextFile(script, code.replaceAll("MOD", mod));
     const out = await new Deno.Command("bash", {
-      args: ["-c", `set -o pipefail; "$0" run -A --quiet "$1" | ${shell}`, Deno.execPath(), script],
+      // --config: mod.ts imports npm packages through deno.json's import map.
+      args: [
+        "-c",
+        `set -o pipefail; "$0" run -A --quiet --config "$2" "$1" | ${shell}`,
+        Deno.execPath(),
+        script,
+        new URL("../../deno.json", import.meta.url).pathname,
+      ],
       env: { NO_COLOR: "1" },
     }).output();
     return {

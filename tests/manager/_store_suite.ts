@@ -100,7 +100,7 @@ export function managerOnStore(
     await manager.close();
   });
 
-  test("latest() skips a damaged checkpoint and loads the previous one", async (store) => {
+  test("latest() skips a damaged checkpoint, loads the previous one, and quarantines the damaged one", async (store) => {
     const w = warnings();
     const manager = await CheckpointManager.open(store, { onWarning: w.onWarning });
     await manager.save(makeCheckpoint(1));
@@ -110,8 +110,10 @@ export function managerOnStore(
     damaged[damaged.length - 40]! ^= 1;
     await store.put(key, damaged);
     assert.equal((await manager.latest())!.metadata.step, 1);
-    assert.match(w.list.join("\n"), /Skipping checkpoint step 2/);
-    assert.equal((await manager.list())[1]!.status, "damaged");
+    assert.match(w.list.join("\n"), /Skipping checkpoint step 2 .*no longer committed/);
+    assert.deepEqual((await manager.list()).map((e) => e.step), [1]);
+    await manager.save(makeCheckpoint(2)); // step 2 can be saved again
+    assert.equal((await manager.latest())!.metadata.step, 2);
     await manager.close();
   });
 

@@ -96,7 +96,7 @@ Deno.test("gzip-compressed blobs round-trip and are smaller for compressible ten
   });
 });
 
-Deno.test("a corrupted blob fails its digest: load throws, latest falls back with a warning", async () => {
+Deno.test("a corrupted blob fails its digest: load throws, latest falls back with a warning and quarantines", async () => {
   await withDir(async (dir) => {
     const w = warnings();
     const manager = await CheckpointManager.open(dir, { incremental: true, onWarning: w.onWarning });
@@ -114,12 +114,16 @@ Deno.test("a corrupted blob fails its digest: load throws, latest falls back wit
       assert.match(e.message, /blob .* of tensor "dense\/kernel"/);
       return true;
     });
-    assert.equal((await manager.latest())!.metadata.step, 1);
-    assert.match(w.list[0]!, /Skipping checkpoint step 2/);
     await Deno.remove(path);
     await assert.rejects(() => manager.load(2), /its blob .* is missing/);
     const listed = await manager.list();
     assert.deepEqual(listed.map((e) => e.status), ["ok", "missing"]);
+    assert.equal((await manager.latest())!.metadata.step, 1);
+    assert.match(
+      w.list[0]!,
+      /Skipping checkpoint step 2 .*moved aside to .*\.step-000000002\.ckpt\.manifest\.json\.damaged/,
+    );
+    assert.deepEqual((await manager.list()).map((e) => e.status), ["ok"]);
     await manager.close();
   });
 });

@@ -5,8 +5,8 @@ import type { CheckpointInput, SaveOptions, SaveResult } from "../../mod.ts";
 import { BackgroundWriter } from "../../src/background/writer.ts";
 import {
   type CheckpointEntry,
+  type CheckpointFileWriter,
   CheckpointManager,
-  type CheckpointWriter,
   DirectoryLockedError,
   INFERENCE_PRESET,
   TRAINING_PRESET,
@@ -226,7 +226,7 @@ Deno.test("open refuses a path that is a file", async () => {
   });
 });
 
-Deno.test("latest skips a corrupt newest checkpoint with a warning; load(step) names the problem", async () => {
+Deno.test("latest skips a corrupt newest checkpoint with a warning and quarantines it; load(step) names the problem", async () => {
   await withDir(async (dir) => {
     const w = warnings();
     const manager = await CheckpointManager.open(dir, { onWarning: w.onWarning });
@@ -235,11 +235,12 @@ Deno.test("latest skips a corrupt newest checkpoint with a warning; load(step) n
     const bytes = await Deno.readFile(two.path);
     bytes[Math.floor(bytes.length / 2)]! ^= 0x01; // one flipped bit, same size
     await Deno.writeFile(two.path, bytes);
+    await assert.rejects(() => manager.load(2), ChecksumMismatchError); // asking for a step does not quarantine
     const latest = await manager.latest();
     assert.equal(latest!.metadata.step, 1);
     assert.equal(w.list.length, 1);
-    assert.match(w.list[0]!, /Skipping checkpoint step 2 .*falling back to an older one/);
-    await assert.rejects(() => manager.load(2), ChecksumMismatchError);
+    assert.match(w.list[0]!, /Skipping checkpoint step 2 .*moved aside .*falling back to an older one/);
+    await assert.rejects(() => manager.load(2), /no committed checkpoint for step 2|not committed/);
     assert.equal((await manager.load()).metadata.step, 1);
     await manager.close();
   });
@@ -259,9 +260,10 @@ Deno.test("a missing file is reported on open, skipped by latest, and listed as 
     const listed = await manager.list();
     assert.deepEqual(listed.map((e) => [e.step, e.status]), [[1, "ok"], [2, "missing"]]);
     assert.match(listed[1]!.problem!, /step-000000002\.ckpt is missing/);
-    assert.equal((await manager.latest())!.metadata.step, 1);
-    assert.match(w.list[1]!, /Skipping checkpoint step 2 .*missing/);
     await assert.rejects(() => manager.load(2), Deno.errors.NotFound);
+    assert.equal((await manager.latest())!.metadata.step, 1);
+    assert.match(w.list[1]!, /Skipping checkpoint step 2 .*missing.*; no longer committed/);
+    assert.deepEqual((await manager.list()).map((e) => e.step), [1]);
     await manager.close();
   });
 });
@@ -508,7 +510,7 @@ Deno.test("a save whose index cannot be written fails clearly and leaves no new 
 });
 
 /** A writer that takes its time, counting how many saves overlap. */
-function slowWriter(delay: number): CheckpointWriter & { maxInFlight: number; calls: number[] } {
+function slowWriter(delay: number): CheckpointFileWriter & { maxInFlight: number; calls: number[] } {
   let inFlight = 0;
   const w = {
     maxInFlight: 0,
@@ -651,5 +653,51 @@ Deno.test("verify checks the whole file's recorded SHA-256 on load; verify: fals
     const trusting = await CheckpointManager.open(dir, { verify: false, ...quiet });
     assert.equal((await trusting.load(1)).tensors[1]!.shape[0], 8);
     await trusting.close();
+  });
+});
+
+Deno.test("latest() quarantines damaged entries so the steps after the one it resumes from can be saved again", async () => {
+  await withDir(async (dir) => {
+    const w = warnings();
+    const m = await CheckpointManager.open(dir, { maxToKeep: 5, onWarning: w.onWarning });
+    for (const step of [1, 2, 3]) await m.save(makeCheckpoint(step));
+    const [, second, third] = await m.list();
+    await Deno.truncate(second!.path, 50);
+    const bytes = await Deno.readFile(third!.path);
+    bytes[bytes.length - 70]! ^= 0xff;
+    await Deno.writeFile(third!.path, bytes);
+
+    // A read-only view only skips.
+    const view = await CheckpointManager.open(dir, { readOnly: true, onWarning: () => {} });
+    assert.equal((await view.latest())?.metadata.step, 1);
+    assert.deepEqual((await view.list()).map((e) => e.step), [1, 2, 3]);
+    await view.close();
+
+    assert.equal((await m.latest())?.metadata.step, 1);
+    assert.equal(w.list.length, 2, w.list.join("\n"));
+    for (const [i, step] of [[0, 3], [1, 2]] as const) {
+      assert.match(
+        w.list[i]!,
+        new RegExp(
+          `^Skipping checkpoint step ${step} in .*: .*; moved aside to .*/\\.step-00000000${step}\\.ckpt\\.damaged and no longer committed; falling back to an older one$`,
+        ),
+      );
+    }
+    assert.deepEqual((await m.list()).map((e) => e.step), [1]);
+    const files = await names(dir);
+    assert.ok(
+      files.includes(".step-000000002.ckpt.damaged") && files.includes(".step-000000003.ckpt.damaged"),
+      files.join(),
+    );
+    assert.ok(!files.includes("step-000000002.ckpt") && !files.includes("step-000000003.ckpt"), files.join());
+    await m.save(makeCheckpoint(2)); // refused before: step 3 was still committed
+    assert.equal((await m.latest())?.metadata.step, 2);
+    await m.close();
+
+    // Reopening leaves the quarantined files alone, and the index lists what verifies.
+    const again = await CheckpointManager.open(dir, { onWarning: w.onWarning });
+    assert.deepEqual((await again.list()).map((e) => e.step), [1, 2]);
+    assert.ok((await Deno.stat(join(dir, ".step-000000003.ckpt.damaged"))).isFile);
+    await again.close();
   });
 });

@@ -164,3 +164,18 @@ s3Test("S3Store presign gives a URL that reads the object, with ranges, without 
   assert.equal(tampered.status, 403);
   await tampered.body?.cancel();
 });
+
+s3Test("S3Store writer: a size hint past 10 000 parts raises the part size to fit", async (b) => {
+  const { stats, fetch } = countingFetch();
+  const store = b.store({ partSize: 128 * KiB, fetch });
+  const data = randomBytes(600 * KiB, 42);
+  const hinted = await store.writer("hint/a.bin", { sizeHint: 10_000 * 512 * KiB });
+  await hinted.write(data);
+  await hinted.close();
+  assert.equal(stats.parts, 2, "parts of 512 KiB, not 128 KiB");
+  const plain = await store.writer("hint/b.bin", { sizeHint: data.byteLength });
+  await plain.write(data);
+  await plain.close();
+  assert.equal(stats.parts, 2 + 5);
+  assert.deepEqual(await bytesOf((await store.get("hint/a.bin")).body), data);
+});

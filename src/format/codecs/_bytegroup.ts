@@ -33,25 +33,28 @@ export function isByteGroupable(dtype: DType): boolean {
 }
 
 /**
- * Splits `bytes` (elements of `width` bytes) into `width` planes of one byte per element. The
- * planes share one buffer (plane k at k × count), each 4-byte aligned when count is a multiple
- * of 4, so the inner loops store whole words.
+ * Splits `bytes` (elements of `width` bytes) into `width` planes of one byte per element. Plane k
+ * goes into `alloc(k, n)`, a 4-byte aligned buffer of n ≥ count bytes (n rounded up to a multiple
+ * of 4), so the inner loops store whole words.
  */
-export function splitPlanes(bytes: Uint8Array, width: number): Uint8Array[] {
+export function splitPlanes(
+  bytes: Uint8Array,
+  width: number,
+  alloc: (k: number, n: number) => Uint8Array = (_, n) => new Uint8Array(n),
+): Uint8Array[] {
   const count = bytes.byteLength / width;
   const stride = (count + 3) & ~3;
-  const all = new Uint8Array(stride * width);
-  const planes = Array.from({ length: width }, (_, k) => all.subarray(k * stride, k * stride + count));
+  const planes = Array.from({ length: width }, (_, k) => alloc(k, stride).subarray(0, count));
   if (bytes.byteOffset % 4 !== 0) bytes = bytes.slice();
   const words = new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength >>> 2);
-  const out = new Uint32Array(all.buffer);
   const quads = count >>> 2; // groups of 4 elements: each gives one word per plane
-  if (width === 2) split2(words, out, quads, stride >>> 2);
-  else if (width === 4) split4(words, out, quads, stride >>> 2, 0, 1, 0);
+  const out = planes.map((p) => new Uint32Array(p.buffer, p.byteOffset, quads));
+  if (width === 2) split2(words, out[0]!, out[1]!, quads);
+  else if (width === 4) split4(words, 0, 1, out[0]!, out[1]!, out[2]!, out[3]!, quads);
   else {
     // float64: planes 0-3 from each element's low word, 4-7 from its high word.
-    split4(words, out, quads, stride >>> 2, 0, 2, 0);
-    split4(words, out, quads, stride >>> 2, 1, 2, 4);
+    split4(words, 0, 2, out[0]!, out[1]!, out[2]!, out[3]!, quads);
+    split4(words, 1, 2, out[4]!, out[5]!, out[6]!, out[7]!, quads);
   }
   // The last count % 4 elements, byte by byte.
   for (let i = quads * 4; i < count; i++) {
@@ -61,39 +64,38 @@ export function splitPlanes(bytes: Uint8Array, width: number): Uint8Array[] {
 }
 
 /** 2-byte elements, two per word in: each 2 words in give 1 word per plane out. */
-function split2(w: Uint32Array, out: Uint32Array, quads: number, plane: number): void {
+function split2(w: Uint32Array, o0: Uint32Array, o1: Uint32Array, quads: number): void {
   for (let q = 0; q < quads; q++) {
     const a = w[2 * q]!;
     const b = w[2 * q + 1]!;
-    out[q] = (a & 0xff) | ((a >>> 8) & 0xff00) | ((b & 0xff) << 16) | ((b & 0xff0000) << 8);
-    out[plane + q] = ((a >>> 8) & 0xff) | ((a >>> 16) & 0xff00) | ((b & 0xff00) << 8) | (b & 0xff000000);
+    o0[q] = (a & 0xff) | ((a >>> 8) & 0xff00) | ((b & 0xff) << 16) | ((b & 0xff0000) << 8);
+    o1[q] = ((a >>> 8) & 0xff) | ((a >>> 16) & 0xff00) | ((b & 0xff00) << 8) | (b & 0xff000000);
   }
 }
 
 /**
  * Words `from`, `from + step`, … (one per element: the element itself, or one half of a float64
- * when `step` is 2), 4 at a time, transposed into one word of each of the planes `first` to
- * `first + 3` (each `plane` words long in `out`).
+ * when `step` is 2), 4 at a time, transposed into one word of each of 4 planes.
  */
 function split4(
   w: Uint32Array,
-  out: Uint32Array,
-  quads: number,
-  plane: number,
   from: number,
   step: number,
-  first: number,
+  o0: Uint32Array,
+  o1: Uint32Array,
+  o2: Uint32Array,
+  o3: Uint32Array,
+  quads: number,
 ): void {
-  const o0 = first * plane, o1 = o0 + plane, o2 = o1 + plane, o3 = o2 + plane;
   for (let q = 0, j = from; q < quads; q++, j += 4 * step) {
     const a = w[j]!;
     const b = w[j + step]!;
     const c = w[j + 2 * step]!;
     const d = w[j + 3 * step]!;
-    out[o0 + q] = (a & 0xff) | ((b & 0xff) << 8) | ((c & 0xff) << 16) | (d << 24);
-    out[o1 + q] = ((a >>> 8) & 0xff) | (b & 0xff00) | ((c & 0xff00) << 8) | ((d & 0xff00) << 16);
-    out[o2 + q] = ((a >>> 16) & 0xff) | ((b >>> 8) & 0xff00) | (c & 0xff0000) | ((d & 0xff0000) << 8);
-    out[o3 + q] = (a >>> 24) | ((b >>> 16) & 0xff00) | ((c >>> 8) & 0xff0000) | (d & 0xff000000);
+    o0[q] = (a & 0xff) | ((b & 0xff) << 8) | ((c & 0xff) << 16) | (d << 24);
+    o1[q] = ((a >>> 8) & 0xff) | (b & 0xff00) | ((c & 0xff00) << 8) | ((d & 0xff00) << 16);
+    o2[q] = ((a >>> 16) & 0xff) | ((b >>> 8) & 0xff00) | (c & 0xff0000) | ((d & 0xff0000) << 8);
+    o3[q] = (a >>> 24) | ((b >>> 16) & 0xff00) | ((c >>> 8) & 0xff0000) | (d & 0xff000000);
   }
 }
 
@@ -160,32 +162,62 @@ function join4(
   }
 }
 
-/** One plane as it will be stored. */
-async function storePlane(plane: Uint8Array, backend?: DeflateBackend): Promise<[number, Uint8Array]> {
-  if (plane.byteLength === 0) return [PLANE_STORED, plane];
-  if (plane.byteLength > 2 * SAMPLE_BYTES) {
-    const sample = await deflateRaw(plane.subarray(0, SAMPLE_BYTES), backend);
-    if (sample.byteLength >= SAMPLE_PAYS * SAMPLE_BYTES) return [PLANE_STORED, plane];
+/**
+ * Buffers reused from one tensor to the next by one encoder, for the planes that are only deflate
+ * input (what is written is the deflated copy), so they do not cost fresh memory per tensor.
+ */
+export class PlaneScratch {
+  #buffers: ArrayBuffer[] = [];
+
+  /** Plane k's buffer of `n` bytes, valid until the next call with the same k. */
+  take(k: number, n: number): Uint8Array {
+    const b = this.#buffers[k];
+    if (b && b.byteLength >= n) return new Uint8Array(b, 0, n);
+    const grown = new ArrayBuffer(Math.max(n, (b?.byteLength ?? 0) * 2));
+    this.#buffers[k] = grown;
+    return new Uint8Array(grown, 0, n);
   }
-  const packed = await deflateRaw(plane, backend);
-  return packed.byteLength < plane.byteLength ? [PLANE_DEFLATE, packed] : [PLANE_STORED, plane];
+}
+
+/**
+ * Which planes may pay to deflate: those whose first {@linkcode SAMPLE_BYTES} bytes deflate to
+ * less than {@linkcode SAMPLE_PAYS} of their size (every plane of a tensor up to twice that size).
+ */
+async function candidates(bytes: Uint8Array, width: number, backend?: DeflateBackend): Promise<boolean[]> {
+  const count = bytes.byteLength / width;
+  if (count <= 2 * SAMPLE_BYTES) return Array.from({ length: width }, () => true);
+  const sample = splitPlanes(bytes.subarray(0, SAMPLE_BYTES * width), width);
+  const out: boolean[] = [];
+  for (const p of sample) out.push((await deflateRaw(p, backend)).byteLength < SAMPLE_PAYS * SAMPLE_BYTES);
+  return out;
 }
 
 /**
  * The byte-grouped body of a float tensor's `bytes` as parts to write in order (plane table, then
  * the planes), or `undefined` when it would not be smaller than the raw bytes (or the dtype is not
- * a float): the caller then writes the tensor raw.
+ * a float): the caller then writes the tensor raw. With `scratch`, the planes to be deflated are
+ * split into buffers kept from one call to the next.
  */
 export async function encodeByteGroups(
   dtype: DType,
   bytes: Uint8Array,
-  backend?: DeflateBackend,
+  options: { scratch?: PlaneScratch; backend?: DeflateBackend } = {},
 ): Promise<{ parts: Uint8Array[]; byteLength: number } | undefined> {
   const width = FLOAT_WIDTH[dtype];
   if (width === undefined || bytes.byteLength === 0) return undefined;
-  const planes = splitPlanes(bytes, width);
+  const { scratch = new PlaneScratch(), backend } = options;
+  const deflate = await candidates(bytes, width, backend);
+  const planes = splitPlanes(bytes, width, (k, n) => deflate[k] ? scratch.take(k, n) : new Uint8Array(n));
   const stored: [number, Uint8Array][] = [];
-  for (const p of planes) stored.push(await storePlane(p, backend));
+  for (const [k, plane] of planes.entries()) {
+    if (!deflate[k]) {
+      stored.push([PLANE_STORED, plane]);
+      continue;
+    }
+    const packed = await deflateRaw(plane, backend);
+    // A scratch plane that does not shrink after all is written as a copy of its own.
+    stored.push(packed.byteLength < plane.byteLength ? [PLANE_DEFLATE, packed] : [PLANE_STORED, plane.slice()]);
+  }
   const table = new Uint8Array(BYTEGROUP_HEADER_BYTES + width * PLANE_ENTRY_BYTES);
   const v = new DataView(table.buffer);
   table[0] = BYTEGROUP_VERSION;
