@@ -31,7 +31,7 @@
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadCheckpoint } from "../io/load.ts";
-import { decodeCheckpoint, readCheckpointIndex } from "../io/read.ts";
+import { readCheckpointIndex } from "../io/read.ts";
 import { bytesOf, validateTensor } from "../format/dtype.ts";
 import { ChecksumMismatchError } from "../format/errors.ts";
 import { validateMetadata } from "../format/metadata.ts";
@@ -934,22 +934,11 @@ export class CheckpointManager {
     }
     if (size !== e.bytes) throw new SyntaxError(`file ${path} has ${size} bytes, the index says ${e.bytes}`);
     if (!(await startsWithBinary(loc, e.file))) return undefined;
-    let index: { metadata: { step: number }; tensors: TensorSummary[] };
-    if (loc.dir !== undefined) index = await readCheckpointIndex(path, this.#o.limits);
-    else {
-      // Read through once, every record verified, keeping only the descriptions.
-      const tensors: TensorSummary[] = [];
-      let step = -1;
-      const { body } = await loc.store.get(e.file);
-      for await (const r of decodeCheckpoint(body, { ...this.#o.limits, reuseBuffers: true })) {
-        if (r.type === "metadata") step = r.metadata.step;
-        else {
-          const { name, dtype, shape, group } = r.tensor;
-          tensors.push({ name, dtype, shape: [...shape], group });
-        }
-      }
-      index = { metadata: { step }, tensors };
-    }
+    // The footer, index and metadata only: by seeking in a file, by range requests in a store.
+    const index = await readCheckpointIndex(
+      loc.dir !== undefined ? path : { store: loc.store, key: e.file },
+      this.#o.limits,
+    );
     if (index.metadata.step !== e.step) {
       throw new SyntaxError(`file ${path} holds step ${index.metadata.step}, the index says ${e.step}`);
     }

@@ -25,7 +25,7 @@ Deno.test("inspect https:// reads only the footer and index by range requests", 
   const size = await writeLarge(`${t.dir}/x.ckpt`);
   const server = serveDirectory(t.dir);
   try {
-    const r = await ckpt(["inspect", `${server.url}x.ckpt`]);
+    const r = await ckpt(["inspect", `${server.url}x.ckpt`], { net: true });
     assert.equal(r.code, 0, r.err);
     assert.match(r.out, /^verified\s+metadata and index only/m);
     assert.match(r.out, /^a\s+params\s+float32\s+\[524288\]/m);
@@ -46,14 +46,14 @@ Deno.test("verify, convert and diff read http:// checkpoints whole", async () =>
   const server = serveDirectory(t.dir);
   try {
     const url = `${server.url}a.ckpt`;
-    const v = await ckpt(["verify", "--sha256", sha256, url]);
+    const v = await ckpt(["verify", "--sha256", sha256, url], { net: true });
     assert.equal(v.code, 0, v.err);
-    const c = await ckpt(["convert", url, `${t.dir}/back.ckpt`]);
+    const c = await ckpt(["convert", url, `${t.dir}/back.ckpt`], { net: true });
     assert.equal(c.code, 0, c.err);
     assert.deepEqual(await Deno.readFile(`${t.dir}/back.ckpt`), await Deno.readFile(`${t.dir}/a.ckpt`));
-    const d = await ckpt(["diff", url, `${t.dir}/back.ckpt`]);
+    const d = await ckpt(["diff", url, `${t.dir}/back.ckpt`], { net: true });
     assert.equal(d.code, 0, d.err + d.out);
-    const missing = await ckpt(["inspect", `${server.url}nothing.ckpt`]);
+    const missing = await ckpt(["inspect", `${server.url}nothing.ckpt`], { net: true });
     assertOneLineError(missing, 3, /nothing\.ckpt/);
   } finally {
     await server.close();
@@ -63,7 +63,7 @@ Deno.test("verify, convert and diff read http:// checkpoints whole", async () =>
 Deno.test("convert refuses an http:// output: HTTP addresses are read-only", async () => {
   await using t = await tempDir();
   await writeSample(`${t.dir}/a.ckpt`);
-  const r = await ckpt(["convert", `${t.dir}/a.ckpt`, "http://127.0.0.1:9/out.ckpt"]);
+  const r = await ckpt(["convert", `${t.dir}/a.ckpt`, "http://127.0.0.1:9/out.ckpt"], { net: true });
   assertOneLineError(r, 2, /HTTP addresses are read-only/);
 });
 
@@ -77,23 +77,23 @@ s3Test("convert - s3://… uploads from stdin; inspect, verify and convert read 
     AWS_SECRET_ACCESS_KEY: bucket.endpoint.credentials.secretAccessKey,
   };
   const url = `s3://${bucket.name}/models/x.ckpt`;
-  const up = await ckpt(["convert", "-", url], { stdin: await Deno.readFile(`${t.dir}/a.ckpt`), env });
+  const up = await ckpt(["convert", "-", url], { stdin: await Deno.readFile(`${t.dir}/a.ckpt`), env, net: true });
   assert.equal(up.code, 0, up.err);
   const stored = await bucket.store().get("models/x.ckpt");
   assert.deepEqual(
     new Uint8Array(await new Response(stored.body).arrayBuffer()),
     await Deno.readFile(`${t.dir}/a.ckpt`),
   );
-  const i = await ckpt(["inspect", url], { env });
+  const i = await ckpt(["inspect", url], { env, net: true });
   assert.equal(i.code, 0, i.err);
   assert.match(i.out, /^dense\/kernel\s+params\s+float32\s+\[2, 3\]/m);
-  const v = await ckpt(["verify", "--sha256", sha256, url], { env });
+  const v = await ckpt(["verify", "--sha256", sha256, url], { env, net: true });
   assert.equal(v.code, 0, v.err);
-  const j = await ckpt(["convert", url, `s3://${bucket.name}/models/x.jsonl`, "--codec", "json"], { env });
+  const j = await ckpt(["convert", url, `s3://${bucket.name}/models/x.jsonl`, "--codec", "json"], { env, net: true });
   assert.equal(j.code, 0, j.err);
-  const back = await ckpt(["convert", `s3://${bucket.name}/models/x.jsonl`, "-"], { env });
+  const back = await ckpt(["convert", `s3://${bucket.name}/models/x.jsonl`, "-"], { env, net: true });
   assert.deepEqual(back.stdout, await Deno.readFile(`${t.dir}/a.ckpt`));
-  const missing = await ckpt(["inspect", `s3://${bucket.name}/models/none.ckpt`], { env });
+  const missing = await ckpt(["inspect", `s3://${bucket.name}/models/none.ckpt`], { env, net: true });
   assertOneLineError(missing, 3, /none\.ckpt/);
 });
 
@@ -109,11 +109,11 @@ s3Test("ls s3://bucket/run lists a manager directory kept on S3", async (bucket)
     AWS_ACCESS_KEY_ID: bucket.endpoint.credentials.accessKeyId,
     AWS_SECRET_ACCESS_KEY: bucket.endpoint.credentials.secretAccessKey,
   };
-  const r = await ckpt(["ls", "--json", `s3://${bucket.name}/run`], { env });
+  const r = await ckpt(["ls", "--json", `s3://${bucket.name}/run`], { env, net: true });
   assert.equal(r.code, 0, r.err);
   const listed = JSON.parse(r.out) as { step: number; status: string; path: string }[];
   assert.deepEqual(listed.map((e) => [e.step, e.status]), [[2, "ok"], [3, "ok"]]);
   assert.ok(listed.every((e) => e.path.startsWith(`s3://${bucket.name}/run/step-`)));
-  const none = await ckpt(["ls", `s3://${bucket.name}/nothing`], { env });
+  const none = await ckpt(["ls", `s3://${bucket.name}/nothing`], { env, net: true });
   assertOneLineError(none, 3, /not a checkpoint manager directory/);
 });
