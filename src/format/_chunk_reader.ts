@@ -90,7 +90,7 @@ export class ChunkReader {
   /** The stream ended `n - have` bytes short of a read of `n` that started at `start`. */
   #fail(n: number, what: string, start = this.#position, have = this.#buffered - this.#head): never {
     throw new SyntaxError(
-      `Cannot decode ${this.#label}: stream ends at offset ${start + have} with ${
+      `Cannot decode ${this.#label}: truncated, stream ends at offset ${start + have} with ${
         n - have
       } bytes of ${what} missing (read from offset ${start})`,
     );
@@ -182,7 +182,7 @@ export class ChunkReader {
     const start = this.#position;
     if (start + n > size) {
       throw new SyntaxError(
-        `Cannot decode ${this.#label}: stream ends at offset ${size} with ${
+        `Cannot decode ${this.#label}: truncated, stream ends at offset ${size} with ${
           start + n - size
         } bytes of ${what} missing (read from offset ${start})`,
       );

@@ -159,8 +159,8 @@ export class FileStore implements ObjectStore {
 
   /**
    * Opens the object's file for reading, for callers that read it directly (a fast local path);
-   * errors are the file system's own (`Deno.errors.NotFound` for an absent file). The caller
-   * closes it.
+   * errors are the file system's own classes (`Deno.errors.NotFound` for an absent file, saying
+   * `Cannot read "PATH": No such file or directory`, as the CLI does). The caller closes it.
    *
    * @example
    * ```ts
@@ -176,7 +176,17 @@ export class FileStore implements ObjectStore {
    */
   async openFile(key: string): Promise<Deno.FsFile> {
     const path = this.path(key);
-    const st = await Deno.stat(path);
+    let st: Deno.FileInfo;
+    try {
+      st = await Deno.stat(path);
+    } catch (e) {
+      // Deno's own message ends "(os error 2): stat '/path'"; say it as the CLI does.
+      if (e instanceof Deno.errors.NotFound) {
+        throw new Deno.errors.NotFound(`Cannot read ${JSON.stringify(path)}: No such file or directory`, { cause: e });
+      }
+      throw e;
+    }
+    if (st.isDirectory) throw new TypeError(`Cannot read ${JSON.stringify(path)}: it is a directory`); // as the CLI says
     if (!st.isFile) throw new TypeError(`Cannot read ${this.#url(key)}: not a regular file (${describeKind(st)})`);
     return await Deno.open(path, { read: true });
   }

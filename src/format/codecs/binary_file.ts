@@ -14,6 +14,8 @@ import type { RandomAccessReader } from "../codec.ts";
 import { typedArrayFrom } from "../dtype.ts";
 import {
   BINARY_ALIGNMENT,
+  BINARY_END_MAGIC,
+  BINARY_MAGIC,
   checkBodyLength,
   checkBools,
   checkDescriptor,
@@ -107,6 +109,33 @@ async function readRecord(
   return { kind: rh.kind, head, body };
 }
 
+/**
+ * What other format these leading bytes are, with what to do instead, when they are not ckpt
+ * binary (whose trailing index random access needs); `undefined` when they may be binary.
+ */
+function otherFormat(head: Uint8Array): string | undefined {
+  if (BINARY_MAGIC.every((b, i) => head[i] === b)) return undefined;
+  const use = "read it whole with loadCheckpoint or decodeCheckpoint";
+  if (head[0] === 0x1f && head[1] === 0x8b) {
+    return `it is a gzip-compressed checkpoint, which has no random access: ${use}, or save it uncompressed ` +
+      "(ckpt convert FILE OUT.ckpt)";
+  }
+  const text = new TextDecoder().decode(head.subarray(0, 16));
+  if (text.startsWith('{"ckpt":"jsonl"')) {
+    return `it is a ckpt JSON Lines checkpoint, which has no trailing index: ${use}, or convert it to binary ` +
+      "(ckpt convert FILE OUT.ckpt)";
+  }
+  if (head.byteLength >= 9 && head[8] === 0x7b) {
+    return "it looks like a safetensors file: read its header with readSafetensorsHeader, or load it with loadCheckpoint";
+  }
+  return undefined;
+}
+
+/** Whether the last bytes of a file end with the binary footer's end magic. */
+function hasEndMagic(footer: Uint8Array): boolean {
+  return BINARY_END_MAGIC.every((b, i) => footer[FOOTER_BYTES - BINARY_END_MAGIC.length + i] === b);
+}
+
 async function openIndexed(
   source: RandomAccessReader,
   limits: Required<DecodeLimits>,
@@ -118,7 +147,19 @@ async function openIndexed(
   // The footer first: a reader that fetched the object's tail holds it (and usually the index).
   const footerBytes = await readAt(source, footerAt, FOOTER_BYTES);
   const start = await readAt(source, 0, Math.min(HEAD_GUESS, footerAt));
+  const other = otherFormat(start);
+  if (other !== undefined) {
+    throw new SyntaxError(`Cannot read checkpoint index of ${source.url}: not a ckpt binary file: ${other}`);
+  }
   const flags = decodeHeader(start.subarray(0, HEADER_BYTES));
+  if (!hasEndMagic(footerBytes)) {
+    // A valid header but no footer where the file ends: the usual cause is a cut-off copy.
+    fail(
+      `the file is truncated (or damaged at its end): its last ${FOOTER_BYTES} bytes are not a footer ` +
+        `(wrong end magic at offset ${footerAt + FOOTER_BYTES - BINARY_END_MAGIC.length}, file size ${size})`,
+      footerAt,
+    );
+  }
   const footer = decodeFooter(footerBytes, footerAt);
   if (footer.indexOffset < HEADER_BYTES || footer.indexOffset >= footerAt) {
     fail(`footer points to an index at ${footer.indexOffset}, outside the file`, footerAt);
@@ -239,7 +280,19 @@ export async function readTensorsByName(
   const tensors: Tensor[] = [];
   for (const e of index.tensors) {
     if (!wanted.has(e.name)) continue;
-    const rec = await readRecord(source, e.offset, e.length, lim, index.flags);
+    let rec: Awaited<ReturnType<typeof readRecord>>;
+    try {
+      rec = await readRecord(source, e.offset, e.length, lim, index.flags);
+    } catch (err) {
+      // Name the tensor, as a full read does.
+      if (!(err instanceof ChecksumMismatchError)) throw err;
+      throw new ChecksumMismatchError(
+        `tensor ${JSON.stringify(e.name)}`,
+        err.expected,
+        err.actual,
+        `at offset ${e.offset}`,
+      );
+    }
     if (rec.kind !== RecordKind.tensor) {
       fail(`index entry ${JSON.stringify(e.name)} points to a record of kind ${rec.kind}`, e.offset);
     }
