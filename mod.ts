@@ -41,6 +41,7 @@ export type {
 export { ChecksumMismatchError } from "./src/format/errors.ts";
 export { type DecodeLimits, DEFAULT_LIMITS, UNTRUSTED_LIMITS } from "./src/format/limits.ts";
 export {
+  type CheckpointDecoder,
   type CheckpointEncoder,
   type Codec,
   type DecoderOptions,

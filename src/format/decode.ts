@@ -8,6 +8,7 @@ import { type Codec, type DecoderOptions, DETECT_BYTES } from "./codec.ts";
 import { binaryCodec, FLAG_BYTEGROUP, HEADER_BYTES } from "./codecs/binary.ts";
 import { BUILTIN_CODECS, type Compression } from "./encode.ts";
 import type { CheckpointRecord } from "./types.ts";
+import { settled } from "./_pair.ts";
 import { readableFrom } from "./_streams.ts";
 import { type DecodeLimits, resolveLimits } from "./limits.ts";
 // safetensors is a codec of the core (mod.ts exports it) kept beside its interop helpers; that
@@ -296,9 +297,28 @@ export function decodeCheckpoint(
   source: CheckpointBytes,
   options: DecodeOptions = {},
 ): ReadableStream<CheckpointRecord> {
+  return readableFrom(decodeWithDigest(source, options).records);
+}
+
+/**
+ * Like {@linkcode decodeCheckpoint}, and also the checkpoint's stream digest (hex), settled once
+ * the records have ended and it has been checked; `undefined` for codecs that store none. The
+ * promise rejects when the records end any other way (nobody needs to catch it).
+ */
+export function decodeWithDigest(
+  source: CheckpointBytes,
+  options: DecodeOptions = {},
+): { records: AsyncGenerator<CheckpointRecord>; digest: Promise<string | undefined> } {
+  const digest = settled<string | undefined>();
   async function* records(): AsyncGenerator<CheckpointRecord> {
-    const { codec, bytes } = await sniffCheckpoint(source, options);
-    yield* bytes.pipeThrough(codec.decoder(options));
+    try {
+      const { codec, bytes } = await sniffCheckpoint(source, options);
+      const decoder = codec.decoder(options);
+      yield* bytes.pipeThrough(decoder);
+      digest.resolve(decoder.digest ? await decoder.digest : undefined);
+    } finally {
+      digest.reject(new Error("Cannot give the checkpoint digest: the stream did not end intact"));
+    }
   }
-  return readableFrom(records());
+  return { records: records(), digest: digest.promise };
 }

@@ -15,7 +15,7 @@ import { type DecodeLimits, resolveLimits } from "../format/limits.ts";
 import type { Checkpoint, CheckpointRecord, DType, Metadata, Tensor, TensorInput } from "../format/types.ts";
 import { ChunkReader } from "../format/_chunk_reader.ts";
 import { sha256 } from "../format/_hash.ts";
-import { digestingEncoder, generatorPair, type Settle } from "../format/_pair.ts";
+import { generatorPair, type Settle, settled } from "../format/_pair.ts";
 import { EncodeGuard } from "../format/_encode_guard.ts";
 import { checkBools } from "../format/codecs/binary.ts";
 import { parseStrictJson, type StrictJson } from "./_json_strict.ts";
@@ -528,7 +528,13 @@ export function createSafetensorsCodec(options: SafetensorsCodecOptions = {}): C
       return head.byteLength >= 9 && head[8] === 0x7b;
     },
     encoder(): CheckpointEncoder {
-      return digestingEncoder(encoderBody(descriptors));
+      // No digest of its own to store: the SHA-256 of the bytes is the only one (and free).
+      const file = settled<string>();
+      const body = encoderBody(descriptors);
+      return {
+        ...generatorPair((records: AsyncIterable<CheckpointRecord>) => body(records, file)),
+        sha256: file.promise,
+      };
     },
     decoder(limits?: DecodeLimits) {
       return generatorPair((chunks: AsyncIterable<Uint8Array>) => decodeRecords(chunks, limits));

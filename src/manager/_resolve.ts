@@ -10,6 +10,7 @@ import {
   DEFAULT_FILENAME,
   DEFAULT_MAX_TO_KEEP,
 } from "./options.ts";
+import type { ResolveOptions } from "../storage/resolve.ts";
 import { compilePattern, type FilenamePattern } from "./_pattern.ts";
 import type { RetentionPolicy } from "./_retention.ts";
 
@@ -29,10 +30,12 @@ export interface Resolved {
   verify: boolean;
   writer: CheckpointFileWriter;
   sync: boolean;
+  recycle: boolean;
   readOnly: boolean;
   onWarning: (message: string) => void;
   limits: Required<DecodeLimits>;
   codecs: Codec[];
+  storage: ResolveOptions | undefined;
 }
 
 export const inProcessWriter: CheckpointFileWriter = {
@@ -113,10 +116,12 @@ export function resolveOptions(options: CheckpointManagerOptions): Resolved {
     verify: options.verify ?? true,
     writer: options.writer ?? inProcessWriter,
     sync: options.sync ?? true,
+    recycle: options.recycle ?? true,
     readOnly: options.readOnly ?? false,
     onWarning: options.onWarning ?? ((m) => console.warn(m)),
     limits: resolveLimits(options.limits),
     codecs: typeof codec === "string" ? [] : [resolvedCodec],
+    storage: options.storage,
   };
 }
 

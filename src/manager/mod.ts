@@ -31,7 +31,7 @@
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadCheckpoint } from "../io/load.ts";
-import { decodeCheckpoint, readCheckpointIndex } from "../io/read.ts";
+import { readCheckpointIndex } from "../io/read.ts";
 import { bytesOf, validateTensor } from "../format/dtype.ts";
 import { ChecksumMismatchError } from "../format/errors.ts";
 import { validateMetadata } from "../format/metadata.ts";
@@ -40,6 +40,7 @@ import type { Checkpoint, CheckpointInput, TensorInput } from "../format/types.t
 import { sha256 } from "../format/_hash.ts";
 import { SavePromise } from "../background/_protocol.ts";
 import { FileStore } from "../storage/file.ts";
+import { resolveDirectory } from "../storage/resolve.ts";
 import { type ObjectStore, PreconditionFailedError, type PutMode } from "../storage/types.ts";
 import {
   blobKey,
@@ -185,9 +186,8 @@ export class CheckpointManager {
       throw new TypeError("Cannot open checkpoint directory: expected a path, a URL or an ObjectStore");
     }
     if (/^[a-z][a-z0-9+.-]*:\/\//i.test(dir)) {
-      if (!dir.startsWith("file:")) {
-        throw new TypeError(`Cannot open checkpoint directory ${dir}: only local paths, file: URLs and ObjectStores`);
-      }
+      // s3://bucket/prefix, http(s)://host/dir (read-only): the store the address names.
+      if (!/^file:/i.test(dir)) return await CheckpointManager.#openStore(resolveDirectory(dir, o.storage), o);
       dir = fileURLToPath(dir);
     }
     const path = resolve(dir);
@@ -722,14 +722,24 @@ export class CheckpointManager {
       tensors = await Array.fromAsync(tensors as AsyncIterable<TensorInput>);
     }
     const input = { metadata: checkpoint.metadata, tensors };
+    // Awaited only when there is a file to recycle: otherwise the writer gets the save at once.
+    const victim = this.#recyclable(checkpoint);
+    const reuse = victim ? await this.#takeOut(victim, checkpoint.metadata.step) : undefined;
     const options = { codec: this.#o.codec, compression: this.#o.compression, sync: this.#o.sync };
     let result: SaveResult;
     try {
       result = this.#loc.dir !== undefined
-        ? await this.#o.writer.save(path, input, options)
+        ? await this.#o.writer.save(
+          path,
+          input,
+          reuse === undefined ? options : { ...options, reuse: this.#loc.name(reuse) },
+        )
         : await saveToStore(this.#loc.store, name, input, options);
     } catch (e) {
       throw ioError(`Cannot save checkpoint step ${checkpoint.metadata.step} to ${path}`, e);
+    } finally {
+      // A writer or store that does not recycle leaves the object: it is out of the index, so delete it.
+      if (reuse !== undefined) await this.#removeKeys([reuse]);
     }
     return {
       step: checkpoint.metadata.step,
@@ -737,7 +747,7 @@ export class CheckpointManager {
       kind: "full",
       bytes: result.bytes,
       bytesWritten: result.bytes,
-      sha256: result.sha256,
+      sha256: result.digest,
       savedAt: new Date().toISOString(),
       metadata: structuredClone(checkpoint.metadata),
       tensorCount: counter.n,
@@ -825,6 +835,27 @@ export class CheckpointManager {
       }
       throw e;
     }
+  }
+
+  /**
+   * Page reuse: the full checkpoint whose file retention will delete once `checkpoint` is
+   * committed, for the save to recycle; never the newest (until the new checkpoint commits, it
+   * is what a crash resumes from). Undefined when there is none.
+   */
+  #recyclable(checkpoint: CheckpointInput): StoredEntry | undefined {
+    // Only a local directory recycles; an object store would rewrite its index for nothing.
+    if (!this.#o.recycle || this.#loc.dir === undefined) return undefined;
+    const all = [...this.#entries, { step: checkpoint.metadata.step, metadata: checkpoint.metadata }];
+    const reasons = retention(all, this.#policy());
+    return this.#entries.slice(0, -1).find((e) => e.kind === "full" && reasons.get(e.step)!.length === 0);
+  }
+
+  /** Takes `victim` out of the index (so a crash never leaves the index naming a file being overwritten); its key. */
+  async #takeOut(victim: StoredEntry, step: number): Promise<string> {
+    const remaining = this.#entries.filter((e) => e !== victim);
+    await this.#putIndex(remaining, `Cannot save checkpoint step ${step} in ${this.#loc.where}`);
+    this.#entries = remaining;
+    return victim.file;
   }
 
   /** Adds an entry to the index (the commit point), then applies retention. */
@@ -942,22 +973,11 @@ export class CheckpointManager {
     }
     if (size !== e.bytes) throw new SyntaxError(`file ${path} has ${size} bytes, the index says ${e.bytes}`);
     if (!(await startsWithBinary(loc, e.file))) return undefined;
-    let index: { metadata: { step: number }; tensors: TensorSummary[] };
-    if (loc.dir !== undefined) index = await readCheckpointIndex(path, this.#o.limits);
-    else {
-      // Read through once, every record verified, keeping only the descriptions.
-      const tensors: TensorSummary[] = [];
-      let step = -1;
-      const { body } = await loc.store.get(e.file);
-      for await (const r of decodeCheckpoint(body, { ...this.#o.limits, reuseBuffers: true })) {
-        if (r.type === "metadata") step = r.metadata.step;
-        else {
-          const { name, dtype, shape, group } = r.tensor;
-          tensors.push({ name, dtype, shape: [...shape], group });
-        }
-      }
-      index = { metadata: { step }, tensors };
-    }
+    // The footer, index and metadata only: by seeking in a file, by range requests in a store.
+    const index = await readCheckpointIndex(
+      loc.dir !== undefined ? path : { store: loc.store, key: e.file },
+      this.#o.limits,
+    );
     if (index.metadata.step !== e.step) {
       throw new SyntaxError(`file ${path} holds step ${index.metadata.step}, the index says ${e.step}`);
     }

@@ -11,6 +11,11 @@ import {
 import { assertSameTensors, edgeCheckpoint, edgeTensors } from "../_util.ts";
 import { buildRaw, meta, tensor } from "../format/codecs/_binary_builder.ts";
 
+async function sha256sum(path: string): Promise<string> {
+  const out = await new Deno.Command("sha256sum", { args: [path] }).output();
+  return new TextDecoder().decode(out.stdout).split(" ")[0]!;
+}
+
 async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir();
   try {
@@ -70,9 +75,10 @@ Deno.test("readCheckpointIndex lists tensors and metadata without reading data",
 Deno.test("loadCheckpoint({ sha256 }) refuses bytes with another digest", async () => {
   await withDir(async (dir) => {
     const path = join(dir, "a.ckpt");
-    const { sha256 } = await saveCheckpoint(path, edgeCheckpoint());
-    await loadCheckpoint(path, { sha256: sha256.toUpperCase() });
-    const wrong = sha256.replace(/^./, (c) => (c === "0" ? "1" : "0"));
+    const { sha256 } = await saveCheckpoint(path, edgeCheckpoint(), { sha256sum: true });
+    assert.equal(sha256, await sha256sum(path));
+    await loadCheckpoint(path, { sha256: sha256!.toUpperCase() });
+    const wrong = sha256!.replace(/^./, (c) => (c === "0" ? "1" : "0"));
     await assert.rejects(() => loadCheckpoint(path, { sha256: wrong }), (e: ChecksumMismatchError) => {
       assert.ok(e instanceof ChecksumMismatchError);
       assert.equal(e.expected, wrong);
@@ -80,6 +86,42 @@ Deno.test("loadCheckpoint({ sha256 }) refuses bytes with another digest", async 
       return true;
     });
     await assert.rejects(() => loadCheckpoint(path, { sha256: "abc" }), TypeError);
+  });
+});
+
+Deno.test("saveCheckpoint returns the stream digest by default, and loadCheckpoint({ sha256 }) accepts it", async () => {
+  await withDir(async (dir) => {
+    for (const [codec, compression] of [["binary", "none"], ["binary", "gzip"], ["json", "none"]] as const) {
+      const path = join(dir, `a-${codec}-${compression}.ckpt`);
+      const saved = await saveCheckpoint(path, edgeCheckpoint(), { codec, compression });
+      // The binary codec computes no file digest unless asked for (JSON's costs nothing).
+      assert.equal(saved.sha256 === undefined, codec === "binary", `${codec} ${compression}`);
+      assert.notEqual(saved.digest, await sha256sum(path));
+      const stored = codec === "binary" && compression === "none"
+        ? (await readCheckpointIndex(path)).streamSha256
+        : saved.digest;
+      assert.equal(saved.digest, stored);
+      // From a path and from a stream, by either digest.
+      await loadCheckpoint(path, { sha256: saved.digest });
+      await loadCheckpoint(await Deno.readFile(path), { sha256: saved.digest });
+      await loadCheckpoint(await Deno.readFile(path), { sha256: await sha256sum(path) });
+      const wrong = saved.digest.replace(/^./, (c) => (c === "0" ? "1" : "0"));
+      await assert.rejects(() => loadCheckpoint(path, { sha256: wrong }), ChecksumMismatchError);
+      const bytes = await Deno.readFile(path);
+      await assert.rejects(() => loadCheckpoint(bytes, { sha256: wrong }), ChecksumMismatchError);
+    }
+  });
+});
+
+Deno.test("loadCheckpoint({ sha256: stream digest }) still refuses a file whose body was changed", async () => {
+  await withDir(async (dir) => {
+    const path = join(dir, "a.ckpt");
+    const { digest } = await saveCheckpoint(path, edgeCheckpoint());
+    const bytes = await Deno.readFile(path);
+    const body = (await readCheckpointIndex(path)).tensors[0]!;
+    bytes[body.offset + body.length - 33]! ^= 1; // the last byte of the first tensor's body
+    await Deno.writeFile(path, bytes);
+    await assert.rejects(() => loadCheckpoint(path, { sha256: digest }), ChecksumMismatchError);
   });
 });
 

@@ -7,7 +7,14 @@
  *
  * @module
  */
-import type { CheckpointEncoder, Codec, DecoderOptions, EncoderOptions, RandomAccessReader } from "../codec.ts";
+import type {
+  CheckpointDecoder,
+  CheckpointEncoder,
+  Codec,
+  DecoderOptions,
+  EncoderOptions,
+  RandomAccessReader,
+} from "../codec.ts";
 import { bytesOf, typedArrayFrom } from "../dtype.ts";
 import { ChecksumMismatchError } from "../errors.ts";
 import { type DecodeLimits, resolveLimits } from "../limits.ts";
@@ -17,7 +24,7 @@ import { readTensorsByName } from "./binary_file.ts";
 import type { ByteReader } from "../_byte_reader.ts";
 import { ChunkReader } from "../_chunk_reader.ts";
 import { equalBytes, type Hash, sha256, toHex } from "../_hash.ts";
-import { digestingEncoder, generatorPair, type Settle } from "../_pair.ts";
+import { digestingDecoder, digestingEncoder, type EncoderDigests, type Settle } from "../_pair.ts";
 import { EncodeGuard } from "../_encode_guard.ts";
 import { BYTEGROUP_ENCODING, encodeByteGroups, PlaneScratch } from "./_bytegroup.ts";
 import {
@@ -81,14 +88,13 @@ const BODY_SLICE = 4 * 2 ** 20;
 
 async function* encodeRecords(
   records: AsyncIterable<CheckpointRecord>,
-  settle: Settle<string>,
-  digest = true,
+  settle: EncoderDigests,
   byteGroup = false,
 ): AsyncGenerator<Uint8Array> {
   // stream: every byte before the footer except tensor bodies (their record digests stand in);
-  // file: every byte, for the caller's whole-file digest (what sha256sum prints).
+  // file: every byte, for the caller's whole-file digest (what sha256sum prints), when asked.
   const stream = sha256();
-  const file = digest ? sha256() : undefined;
+  const file = settle.sha256 ? sha256() : undefined;
   let position = 0;
   const emit = (bytes: Uint8Array, record?: Hash, body = false): Uint8Array => {
     if (!body) stream.update(bytes);
@@ -137,11 +143,14 @@ async function* encodeRecords(
     const h = sha256();
     yield emit(encodeRecordPrefix(RecordKind.index, head, 0, position), h);
     yield emit(new Uint8Array(h.digest()));
-    const footer = encodeFooter(indexOffset, stream.digest());
-    if (file) settle.resolve(file.update(footer).digest("hex"));
+    const streamDigest = stream.digest();
+    const footer = encodeFooter(indexOffset, streamDigest);
+    settle.digest.resolve(toHex(streamDigest));
+    if (file) settle.sha256?.resolve(file.update(footer).digest("hex"));
     yield footer;
   } catch (e) {
-    settle.reject(e);
+    settle.sha256?.reject(e);
+    settle.digest.reject(e);
     throw e;
   }
 }
@@ -155,6 +164,7 @@ export async function* decodeRecords(
   input: AsyncIterable<Uint8Array> | ByteReader,
   limits?: DecoderOptions,
   tap?: Hash,
+  digest?: Settle<string>,
 ): AsyncGenerator<CheckpointRecord> {
   const lim = resolveLimits(limits);
   const r = new ChunkReader(input, "checkpoint", limits?.reuseBuffers ?? false, tap);
@@ -210,6 +220,7 @@ export async function* decodeRecords(
         );
       }
       if (!(await r.atEnd())) fail("trailing bytes after the footer", r.position);
+      digest?.resolve(toHex(footer.digest));
       return;
     }
     // A tensor record.
@@ -265,15 +276,10 @@ export const binaryCodec: Codec = Object.freeze({
   },
   encoder(options?: EncoderOptions): CheckpointEncoder {
     const byteGroup = options?.compression === "bytegroup";
-    if (options?.digest === false) {
-      return generatorPair((records: AsyncIterable<CheckpointRecord>) =>
-        encodeRecords(records, { resolve() {}, reject() {} }, false, byteGroup)
-      );
-    }
-    return digestingEncoder((records, settle) => encodeRecords(records, settle, true, byteGroup));
+    return digestingEncoder((records, settle) => encodeRecords(records, settle, byteGroup), options?.digest ?? true);
   },
-  decoder(limits?: DecoderOptions) {
-    return generatorPair((chunks: AsyncIterable<Uint8Array>) => decodeRecords(chunks, limits));
+  decoder(limits?: DecoderOptions): CheckpointDecoder {
+    return digestingDecoder((chunks, digest) => decodeRecords(chunks, limits, undefined, digest));
   },
   readTensors(source: RandomAccessReader, names: readonly string[], limits?: DecodeLimits): Promise<Checkpoint> {
     return readTensorsByName(source, names, limits);
