@@ -4,11 +4,11 @@
 import type { ByteRange } from "./types.ts";
 
 /** Why `key` is not a valid object key, or `undefined` when it is. */
-function keyProblem(key: unknown, prefix: boolean): string | undefined {
+function keyProblem(key: unknown, prefix: boolean, backslash = false): string | undefined {
   if (typeof key !== "string") return "it is not a string";
   if (key === "") return prefix ? undefined : "it is empty";
   if (key.startsWith("/")) return "it starts with /";
-  if (key.includes("\\")) return "it holds a backslash";
+  if (!backslash && key.includes("\\")) return "it holds a backslash";
   if (key.includes("\0")) return "it holds a NUL character";
   const segments = key.split("/");
   // A prefix may end with "/" (a "directory") or in the middle of a name.
@@ -20,10 +20,11 @@ function keyProblem(key: unknown, prefix: boolean): string | undefined {
 
 /**
  * Throws a `TypeError` unless `key` is a valid object key: a non-empty `/`-separated string,
- * not starting with `/`, with no empty, `.` or `..` segment, no backslash and no NUL.
+ * not starting with `/`, with no empty, `.` or `..` segment, no NUL, and no backslash unless
+ * `backslash` (a POSIX file name may hold one).
  */
-export function checkKey(key: unknown, store: string): asserts key is string {
-  const why = keyProblem(key, false);
+export function checkKey(key: unknown, store: string, backslash = false): asserts key is string {
+  const why = keyProblem(key, false, backslash);
   if (why !== undefined) throw new TypeError(`Invalid object key ${JSON.stringify(key)} for ${store}: ${why}`);
 }
 

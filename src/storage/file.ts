@@ -9,6 +9,12 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { StagedFileSink } from "./_file_sink.ts";
 import { readFull } from "./_file_io.ts";
 import { checkKey, checkPrefix, checkRange, clipRange } from "./_validate.ts";
+
+/**
+ * Keys may hold a backslash where file names may (not on Windows, where it separates paths):
+ * `saveCheckpoint("runs/back\\slash.ckpt")` must work wherever the file system allows the name.
+ */
+const BACKSLASH_KEYS = globalThis.Deno?.build.os !== "windows";
 import type { WorkerHash } from "./_worker_hash.ts";
 import {
   type GetOptions,
@@ -133,7 +139,7 @@ export class FileStore implements ObjectStore {
    * ```
    */
   path(key: string): string {
-    checkKey(key, this.url);
+    checkKey(key, this.url, BACKSLASH_KEYS);
     return join(this.root, ...key.split("/"));
   }
 
@@ -382,7 +388,7 @@ export class FileStore implements ObjectStore {
   async writer(key: string, options: WriteOptions = {}): Promise<ObjectWriter> {
     const path = this.path(key);
     if (options.reuse !== undefined) {
-      checkKey(options.reuse, this.url);
+      checkKey(options.reuse, this.url, BACKSLASH_KEYS);
       if (options.reuse === key) {
         throw new TypeError(`Cannot write ${this.#url(key)}: reuse must name another object than the one written`);
       }

@@ -54,7 +54,10 @@ s3Test(
       },
     };
     const url = `s3://${b.name}/runs/a/step-100.ckpt`;
-    const saved = await saveCheckpoint(url, { metadata: { step: 100 }, tensors: tensors() }, { storage });
+    const saved = await saveCheckpoint(url, { metadata: { step: 100 }, tensors: tensors() }, {
+      storage,
+      sha256sum: true,
+    });
     assert.ok(log.filter((l) => l.method === "PUT").length >= 4, "a multipart upload of several parts");
 
     // The digest is the digest of the object's bytes.

@@ -11,7 +11,7 @@ testObjectStore("FileStore", async () => {
     seed: async (key, bytes) => void await store.put(key, bytes),
     close: () => Deno.remove(dir, { recursive: true }),
   };
-});
+}, { backslashKeys: Deno.build.os !== "windows" });
 
 async function withStore(fn: (store: FileStore, dir: string) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "ckpt-filestore-" });

@@ -33,7 +33,9 @@ browserTest("core in Chromium", { entries: { core: "tests/web/page/core_entry.ts
 
   await t.step("the page gets the WebAssembly SHA-256 and no ReadableStream.from", async () => {
     const r = await page.evaluate(async () => {
-      const s = await m.saveCheckpoint(new WritableStream(), { metadata: { step: 0 }, tensors: [] });
+      const s = await m.saveCheckpoint(new WritableStream(), { metadata: { step: 0 }, tensors: [] }, {
+        sha256sum: true,
+      });
       return { from: typeof (ReadableStream as unknown as { from?: unknown }).from, sha: s.sha256 };
     });
     assert.equal(r.from, "undefined", "this Chromium has ReadableStream.from: the fallback goes untested here");
@@ -72,7 +74,7 @@ browserTest("core in Chromium", { entries: { core: "tests/web/page/core_entry.ts
             const saved = await m.saveCheckpoint(
               new WritableStream({ write: (c) => void chunks.push(c.slice()) }),
               fromBlob,
-              { codec, compression },
+              { codec, compression, sha256sum: true },
             );
             const out = new Blob(chunks as BlobPart[]);
             await fetch(`/upload/${name}`, { method: "PUT", body: out });

@@ -20,7 +20,7 @@ const out = {};
 for (const codec of ["binary", "json"]) {
   for (const compression of ["none", "gzip"]) {
     const chunks = [];
-    const saved = await ckpt.saveCheckpoint(new WritableStream({ write: (c) => { chunks.push(c.slice()); } }), input, { codec, compression });
+    const saved = await ckpt.saveCheckpoint(new WritableStream({ write: (c) => { chunks.push(c.slice()); } }), input, { codec, compression, sha256sum: true });
     const bytes = Buffer.concat(chunks);
     const back = await ckpt.loadCheckpoint(new Blob([bytes]), { sha256: saved.sha256 });
     out[codec + "/" + compression] = {
