@@ -41,25 +41,32 @@ export type {
 export { ChecksumMismatchError } from "./src/format/errors.ts";
 export { type DecodeLimits, DEFAULT_LIMITS, UNTRUSTED_LIMITS } from "./src/format/limits.ts";
 export {
+  type CheckpointDecoder,
   type CheckpointEncoder,
   type Codec,
   type DecoderOptions,
   DETECT_BYTES,
   type EncoderOptions,
+  type RandomAccessReader,
 } from "./src/format/codec.ts";
 export { binaryCodec } from "./src/format/codecs/binary.ts";
 export { jsonCodec } from "./src/format/codecs/json.ts";
 export { type IndexEntry } from "./src/format/codecs/binary.ts";
-export { type CheckpointIndex, readCheckpointIndex } from "./src/format/codecs/binary_file.ts";
+export { type CheckpointIndex } from "./src/format/codecs/binary_file.ts";
 export { type CodecName, type Compression, encodeCheckpoint, type EncodeOptions } from "./src/format/encode.ts";
+export {
+  type CheckpointBytes,
+  type DecodeOptions,
+  DEFAULT_READ_CODECS,
+  type SniffResult,
+} from "./src/format/decode.ts";
 export {
   type CheckpointSource,
   decodeCheckpoint,
-  type DecodeOptions,
-  DEFAULT_READ_CODECS,
+  readCheckpointIndex,
   sniffCheckpoint,
-  type SniffResult,
-} from "./src/format/decode.ts";
+  type StorageOptions,
+} from "./src/io/read.ts";
 export { type CheckpointTarget, saveCheckpoint, type SaveOptions, type SaveResult } from "./src/io/save.ts";
 export { loadCheckpoint, type LoadOptions } from "./src/io/load.ts";
 export {
@@ -112,6 +119,16 @@ export {
   type WriteOptions,
 } from "./src/storage/types.ts";
 export { FileStore } from "./src/storage/file.ts";
+export { HttpStatusError, HttpStore, type HttpStoreOptions } from "./src/storage/http.ts";
+export { type CountingReader, openRandomAccess, type RandomAccessOptions } from "./src/storage/random_access.ts";
+export {
+  type DirectoryAddress,
+  resolveDirectory,
+  resolveObject,
+  type ResolveOptions,
+  type StorageAddress,
+  type StoreObject,
+} from "./src/storage/resolve.ts";
 export { MemoryStore, type MemoryStoreOptions } from "./src/storage/memory.ts";
 export {
   DEFAULT_S3_CONCURRENCY,

@@ -1,7 +1,7 @@
 // One measured operation in its own process, so peak RSS belongs to it alone. Prints one JSON line.
 // Used by bench/compare_save.ts; not meant to be run by hand.
 import { parseArgs } from "node:util";
-import { loadCheckpoint, saveCheckpoint, type TensorInput } from "../mod.ts";
+import { CheckpointManager, loadCheckpoint, saveCheckpoint, type TensorInput } from "../mod.ts";
 import { decodeCheckpoint } from "../mod.ts";
 import process from "node:process";
 
@@ -13,6 +13,9 @@ const { values } = parseArgs({
     codec: { type: "string", default: "binary" },
     gzip: { type: "boolean", default: false },
     warm: { type: "boolean", default: false },
+    sha256sum: { type: "boolean", default: false },
+    saves: { type: "string", default: "4" },
+    "no-recycle": { type: "boolean", default: false },
   },
 });
 const TENSOR_MIB = 16;
@@ -80,6 +83,7 @@ if (op === "raw") {
   const r = await saveCheckpoint(out, { metadata: { step: 1 }, tensors }, {
     codec: values.codec as "binary" | "json",
     compression: values.gzip ? "gzip" : "none",
+    sha256sum: values.sha256sum,
   });
   const seconds = (performance.now() - t0) / 1000;
   const cpu = process.cpuUsage(cpu0);
@@ -87,6 +91,30 @@ if (op === "raw") {
   console.log(
     JSON.stringify({ seconds, cpuSeconds, bytes: r.bytes, sha256: r.sha256, peakRss: peakRss(), baseRss: before }),
   );
+} else if (op === "manager") {
+  // A training loop's steady state: a manager keeping 2 checkpoints saves --saves times; from the
+  // third save on, retention deletes one checkpoint per save. Reports every save's time.
+  const tensors = model();
+  await Deno.remove(out, { recursive: true }).catch(() => {});
+  const manager = await CheckpointManager.open(out, { maxToKeep: 2, recycle: !values["no-recycle"] });
+  const seconds: number[] = [];
+  for (let step = 1; step <= Number(values.saves); step++) {
+    tensors[0]!.data[0] = step; // a different checkpoint each time
+    const t0 = performance.now();
+    await manager.save({ metadata: { step }, tensors });
+    seconds.push((performance.now() - t0) / 1000);
+  }
+  await manager.close();
+  const steady = seconds.slice(2).sort((a, b) => a - b);
+  const median = steady.length ? steady[steady.length >> 1]! : seconds.at(-1)!;
+  console.log(JSON.stringify({ seconds: median, all: seconds, peakRss: peakRss() }));
+} else if (op === "probe") {
+  // How fast this process touches fresh memory: the regime every other row runs in.
+  const t0 = performance.now();
+  const a = new Uint8Array(total);
+  for (let i = 0; i < a.length; i += 4096) a[i] = 1;
+  const seconds = (performance.now() - t0) / 1000;
+  console.log(JSON.stringify({ seconds, bytes: a.length }));
 } else if (op === "save-lazy") {
   // Tensors produced one at a time and dropped after writing: memory must stay bounded.
   const before = rss();

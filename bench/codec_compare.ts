@@ -6,7 +6,10 @@
  * process, medians printed with ratios against the peers of the same run.
  *
  *   deno task train --hidden 1024 --optimizer adam --steps 300 --dir runs/adam1024   # the trained weights
- *   deno task bench:codec [--weights runs/adam1024] [--size 32] [--trials 5] [--json-size 16]
+ *   deno task bench:codec [--weights runs/adam1024] [--size 32] [--trials 5] [--json-size 16] [--json]
+ *
+ * With `--json`, the progress goes to stderr and stdout gets one JSON document (`rows`,
+ * `jsonLines`, `targets`), for a script that runs this one as a subprocess, such as bench:compare.
  *
  * Throughput is tensor bytes (uncompressed) per second, so rows compare directly; ratio is file
  * bytes over uncompressed file bytes. Saves go to a file (atomic, fsync), loads verify every digest.
@@ -33,8 +36,11 @@ const { values } = parseArgs({
     trials: { type: "string", default: "5" },
     "json-size": { type: "string", default: "16" },
     dir: { type: "string" },
+    json: { type: "boolean", default: false },
   },
 });
+// With --json, everything human-readable goes to stderr and stdout is left for the document.
+const say = values.json ? console.error : console.log;
 const MiB = 2 ** 20;
 const size = Number(values.size) * MiB;
 const trials = Number(values.trials);
@@ -121,7 +127,7 @@ async function trainedSets(path: string): Promise<DataSet[]> {
       await manager.close();
     } else ckpt = await loadCheckpoint(path);
   } catch (e) {
-    console.log(`(no trained weights at ${path}: ${(e as Error).message}; run the train demo first, see --help)`);
+    say(`(no trained weights at ${path}: ${(e as Error).message}; run the train demo first, see --help)`);
     return [];
   }
   if (!ckpt) return [];
@@ -129,7 +135,7 @@ async function trainedSets(path: string): Promise<DataSet[]> {
   const params = ckpt.tensors.filter((t) => t.group === "params" && float(t));
   const optimizer = ckpt.tensors.filter((t) => t.group === "optimizer" && float(t));
   const bytes = (ts: TensorInput[]) => (ts.reduce((n, t) => n + t.data.byteLength, 0) / MiB).toFixed(1);
-  console.log(
+  say(
     `trained weights: step ${ckpt.metadata.step} of ${path}: params ${bytes(params)} MiB, optimizer ${
       bytes(optimizer)
     } MiB (${optimizer.map((t) => t.name).slice(0, 4).join(", ")}…)`,
@@ -149,7 +155,7 @@ const sets: DataSet[] = [
 ];
 
 const methods: Compression[] = ["none", "gzip", "bytegroup"];
-console.log(
+say(
   `\n${trials} interleaved trials per row, medians; ${
     (size / MiB).toFixed(0)
   } MiB per synthetic set; saves atomic with fsync, loads verify every digest; ${Deno.build.os} ${Deno.build.arch}, ${navigator.hardwareConcurrency} cores, load average ${loadavg()}\n`,
@@ -157,6 +163,7 @@ console.log(
 
 const header = ["data set", "method", "ratio", "save MB/s", "load MB/s", "save / gzip", "load / none"];
 const rows: string[][] = [];
+const records: Record<string, unknown>[] = [];
 const targets: string[] = [];
 for (const set of sets) {
   const raw = set.tensors.reduce((n, t) => n + t.data.byteLength, 0);
@@ -178,6 +185,15 @@ for (const set of sets) {
   }
   const rate = (m: string, of: Record<string, number[]>) => mbps(raw, median(of[m]!));
   for (const m of methods) {
+    records.push({
+      set: set.name,
+      method: m,
+      ratio: bytes[m]! / bytes.none!,
+      saveMBps: rate(m, save),
+      loadMBps: rate(m, load),
+      saveVsGzip: rate(m, save) / rate("gzip", save),
+      loadVsNone: rate(m, load) / rate("none", load),
+    });
     rows.push([
       set.name,
       m,
@@ -205,6 +221,7 @@ for (const set of sets) {
   );
 }
 
+let jsonLines: Record<string, number> = {};
 // JSON Lines, float32: today's shortest float32 digits against the float64 expansion of each
 // widened float32 (what the encoder printed before), both with the same per-line hashing.
 {
@@ -250,18 +267,24 @@ for (const set of sets) {
     times.load!.push((performance.now() - t) / 1000);
   }
   const r = (k: string) => mbps(data.byteLength, median(times[k]!));
-  console.log(`JSON Lines, ${(data.byteLength / MiB).toFixed(0)} MiB of N(0,0.02) float32 (MB/s of tensor bytes):`);
-  console.log(
+  jsonLines = {
+    expansionMBps: r("expansion"),
+    shortestMBps: r("shortest"),
+    loadMBps: r("load"),
+    bytesPerValue: out.shortest! / data.length,
+  };
+  say(`JSON Lines, ${(data.byteLength / MiB).toFixed(0)} MiB of N(0,0.02) float32 (MB/s of tensor bytes):`);
+  say(
     `  float64 expansion (the previous encoder's numbers), encode + hash: ${r("expansion").toFixed(1)} MB/s, ${
       (out.expansion! / data.length).toFixed(1)
     } bytes per value`,
   );
-  console.log(
+  say(
     `  ckpt JSON encode (shortest float32 digits):                       ${r("shortest").toFixed(1)} MB/s, ${
       (out.shortest! / data.length).toFixed(1)
     } bytes per value, ${(r("shortest") / r("expansion")).toFixed(2)}× the expansion`,
   );
-  console.log(`  ckpt JSON load + verify:                                          ${r("load").toFixed(1)} MB/s`);
+  say(`  ckpt JSON load + verify:                                          ${r("load").toFixed(1)} MB/s`);
   targets.push(
     `JSON float32 encode ${r("shortest").toFixed(1)} MB/s (target ≥ 40: ${r("shortest") >= 40 ? "met" : "NOT met"})`,
   );
@@ -269,8 +292,9 @@ for (const set of sets) {
 
 const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
 const line = (cells: string[]) => "| " + cells.map((c, i) => c.padEnd(widths[i]!)).join(" | ") + " |";
-console.log("\n" + line(header));
-console.log("| " + widths.map((w) => "-".repeat(w)).join(" | ") + " |");
-for (const r of rows) console.log(line(r));
-console.log("\nTargets:\n  " + targets.join("\n  "));
+say("\n" + line(header));
+say("| " + widths.map((w) => "-".repeat(w)).join(" | ") + " |");
+for (const r of rows) say(line(r));
+say("\nTargets:\n  " + targets.join("\n  "));
+if (values.json) console.log(JSON.stringify({ rows: records, jsonLines, targets }));
 if (!values.dir) await Deno.remove(dir, { recursive: true });

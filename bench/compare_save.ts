@@ -1,11 +1,22 @@
 /**
- * Side-by-side: the same tensors saved by ckpt (binary, binary+gzip, JSON), by `dd bs=16M
- * conv=fdatasync`, and — where Debian's python3-numpy / python3-torch are installed — by
- * `np.savez` and `torch.save` (each with fsync); then load + verify against
- * `openssl speed -evp sha256`, and peak RSS of lazy saves and tensor-by-tensor loads.
- * Every method runs in its own process, trials are interleaved, medians are printed with ratios.
+ * Side by side, in one run: ckpt's binary save and load against `dd`, `np.savez`/`np.load` and
+ * `torch.save`/`torch.load` (where Debian's python3-numpy / python3-torch are installed) and
+ * `openssl speed -evp sha256`, on the same float32 tensors. Every method runs in its own process
+ * (so each load reads into fresh memory), trials are interleaved (method A, B, C, then A, B, C
+ * again), and the table gives medians and ratios against the peer each target names.
  *
- *   deno task bench:compare [--sizes 64,512,1024] [--trials 3] [--json-max 64] [--gzip-max 512] [--dir DIR]
+ * Two memory regimes decide these numbers on a VM: whether a write lands in page-cache pages the
+ * kernel just freed (overwriting or recycling a file: "recycled") or in pages never used before
+ * ("fresh": an atomic save's new file), and how fast the VM backs memory a process touches for
+ * the first time (slow until the VM has touched it once). Each row names its page regime; a
+ * probe before every round measures first-touch speed, and the report states it.
+ *
+ *   deno task bench:compare [--sizes 512] [--trials 3] [--saves 4] [--dir DIR] [--only save,load]
+ *
+ * The side-by-side scripts listed in `EXTRA` (the byte-grouped codec and JSON comparison,
+ * `bench/codec_compare.ts`) run after these rows with the same `--trials`, so one
+ * `deno task bench:compare` prints every row; `--only save,load,memory` leaves them out. Add a
+ * script there to have it run too.
  *
  * @module
  */
@@ -14,17 +25,16 @@ import { join } from "node:path";
 
 const { values } = parseArgs({
   options: {
-    sizes: { type: "string", default: "64,512,1024" },
+    sizes: { type: "string", default: "512" },
     trials: { type: "string", default: "3" },
-    "json-max": { type: "string", default: "64" },
-    "gzip-max": { type: "string", default: "512" },
+    saves: { type: "string", default: "4" },
     dir: { type: "string" },
+    only: { type: "string", default: "save,load,memory,extra" },
   },
 });
 const sizes = values.sizes.split(",").map(Number);
 const trials = Number(values.trials);
-const jsonMax = Number(values["json-max"]);
-const gzipMax = Number(values["gzip-max"]);
+const parts = new Set(values.only.split(","));
 const dir = values.dir ?? await Deno.makeTempDir({ dir: join(import.meta.dirname!, "..", "tmp"), prefix: "bench-" })
   .catch(() => Deno.makeTempDir({ prefix: "ckpt-bench-" }));
 await Deno.mkdir(dir, { recursive: true });
@@ -38,7 +48,7 @@ interface Run {
   baseRss?: number;
 }
 
-/** Polls a child's VmHWM (peak RSS) until it exits; returns the last value seen. */
+/** Runs a command, polling its VmHWM (peak RSS) until it exits. */
 async function runTimed(cmd: string, args: string[]): Promise<{ seconds: number; stdout: string; peak: number }> {
   const t0 = performance.now();
   const child = new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).spawn();
@@ -75,25 +85,43 @@ async function has(cmd: string, args: string[]): Promise<boolean> {
 }
 
 const PY = "/usr/bin/python3";
-const PY_SAVE = `
+// Saves and loads the raw float32 file's bytes as 16 MiB tensors, timing only the operation.
+// A save writes a new file, fsyncs it and renames it over the target, as an atomic save must.
+const PY_SCRIPT = `
 import json, os, sys, time
-kind, raw, out = sys.argv[1], sys.argv[2], sys.argv[3]
+op, kind, raw, out = sys.argv[1:5]
 import numpy as np
-a = np.fromfile(raw, dtype=np.float32)
-step = 4 * 1024 * 1024
-arrays = {f"layer{i}/kernel": a[i * step:(i + 1) * step] for i in range((a.size + step - 1) // step)}
 if kind == "torch":
     import torch
-    arrays = {k: torch.from_numpy(v) for k, v in arrays.items()}
-t = time.perf_counter()
-with open(out, "wb") as f:
+if op == "save":
+    a = np.fromfile(raw, dtype=np.float32)
+    step = 4 * 1024 * 1024
+    arrays = {f"layer{i}/kernel": a[i * step:(i + 1) * step] for i in range((a.size + step - 1) // step)}
     if kind == "torch":
-        torch.save(arrays, f)
+        arrays = {k: torch.from_numpy(v) for k, v in arrays.items()}
+    t = time.perf_counter()
+    with open(out + ".tmp", "wb") as f:
+        if kind == "torch":
+            torch.save(arrays, f)
+        else:
+            np.savez(f, **arrays)
+        f.flush()
+        os.fsync(f.fileno())
+    os.rename(out + ".tmp", out)
+    d = os.open(os.path.dirname(out), os.O_RDONLY)
+    os.fsync(d)
+    os.close(d)
+    print(json.dumps({"seconds": time.perf_counter() - t}))
+else:
+    t = time.perf_counter()
+    if kind == "torch":
+        arrays = torch.load(out)
+        n = sum(v.numel() for v in arrays.values())
     else:
-        np.savez(f, **arrays)
-    f.flush()
-    os.fsync(f.fileno())
-print(json.dumps({"seconds": time.perf_counter() - t}))
+        with np.load(out) as f:
+            arrays = {k: f[k] for k in f.files}
+        n = sum(v.size for v in arrays.values())
+    print(json.dumps({"seconds": time.perf_counter() - t, "elements": int(n)}))
 `;
 const haveNumpy = await has(PY, ["-c", "import numpy"]);
 const haveTorch = await has(PY, ["-c", "import torch"]);
@@ -102,108 +130,293 @@ function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 }
-const fmtMB = (bytes: number, s: number) => `${(bytes / 1e6 / s).toFixed(0)} MB/s`;
+const mbs = (bytes: number, s: number) => bytes / 1e6 / s;
 const fmtMiB = (b: number) => `${(b / MiB).toFixed(0)} MiB`;
 
-// openssl's single-thread SHA-256 speed on 16 KiB blocks, the ceiling for load + verify.
-let opensslMBs = NaN;
-try {
-  const o = await new Deno.Command("openssl", {
-    args: ["speed", "-evp", "sha256", "-seconds", "2"],
-    stdout: "piped",
-    stderr: "null",
-  })
-    .output();
-  const line = new TextDecoder().decode(o.stdout).split("\n").find((l) => /^sha256\s/.test(l));
-  const cols = line?.trim().split(/\s+/);
-  opensslMBs = cols ? parseFloat(cols[5]!) * 1000 / 1e6 : NaN; // 16384-byte column, in kB/s
-} catch { /* no openssl */ }
+/** openssl's single-thread SHA-256 speed on 16 KiB blocks (MB/s): the ceiling of one core. */
+async function opensslSpeed(): Promise<number> {
+  try {
+    const o = await new Deno.Command("openssl", {
+      args: ["speed", "-evp", "sha256", "-seconds", "2"],
+      stdout: "piped",
+      stderr: "null",
+    }).output();
+    const line = new TextDecoder().decode(o.stdout).split("\n").find((l) => /^sha256\s/.test(l));
+    const cols = line?.trim().split(/\s+/);
+    return cols ? parseFloat(cols[5]!) * 1000 / 1e6 : NaN; // the 16384-byte column, in kB/s
+  } catch {
+    return NaN;
+  }
+}
 
+async function loadAverage(): Promise<string> {
+  try {
+    return (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ");
+  } catch {
+    return "unknown";
+  }
+}
+
+/** A method in a comparison: its row label, page regime, and how to run one trial. */
+interface Method {
+  name: string;
+  pages: string;
+  run: () => Promise<Run>;
+}
+
+/** Runs `methods` in `trials` interleaved rounds, a first-touch probe before each round. */
+async function interleaved(methods: Method[], mib: number): Promise<{ runs: Map<string, Run[]>; probes: number[] }> {
+  const runs = new Map<string, Run[]>(methods.map((m) => [m.name, []]));
+  const probes: number[] = [];
+  for (let t = 0; t < trials; t++) {
+    const p = await ckpt("probe", Math.min(mib, 256), "-");
+    probes.push(mbs(Math.min(mib, 256) * MiB, p.seconds));
+    for (const m of methods) runs.get(m.name)!.push(await m.run());
+  }
+  return { runs, probes };
+}
+
+function regime(probes: number[]): string {
+  const lo = Math.min(...probes), hi = Math.max(...probes);
+  const kind = hi < 1000 ? "cold (first touch slow)" : lo >= 1000 ? "warm" : "mixed";
+  return `first touch of fresh memory ${lo.toFixed(0)}–${hi.toFixed(0)} MB/s before the rounds: ${kind}`;
+}
+
+interface Row {
+  name: string;
+  pages: string;
+  seconds: number;
+  mbs: number;
+  ratio?: string;
+  target?: string;
+}
+
+function table(title: string, rows: Row[]): void {
+  console.log(`\n${title}\n`);
+  console.log("| method | pages | median s | MB/s | ratio | target |");
+  console.log("| --- | --- | ---: | ---: | --- | --- |");
+  for (const r of rows) {
+    console.log(
+      `| ${r.name} | ${r.pages} | ${r.seconds.toFixed(3)} | ${r.mbs.toFixed(0)} | ${r.ratio ?? ""} | ${
+        r.target ?? ""
+      } |`,
+    );
+  }
+}
+
+/** "0.93× peer; target ≥ 1.0×: met" style cells. */
+function vs(value: number, peer: number | undefined, peerName: string, goal?: number): Pick<Row, "ratio" | "target"> {
+  if (peer === undefined || !Number.isFinite(peer)) return { ratio: `no ${peerName} in this run` };
+  const r = value / peer;
+  return {
+    ratio: `${r.toFixed(2)}× ${peerName}`,
+    ...(goal === undefined
+      ? {}
+      : { target: `≥ ${goal.toFixed(1)}× ${peerName}: ${r >= goal ? "**met**" : "not met"}` }),
+  };
+}
+
+const openssl0 = await opensslSpeed();
 console.log(
-  `ckpt save/load side by side — ${Deno.build.os}, ${navigator.hardwareConcurrency} cores, Deno ${Deno.version.deno}`,
+  `ckpt save/load side by side — ${Deno.build.os}, ${navigator.hardwareConcurrency} cores, Deno ${Deno.version.deno}, ` +
+    `${new Date().toISOString().slice(0, 16)}Z`,
 );
-console.log(`dir ${dir}; ${trials} trials per method, interleaved; medians; each method in its own process`);
+console.log(`load average at start: ${await loadAverage()}`);
+console.log(`${trials} interleaved trials per method, medians; each method in its own process; dir ${dir}`);
+console.log(`openssl speed -evp sha256 (one core, 16 KiB blocks): ${openssl0.toFixed(0)} MB/s`);
 console.log(
-  "ckpt saves are timed after a 8 MiB warm-up save in the same process (steady state), except the 'first save' row",
+  `python3-numpy: ${haveNumpy ? "yes" : "no"}; python3-torch: ${
+    haveTorch ? "yes" : "no (apt-get install python3-torch to add the torch rows)"
+  }`,
 );
-console.log(`openssl speed -evp sha256 (16 KiB blocks): ${opensslMBs.toFixed(0)} MB/s`);
-console.log(`python3-numpy: ${haveNumpy ? "yes" : "no"}, python3-torch: ${haveTorch ? "yes" : "no"}\n`);
+console.log(
+  "pages: 'fresh' = the bytes go to a new file (page-cache pages never used by that file: an atomic save); " +
+    "'recycled' = they overwrite or reuse a file being replaced",
+);
 
 for (const mib of sizes) {
   const bytes = mib * MiB;
   const raw = join(dir, `raw-${mib}.bin`);
   await ckpt("raw", mib, raw);
-  const methods: [string, () => Promise<Run>][] = [
-    ["dd bs=16M conv=fdatasync", async () => {
-      const r = await runTimed("dd", [`if=${raw}`, `of=${join(dir, "dd.bin")}`, "bs=16M", "conv=fdatasync"]);
-      return { seconds: r.seconds, peakRss: r.peak, baseRss: 0 };
-    }],
-    ["dd to a new file, then mv over", async () => {
-      // What an atomic save has to do: the new bytes go to fresh pages while the old file keeps
-      // its own until the rename (dd over an existing file recycles the pages it truncates).
-      const r = await runTimed("sh", [
-        "-c",
-        `dd if="$0" of="$1.tmp" bs=16M conv=fdatasync 2>/dev/null && mv "$1.tmp" "$1"`,
-        raw,
-        join(dir, "dd-atomic.bin"),
-      ]);
-      return { seconds: r.seconds, peakRss: r.peak, baseRss: 0 };
-    }],
-    ["ckpt binary (sha256+fsync)", () => ckpt("save", mib, join(dir, "b.ckpt"), ["--warm"])],
-    ["  same, first save in a process", () => ckpt("save", mib, join(dir, "b.ckpt"))],
-    ["deno naive 1 MiB writes", () => ckpt("naive", mib, join(dir, "naive.bin"))],
-  ];
-  if (mib <= gzipMax) {
-    methods.push(["ckpt binary+gzip", () => ckpt("save", mib, join(dir, "bg.ckpt"), ["--gzip", "--warm"])]);
-  }
-  if (mib <= jsonMax) {
-    methods.push(["ckpt json", () => ckpt("save", mib, join(dir, "j.ckpt"), ["--codec", "json", "--warm"])]);
-  }
-  if (haveNumpy) {
-    methods.push(["np.savez (+fsync)", async () => {
-      const r = await runTimed(PY, ["-c", PY_SAVE, "numpy", raw, join(dir, "np.npz")]);
-      return { ...JSON.parse(r.stdout), peakRss: r.peak };
-    }]);
-  }
-  if (haveTorch) {
-    methods.push(["torch.save (+fsync)", async () => {
-      const r = await runTimed(PY, ["-c", PY_SAVE, "torch", raw, join(dir, "t.pt")]);
-      return { ...JSON.parse(r.stdout), peakRss: r.peak };
-    }]);
-  }
-  const results = new Map<string, Run[]>(methods.map(([n]) => [n, []]));
-  for (let t = 0; t < trials; t++) {
-    for (const [name, fn] of methods) results.get(name)!.push(await fn());
-  }
-  // Loads, page cache warm, each in a fresh process.
-  const loads: Run[] = [];
-  for (let t = 0; t < trials; t++) loads.push(await ckpt("load", mib, join(dir, "b.ckpt")));
-  const lazy = await ckpt("save-lazy", mib, join(dir, "lazy.ckpt"));
-  const stream = await ckpt("load-stream", mib, join(dir, "lazy.ckpt"));
+  console.log(`\n## ${mib} MiB of float32 tensors (${Math.ceil(mib / 16)} × 16 MiB)`);
 
-  const ddMed = median(results.get("dd bs=16M conv=fdatasync")!.map((r) => r.seconds));
-  console.log(`== ${mib} MiB of float32 tensors (${Math.ceil(mib / 16)} × 16 MiB) ==`);
-  console.log("method                          median s   throughput   vs dd   peak RSS");
-  for (const [name] of methods) {
-    const runs = results.get(name)!;
-    const s = median(runs.map((r) => r.seconds));
-    const peak = Math.max(...runs.map((r) => r.peakRss ?? 0));
-    console.log(
-      `${name.padEnd(32)}${s.toFixed(3).padStart(8)}   ${fmtMB(bytes, s).padStart(10)}   ${
-        (ddMed / s).toFixed(2).padStart(5)
-      }×   ${fmtMiB(peak)}`,
+  let saveRows: Map<string, Run[]> | undefined;
+  if (parts.has("save")) {
+    const methods: Method[] = [
+      {
+        name: "`dd bs=16M conv=fdatasync` over the previous file",
+        pages: "recycled",
+        run: async () => {
+          const r = await runTimed("dd", [`if=${raw}`, `of=${join(dir, "dd.bin")}`, "bs=16M", "conv=fdatasync"]);
+          return { seconds: r.seconds };
+        },
+      },
+      {
+        name: "same `dd` to a new file, then `mv` over",
+        pages: "fresh",
+        run: async () => {
+          const r = await runTimed("sh", [
+            "-c",
+            `dd if="$0" of="$1.tmp" bs=16M conv=fdatasync 2>/dev/null && mv "$1.tmp" "$1"`,
+            raw,
+            join(dir, "dd-atomic.bin"),
+          ]);
+          return { seconds: r.seconds };
+        },
+      },
+      {
+        name: "ckpt binary save (atomic, fsync, one hash pass)",
+        pages: "fresh",
+        run: () => ckpt("save", mib, join(dir, "b.ckpt"), ["--warm"]),
+      },
+      {
+        name: "ckpt binary save, `sha256sum: true` (second pass)",
+        pages: "fresh",
+        run: () => ckpt("save", mib, join(dir, "b2.ckpt"), ["--warm", "--sha256sum"]),
+      },
+      {
+        name: `ckpt in a rotating CheckpointManager (keep 2, median of saves 3–${values.saves})`,
+        pages: "recycled (retention's file reused)",
+        run: () => ckpt("manager", mib, join(dir, "managed"), ["--saves", values.saves]),
+      },
+      {
+        name: "same manager, `recycle: false`",
+        pages: "fresh",
+        run: () => ckpt("manager", mib, join(dir, "managed-fresh"), ["--saves", values.saves, "--no-recycle"]),
+      },
+    ];
+    if (haveNumpy) {
+      methods.push({
+        name: "`np.savez` to a new file, fsync, rename",
+        pages: "fresh",
+        run: async () =>
+          JSON.parse((await runTimed(PY, ["-c", PY_SCRIPT, "save", "numpy", raw, join(dir, "np.npz")])).stdout),
+      });
+    }
+    if (haveTorch) {
+      methods.push({
+        name: "`torch.save` to a new file, fsync, rename",
+        pages: "fresh",
+        run: async () =>
+          JSON.parse((await runTimed(PY, ["-c", PY_SCRIPT, "save", "torch", raw, join(dir, "t.pt")])).stdout),
+      });
+    }
+    const { runs, probes } = await interleaved(methods, mib);
+    saveRows = runs;
+    const med = (n: string) => runs.has(n) ? median(runs.get(n)!.map((r) => r.seconds)) : undefined;
+    const speed = (n: string) => {
+      const s = med(n);
+      return s === undefined ? undefined : mbs(bytes, s);
+    };
+    const ddInPlace = speed(methods[0]!.name);
+    const ddAtomic = speed(methods[1]!.name);
+    const savez = speed("`np.savez` to a new file, fsync, rename");
+    const rows: Row[] = methods.map((m) => ({
+      name: m.name,
+      pages: m.pages,
+      seconds: med(m.name)!,
+      mbs: speed(m.name)!,
+    }));
+    const save = rows[2]!;
+    const a = vs(save.mbs, savez, "np.savez", 1.0);
+    const b = vs(save.mbs, ddAtomic, "dd new+mv", 0.9);
+    save.ratio = [a.ratio, b.ratio].join("; ");
+    save.target = [a.target, b.target].filter(Boolean).join("; ");
+    Object.assign(rows[3]!, vs(rows[3]!.mbs, savez, "np.savez"));
+    Object.assign(rows[4]!, vs(rows[4]!.mbs, ddInPlace, "dd in place", 0.8));
+    Object.assign(rows[5]!, vs(rows[5]!.mbs, ddInPlace, "dd in place"));
+    for (const r of rows.slice(6)) Object.assign(r, vs(r.mbs, ddAtomic, "dd new+mv"));
+    rows[1]!.ratio = vs(rows[1]!.mbs, ddInPlace, "dd in place").ratio;
+    table(`### Save (${regime(probes)}; load average ${await loadAverage()})`, rows);
+  }
+
+  if (parts.has("load")) {
+    // Files to load: ckpt's (written above, or now), and the peers'.
+    const ckptFile = join(dir, "b.ckpt");
+    if (!saveRows) await ckpt("save", mib, ckptFile);
+    if (haveNumpy && !saveRows) await runTimed(PY, ["-c", PY_SCRIPT, "save", "numpy", raw, join(dir, "np.npz")]);
+    if (haveTorch && !saveRows) await runTimed(PY, ["-c", PY_SCRIPT, "save", "torch", raw, join(dir, "t.pt")]);
+    const methods: Method[] = [
+      { name: "ckpt load + verify, into fresh memory", pages: "cached", run: () => ckpt("load", mib, ckptFile) },
+      {
+        name: "ckpt streaming verify (`reuseBuffers`, as `ckpt verify`)",
+        pages: "cached",
+        run: () => ckpt("load-stream", mib, ckptFile),
+      },
+      {
+        name: "`sha256sum` of the same file",
+        pages: "cached",
+        run: async () => ({ seconds: (await runTimed("sha256sum", [ckptFile])).seconds }),
+      },
+    ];
+    if (haveNumpy) {
+      methods.push({
+        name: "`np.load` of the .npz, every array read",
+        pages: "cached",
+        run: async () =>
+          JSON.parse((await runTimed(PY, ["-c", PY_SCRIPT, "load", "numpy", raw, join(dir, "np.npz")])).stdout),
+      });
+    }
+    if (haveTorch) {
+      methods.push({
+        name: "`torch.load`",
+        pages: "cached",
+        run: async () =>
+          JSON.parse((await runTimed(PY, ["-c", PY_SCRIPT, "load", "torch", raw, join(dir, "t.pt")])).stdout),
+      });
+    }
+    const { runs, probes } = await interleaved(methods, mib);
+    const openssl1 = await opensslSpeed();
+    const openssl = median([openssl0, openssl1].filter(Number.isFinite));
+    const med = (n: string) => median(runs.get(n)!.map((r) => r.seconds));
+    const rows: Row[] = methods.map((m) => ({
+      name: m.name,
+      pages: m.pages,
+      seconds: med(m.name),
+      mbs: mbs(bytes, med(m.name)),
+    }));
+    const npLoad = haveNumpy ? rows.find((r) => r.name.startsWith("`np.load`"))!.mbs : undefined;
+    Object.assign(rows[0]!, vs(rows[0]!.mbs, npLoad, "np.load", 1.0));
+    Object.assign(rows[1]!, vs(rows[1]!.mbs, openssl, "openssl sha256", 0.8));
+    rows[2]!.ratio = vs(rows[2]!.mbs, openssl, "openssl sha256").ratio;
+    const torchRow = rows.find((r) => r.name === "`torch.load`");
+    if (torchRow) torchRow.ratio = vs(rows[0]!.mbs, torchRow.mbs, "torch.load").ratio?.replace(/^/, "ckpt load is ");
+    table(
+      `### Load (page cache warm; tensors land in fresh memory; ${regime(probes)}; openssl ${
+        openssl.toFixed(0)
+      } MB/s; load average ${await loadAverage()})`,
+      rows,
     );
   }
-  const loadMed = median(loads.map((r) => r.seconds));
-  console.log(
-    `ckpt load + verify (binary)     ${loadMed.toFixed(3).padStart(8)}   ${fmtMB(bytes, loadMed).padStart(10)}   ${
-      (bytes / 1e6 / loadMed / opensslMBs).toFixed(2)
-    }× openssl sha256`,
-  );
-  console.log(
-    `bounded memory: lazy save peak RSS +${fmtMiB(lazy.peakRss! - lazy.baseRss!)} over start (${
-      fmtMB(bytes, lazy.seconds)
-    }); tensor-by-tensor load +${fmtMiB(stream.peakRss! - stream.baseRss!)} (${fmtMB(bytes, stream.seconds)})\n`,
-  );
+
+  if (parts.has("memory")) {
+    const lazy = await ckpt("save-lazy-pooled", mib, join(dir, "lazy.ckpt"));
+    const stream = await ckpt("load-stream", mib, join(dir, "lazy.ckpt"));
+    console.log(
+      `\nbounded memory: a save of lazily produced tensors (producer recycling two 16 MiB buffers) peaks at +${
+        fmtMiB(lazy.peakRss! - lazy.baseRss!)
+      } RSS over its start; a tensor-by-tensor load at +${fmtMiB(stream.peakRss! - stream.baseRss!)}`,
+    );
+  }
+  await Deno.remove(raw).catch(() => {});
 }
 if (!values.dir) await Deno.remove(dir, { recursive: true });
+
+/** Other side-by-side scripts, run after these rows in the same run: file in bench/, and its arguments. */
+const EXTRA: [string, string[]][] = [["codec_compare.ts", ["--trials", values.trials]]];
+
+if (parts.has("extra")) {
+  const here = import.meta.dirname!;
+  for (const [file, args] of EXTRA) {
+    const path = join(here, file);
+    if (!(await Deno.stat(path).catch(() => undefined))) continue;
+    console.log(`\n## bench/${file} ${args.join(" ")}\n`);
+    const out = await new Deno.Command(deno, {
+      args: ["run", "-A", path, ...args],
+      stdout: "inherit",
+      stderr: "inherit",
+    })
+      .output();
+    if (!out.success) console.log(`(bench/${file} failed with exit code ${out.code})`);
+  }
+}

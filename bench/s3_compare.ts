@@ -16,6 +16,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
+// deno-lint-ignore no-import-prefix -- by full specifier, so the module loads without this repo's deno.json
 import { AwsClient } from "npm:aws4fetch@1.0.20";
 import { loadCheckpoint, saveCheckpoint, type TensorInput } from "../mod.ts";
 import { DEFAULT_S3_CONCURRENCY, DEFAULT_S3_PART_SIZE, S3Store } from "../src/storage/s3.ts";
@@ -39,6 +40,7 @@ const credentials = {
   secretAccessKey: env("AWS_SECRET_ACCESS_KEY", "ckpt-local-secret-key"),
 };
 const region = env("AWS_REGION", "us-east-1");
+const storage = { s3: { endpoint, credentials, region } };
 
 /** Deterministic weights-like floats. */
 function fill(a: Float32Array, seed: number): void {
@@ -62,16 +64,6 @@ async function* lazyTensors(mib: number): AsyncGenerator<TensorInput> {
   }
 }
 
-/** A WritableStream onto an S3Store writer (what an `s3://` save target amounts to). */
-async function s3Sink(store: S3Store, key: string): Promise<WritableStream<Uint8Array>> {
-  const w = await store.writer(key);
-  return new WritableStream({
-    write: (chunk) => w.write(chunk),
-    close: async () => void await w.close(),
-    abort: (reason) => w.abort(reason),
-  });
-}
-
 function peakRss(): number {
   const m = /VmHWM:\s+(\d+) kB/.exec(Deno.readTextFileSync("/proc/self/status"));
   return m ? Number(m[1]) * 1024 : NaN;
@@ -79,12 +71,11 @@ function peakRss(): number {
 
 if (values["child-save"] !== undefined) {
   // One large save from lazily made tensors; prints the RSS before and the peak after.
-  const store = new S3Store({ bucket: values.bucket!, endpoint, credentials, region });
   const before = Deno.memoryUsage().rss;
-  const { bytes } = await saveCheckpoint(await s3Sink(store, "rss.ckpt"), {
+  const { bytes } = await saveCheckpoint(`s3://${values.bucket}/rss.ckpt`, {
     metadata: { step: 1 },
     tensors: lazyTensors(Number(values["child-save"])),
-  });
+  }, { storage });
   console.log(JSON.stringify({ before, peak: peakRss(), bytes }));
   Deno.exit(0);
 }
@@ -115,7 +106,7 @@ async function drain(body: ReadableStream<Uint8Array>): Promise<number> {
 }
 
 const methods: Record<string, () => Promise<void>> = {
-  "save ckpt → s3": async () => void await saveCheckpoint(await s3Sink(store, "ckpt.ckpt"), checkpoint),
+  "save ckpt → s3": async () => void await saveCheckpoint(`s3://${bucket}/ckpt.ckpt`, checkpoint, { storage }),
   "save plain upload": async () => {
     const w = await store.writer("plain.bin");
     for (const r of raw) await w.write(r);
@@ -123,7 +114,7 @@ const methods: Record<string, () => Promise<void>> = {
   },
   "save ckpt → file": async () => void await saveCheckpoint(`${dir}/ckpt.ckpt`, checkpoint),
   "load ckpt ← s3 + verify": async () => {
-    const back = await loadCheckpoint((await store.get("ckpt.ckpt")).body);
+    const back = await loadCheckpoint(`s3://${bucket}/ckpt.ckpt`, { storage });
     if (back.tensors.length !== tensors.length) throw new Error("short load");
   },
   "load plain download": async () => {

@@ -56,12 +56,12 @@ for (const codec of ["binary", "json"] as const) {
     const saved = await saveCheckpoint(path, sample(), { codec, compression });
     const found = await sniffCheckpoint(path);
     await found.bytes.cancel();
-    const back = await loadCheckpoint(path, { sha256: saved.sha256 });
+    const back = await loadCheckpoint(path, { sha256: saved.digest });
     const ok = back.tensors.length === 7 && back.metadata.step === 1200;
     console.log(
       `${file.padEnd(26)}${found.codec.name.padEnd(8)}${(found.compression === "gzip" ? "yes" : "no").padEnd(6)}${
         String(saved.bytes).padEnd(9)
-      }${saved.sha256.slice(0, 16)}  ${ok ? "yes" : "NO"}`,
+      }${saved.digest.slice(0, 16)}  ${ok ? "yes" : "NO"}`,
     );
     if (!ok) Deno.exit(1);
   }

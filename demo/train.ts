@@ -339,7 +339,9 @@ async function main(args: string[]): Promise<number> {
   const finalLoss = (await evalLoss!.data())[0]!;
   const finalAccuracy = (await evalAccuracy!.data())[0]!;
   const weights = await snapshot({ model, step });
-  const { sha256 } = await saveCheckpoint(new WritableStream(), { ...weights, metadata: { step } });
+  const { sha256 } = await saveCheckpoint(new WritableStream(), { ...weights, metadata: { step } }, {
+    sha256sum: true,
+  });
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
   say(`done at step ${step} (${seconds} s this run)`);
   console.log(`final loss ${fmt(finalLoss)}  accuracy ${finalAccuracy.toFixed(4)}  weights sha256 ${sha256}`);

@@ -1,6 +1,7 @@
 // The S3 endpoint tests run against (a local Ceph RGW from scripts/ceph.sh, or whatever the AWS_*
 // variables name) and a fresh bucket per test. Without an endpoint, s3Test() fails the test in CI
 // (CI=true) and skips it elsewhere, saying so once.
+// deno-lint-ignore no-import-prefix -- by full specifier, so the module loads without this repo's deno.json
 import { AwsClient } from "npm:aws4fetch@1.0.20";
 import { S3Store, type S3StoreOptions } from "../src/storage/s3.ts";
 

@@ -9,6 +9,8 @@ export interface WorkerSaveOptions {
   codec: "binary" | "json";
   compression: "none" | "gzip" | "bytegroup";
   sync: boolean;
+  sha256sum: boolean;
+  reuse?: string;
 }
 
 /** Main thread to worker: save one checkpoint; the tensors' buffers are transferred. */

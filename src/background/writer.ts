@@ -154,7 +154,7 @@ function checkOptions(options: SaveOptions): WorkerSaveOptions {
   if (typeof options !== "object" || options === null) {
     throw new TypeError("Cannot save checkpoint in the background: options must be an object");
   }
-  const { codec = "binary", compression = "none", sync = true } = options;
+  const { codec = "binary", compression = "none", sync = true, sha256sum = false, reuse } = options;
   if (codec !== "binary" && codec !== "json") {
     throw new TypeError(
       typeof codec === "string"
@@ -166,7 +166,13 @@ function checkOptions(options: SaveOptions): WorkerSaveOptions {
     throw new TypeError(`Unknown compression ${JSON.stringify(compression)}: use "none", "gzip" or "bytegroup"`);
   }
   if (typeof sync !== "boolean") throw new TypeError(`Invalid option sync: ${String(sync)}, expected a boolean`);
-  return { codec, compression, sync };
+  if (typeof sha256sum !== "boolean") {
+    throw new TypeError(`Invalid option sha256sum: ${String(sha256sum)}, expected a boolean`);
+  }
+  if (reuse !== undefined && typeof reuse !== "string") {
+    throw new TypeError(`Invalid option reuse: ${String(reuse)}, expected a path`);
+  }
+  return reuse === undefined ? { codec, compression, sync, sha256sum } : { codec, compression, sync, sha256sum, reuse };
 }
 
 function checkTensors(tensors: unknown): readonly TensorInput[] {
@@ -253,11 +259,11 @@ function checkTensors(tensors: unknown): readonly TensorInput[] {
  * assert.equal(kernel.length, 0); // moved to the worker, not copied
  *
  * // ... training steps run here while the worker encodes and writes ...
- * const { sha256 } = await saving;
+ * const { digest } = await saving;
  * assert.deepEqual(spare[0]!.data, new Float32Array([1, 2, 3, 4])); // back, ready for reuse
  * await writer.close();
  *
- * const back = await loadCheckpoint(`${dir}/step-10.ckpt`, { sha256 });
+ * const back = await loadCheckpoint(`${dir}/step-10.ckpt`, { sha256: digest });
  * assert.deepEqual(back.tensors[0]!.data, new Float32Array([1, 2, 3, 4]));
  * await Deno.remove(dir, { recursive: true });
  * ```
@@ -343,7 +349,7 @@ export class BackgroundWriter implements AsyncDisposable {
    * const a = writer.save(`${dir}/a.ckpt`, { metadata: { step: 1 }, tensors: [] });
    * const b = writer.save(`${dir}/b.ckpt`, { metadata: { step: 2 }, tensors: [] }, { codec: "json" });
    * assert.equal(writer.pending, 2); // one in flight, one waiting its turn
-   * assert.match((await a).sha256, /^[0-9a-f]{64}$/);
+   * assert.match((await a).digest, /^[0-9a-f]{64}$/);
    * assert.ok((await b).bytes > 0);
    * assert.throws(() => writer.save(`${dir}/c.ckpt`, { metadata: { step: -1 }, tensors: [] }), TypeError);
    * await Deno.remove(dir, { recursive: true });

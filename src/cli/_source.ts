@@ -59,6 +59,11 @@ export interface OpenCheckpoint {
   bytes(): number;
   /** SHA-256 (hex) of every input byte, once all were read and hashing was asked for. */
   sha256(): string | undefined;
+  /**
+   * The stream digest the checkpoint stores (hex), once every tensor was read and it was checked;
+   * `undefined` for codecs that store none (safetensors).
+   */
+  digest(): Promise<string | undefined>;
   /** Stops reading and clears the progress line. */
   close(): Promise<void>;
 }
@@ -108,7 +113,8 @@ export async function openCheckpoint(
     // Standard input has no size to check beforehand: cap what it may expand to.
     const caps = input.path === undefined ? UNTRUSTED_LIMITS : {};
     const found = await sniffCheckpoint(metered.stream, { codecs: EXTRA_CODECS, ...caps });
-    reader = found.bytes.pipeThrough(found.codec.decoder({ reuseBuffers: options.reuseBuffers ?? false })).getReader();
+    const decoder = found.codec.decoder({ reuseBuffers: options.reuseBuffers ?? false });
+    reader = found.bytes.pipeThrough(decoder).getReader();
     const first = await reader.read();
     if (first.done || first.value.type !== "metadata") {
       throw new BadCheckpointError(`${input.label}: the ${found.codec.name} stream holds no metadata record`);
@@ -139,6 +145,7 @@ export async function openCheckpoint(
       tensors,
       bytes: metered.bytes,
       sha256: metered.sha256,
+      digest: async () => decoder.digest ? await decoder.digest : undefined,
       close,
     };
   } catch (e) {

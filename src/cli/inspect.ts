@@ -31,8 +31,11 @@ interface Report {
   bytes: number;
   /** SHA-256 of the input bytes (what `sha256sum` prints); absent when the data was not read. */
   sha256: string | undefined;
-  /** The whole-stream digest stored in a binary file's footer, when read from the index. */
-  storedStreamSha256: string | undefined;
+  /**
+   * The stream digest the checkpoint stores (binary footer, JSON end line): checked when the
+   * data was read, shown as stored when only the index was; absent for codecs that have none.
+   */
+  streamDigest: string | undefined;
   /** Whether every record digest and the stream digest were checked. */
   verified: boolean;
   /** How the input was read: streamed whole, or only its index or header. */
@@ -77,7 +80,7 @@ function asJson(r: Report): string {
       compression: r.compression,
       bytes: r.bytes,
       sha256: r.sha256 ?? null,
-      storedStreamSha256: r.storedStreamSha256 ?? null,
+      streamDigest: r.streamDigest ?? null,
       verified: r.verified,
       read: r.read,
       metadata: metadataJson(r.metadata),
@@ -114,7 +117,9 @@ function asJson(r: Report): string {
 
 function verifiedText(r: Report): string {
   if (r.verified) return "yes: every tensor digest and the stream digest";
-  if (r.read === "index") return "metadata and index only (tensor data not read; use --full or ckpt verify)";
+  if (r.read === "index") {
+    return "no: index only, not verified (metadata and index digests checked, tensor data not read; use --full or ckpt verify)";
+  }
   if (r.read === "header") return `header only (tensor data not read; ${r.codec} has no digests)`;
   return `structure only (${r.codec} has no digests)`;
 }
@@ -127,8 +132,13 @@ function asText(r: Report): string {
     ["compression", r.compression],
     ["size", `${r.bytes} bytes (${humanBytes(r.bytes)})`],
   ];
-  if (r.sha256) head.push(["sha256", r.sha256]);
-  if (r.storedStreamSha256) head.push(["stream sha256", `${r.storedStreamSha256} (stored in the footer)`]);
+  if (r.sha256) head.push(["file sha256", `${r.sha256} (what sha256sum prints)`]);
+  if (r.streamDigest) {
+    head.push([
+      "stream digest",
+      `${r.streamDigest} (${r.read === "index" ? "stored in the footer, not checked here" : "verified"})`,
+    ]);
+  }
   head.push(["verified", verifiedText(r)]);
   head.push(["step", String(m.step)]);
   if (m.epoch !== undefined) head.push(["epoch", String(m.epoch)]);
@@ -182,7 +192,7 @@ async function fromHeader(path: string): Promise<Report> {
     compression: "none",
     bytes: header.fileBytes,
     sha256: undefined,
-    storedStreamSha256: undefined,
+    streamDigest: undefined,
     verified: false,
     read: "header",
     metadata: header.metadata,
@@ -210,7 +220,7 @@ async function fromIndex(path: string): Promise<Report> {
     compression: index.tensors.some((t) => t.encoding) ? "bytegroup" : "none",
     bytes: index.bytes,
     sha256: undefined,
-    storedStreamSha256: index.streamSha256,
+    streamDigest: index.streamSha256,
     verified: false,
     read: "index",
     metadata: index.metadata,
@@ -253,7 +263,7 @@ async function fromStream(spec: string, io: CliIO, stats: boolean): Promise<Repo
     compression: ckpt.compression,
     bytes: ckpt.bytes(),
     sha256: ckpt.sha256(),
-    storedStreamSha256: undefined,
+    streamDigest: await ckpt.digest(),
     verified: hasDigests(ckpt.codec),
     read: "stream",
     metadata: ckpt.metadata,
@@ -305,12 +315,19 @@ elements, bytes), totals per group with human sizes, the codec, the compression 
 
 An uncompressed binary file is read through its trailing index (a .safetensors file through
 its header): the metadata and the tensor table come without reading tensor data, at any file
-size. The tensor data is then neither read nor verified, and the SHA-256 of the file is not
-computed (a binary file's stream digest stored in the footer is shown). Any other input (gzip,
-JSON, standard input), and any input with --stats or --full, is streamed: records are decoded
-and verified one at a time in constant memory, and the SHA-256 of the input bytes (what
-sha256sum prints) is computed on the way. Safetensors files hold no digests: their structure
-is checked, nothing more.
+size. The tensor data is then neither read nor verified ("index only, not verified"), and the
+SHA-256 of the file is not computed; the stream digest stored in the footer is shown, which
+ckpt verify --sha256 checks. Any other input (gzip, JSON, standard input), and any input with
+--stats or --full, is streamed: records are decoded and verified one at a time in constant
+memory, and both digests are shown: the file's SHA-256 (what sha256sum prints) and the
+verified stream digest. Safetensors files hold no digests: their structure is checked,
+nothing more.
+
+The digests: each record (tensor, metadata, index) carries a SHA-256 of its bytes, checked
+before the tensor is handed out. The stream digest covers every other byte and every record
+digest, so a fully verified read that matches it proves the whole checkpoint; saveCheckpoint
+returns it as "digest" and a CheckpointManager lists it. The file's SHA-256 is what sha256sum
+and sidecar files use.
 
 --stats adds min, max and mean (NaN ignored) and the number of NaN elements per tensor.
 --json prints one JSON document instead of the text (NaN and Infinity as strings, 64-bit

@@ -154,6 +154,11 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
   const entries = await listDir(dir, values, warnings);
   const showBest = values.best !== undefined || entries.some((e) => e.best);
   await write(io.stdout, values.json ? asJson(entries) : asText(entries, showBest));
+  // What the manager said about the directory itself (a damaged index it rebuilt a view of, files
+  // it would not adopt); a damaged checkpoint's own line follows below.
+  for (const w of warnings.filter((w) => !/^Checkpoint step \d+ /.test(w))) {
+    await write(io.stderr, `ckpt ls: warning: ${safeText(w.replace(/\s*\n\s*/g, " "))}\n`);
+  }
   const bad = entries.filter((e) => e.status !== "ok");
   for (const e of bad) {
     const problem = safeText((e.problem ?? "").replace(/\s*\n\s*/g, " "));
@@ -194,7 +199,9 @@ saved, its size on disk, full or incremental, tensor count, metrics, why retenti
 The directory is opened read-only (no lock is taken; a training process may keep writing) and no
 tensor data is read: each file's header and index (or manifest) is checked, not every digest
 (use ckpt verify for that). A checkpoint whose file is missing or damaged is listed with its
-status and reported on standard error, and the exit code is then 4.
+status and reported on standard error, and the exit code is then 4. A damaged index.json is
+not an error: ls warns and lists what a writing manager would rebuild it from (the checkpoint
+files that verify), which is what that manager would resume from; nothing is rewritten.
 
 The retention rules (max-to-keep, keep-every, best) are the ones the writing manager recorded in
 the directory's index.json; --best, --keep-best, --max-to-keep and --keep-every override them, to

@@ -31,6 +31,8 @@ interface Outcome {
   tensors?: number;
   bytes?: number;
   sha256?: string;
+  /** The stream digest the checkpoint stores, verified; absent for codecs that have none. */
+  streamDigest?: string;
   /**
    * What was checked and matched: "record digests" and "stream digest" (ckpt's codecs), the
    * `.sha256` sidecar by name, "--sha256"; empty when only the structure could be checked.
@@ -59,12 +61,15 @@ async function verifyOne(spec: string, io: CliIO, expected: string | undefined):
     await ckpt.close();
   }
   const sha256 = ckpt.sha256()!;
+  const streamDigest = await ckpt.digest();
   const checked: string[] = [];
   // ckpt's codecs end with a digest over the stream, which the decoder has checked by now.
   if (hasDigests(ckpt.codec)) checked.push("record digests", "stream digest");
   if (expected !== undefined) {
-    if (sha256 !== expected) {
-      throw new BadCheckpointError(`${ckpt.label}: file sha256 is ${sha256}, expected ${expected}`);
+    // Either digest pins every byte of a fully verified checkpoint: accept the one given.
+    if (sha256 !== expected && streamDigest !== expected) {
+      const stream = streamDigest === undefined ? "" : ` (stream digest ${streamDigest})`;
+      throw new BadCheckpointError(`${ckpt.label}: file sha256 is ${sha256}${stream}, expected ${expected}`);
     }
     checked.push("--sha256");
   }
@@ -84,20 +89,26 @@ async function verifyOne(spec: string, io: CliIO, expected: string | undefined):
     tensors,
     bytes: ckpt.bytes(),
     sha256,
+    ...(streamDigest === undefined ? {} : { streamDigest }),
     checked,
   };
 }
 
-function okLine(o: Outcome): string {
+function okLine(o: Outcome, expected: string | undefined): string {
   const codec = `${o.codec}${o.compression === "gzip" ? "+gzip" : ""}`;
   const tensors = `${o.tensors} tensor${o.tensors === 1 ? "" : "s"}`;
-  const extra = o.checked!.filter((c) => c !== "record digests" && c !== "stream digest");
+  const matches = (hex: string) => (hex === expected ? " (matches --sha256)" : "");
+  const sidecar = o.checked!.filter((c) => c.endsWith(".sha256"));
+  const digests = [`sha256 ${o.sha256}${matches(o.sha256!)}`];
+  if (o.streamDigest !== undefined) digests.push(`stream digest ${o.streamDigest}${matches(o.streamDigest)}`);
   const note = o.checked!.length === 0
     ? ` (${o.codec} has no digests: structure checked only)`
-    : extra.length > 0
-    ? ` (matches ${extra.join(" and ")})`
+    : sidecar.length > 0
+    ? ` (matches ${sidecar.join(" and ")})`
     : "";
-  return `ok ${o.source}: ${codec}, step ${o.step}, ${tensors}, ${humanBytes(o.bytes!)}, sha256 ${o.sha256}${note}\n`;
+  return `ok ${o.source}: ${codec}, step ${o.step}, ${tensors}, ${humanBytes(o.bytes!)}, ${
+    digests.join(", ")
+  }${note}\n`;
 }
 
 async function run(values: Values, positionals: string[], io: CliIO): Promise<number> {
@@ -128,7 +139,7 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
       continue;
     }
     if (values.json) await write(io.stdout, JSON.stringify(outcome) + "\n");
-    else if (!values.quiet) await write(io.stdout, okLine(outcome));
+    else if (!values.quiet) await write(io.stdout, okLine(outcome, expected));
   }
   return code;
 }
@@ -143,10 +154,10 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
  * import { saveCheckpoint } from "../../mod.ts";
  * import assert from "node:assert/strict";
  * const path = await Deno.makeTempFile();
- * const { sha256 } = await saveCheckpoint(path, { metadata: { step: 1 }, tensors: [] }, { codec: "json" });
+ * const { digest } = await saveCheckpoint(path, { metadata: { step: 1 }, tensors: [] }, { codec: "json" });
  * let out = "";
  * const stdout = new WritableStream<Uint8Array>({ write: (c) => void (out += new TextDecoder().decode(c)) });
- * assert.equal(await main([verifyCommand.name, "--sha256", sha256, path], { stdout }), 0);
+ * assert.equal(await main([verifyCommand.name, "--sha256", digest, path], { stdout }), 0);
  * assert.match(out, /^ok .*: json, step 1, 0 tensors/);
  * await Deno.remove(path);
  * ```
@@ -158,17 +169,19 @@ export const verifyCommand: Command = {
   description: `
 Reads each checkpoint through, in constant memory, and checks every record's SHA-256 and the
 whole-stream SHA-256. Codec and gzip are recognised from the bytes. The SHA-256 of the file's
-bytes is also checked against --sha256 when given (the digest saveCheckpoint returned or a
-manager lists) and against a sha256sum sidecar FILE.sha256 when one exists. A .safetensors file
+bytes is checked against a sha256sum sidecar FILE.sha256 when one exists. --sha256 takes either
+digest: the file's SHA-256 (what sha256sum prints) or the checkpoint's stream digest (what
+ckpt inspect prints, saveCheckpoint returns as "digest" and a manager lists); a fully
+verified read that matches either proves every byte. A .safetensors file
 holds no digests of its own: its structure is checked, and its sidecar if it has one.
 
 For each intact checkpoint one line goes to standard output:
-  ok FILE: CODEC, step N, T tensors, SIZE, sha256 HEX [(matches FILE.sha256)]
+  ok FILE: CODEC, step N, T tensors, SIZE, sha256 HEX, stream digest HEX [(matches FILE.sha256)]
 For each damaged or unreadable one, one line goes to standard error, naming the first bad
 tensor (or what else is wrong) and its byte offset. Every file is checked even after a failure;
 the exit code is that of the first failure.`,
   options: {
-    sha256: { type: "string", arg: "HEX", help: "also require the input's bytes to have this SHA-256" },
+    sha256: { type: "string", arg: "HEX", help: "also require this digest: the file's SHA-256 or the stream digest" },
     quiet: { type: "boolean", short: "q", help: "print nothing for intact checkpoints" },
     json: { type: "boolean", help: "print one JSON object per checkpoint (failures included)" },
   },

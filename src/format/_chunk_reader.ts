@@ -2,11 +2,11 @@
 // boundaries are handled for every decoder. "Need more bytes" is a pull from the source; a
 // source that ends early is a SyntaxError naming the offset and what was being read.
 //
-// The source may also be an open file: then small reads come in 64 KiB chunks and large bodies
+// The source may also be an open file (any ByteReader): then small reads come in 64 KiB chunks and large bodies
 // (readBody) are read straight into their final buffer, one piece ahead of the hashing.
 
 import type { Hash } from "./_hash.ts";
-import { fileChunks, readFull } from "../storage/_file_io.ts";
+import { type ByteReader, isByteReader, readerChunks, readFull } from "./_byte_reader.ts";
 
 /** Chunk size for small reads from a file. */
 const FILE_CHUNK = 64 * 1024;
@@ -25,7 +25,7 @@ export class ChunkReader {
   #done = false;
   #position = 0;
   #label: string;
-  #file: Deno.FsFile | undefined;
+  #file: ByteReader | undefined;
   #reuse: boolean;
   #tap: Hash | undefined;
   #body: ArrayBuffer | undefined;
@@ -39,18 +39,16 @@ export class ChunkReader {
    * digest, computed in the same pass as decoding).
    */
   constructor(
-    source: AsyncIterable<Uint8Array> | Deno.FsFile,
+    source: AsyncIterable<Uint8Array> | ByteReader,
     label = "checkpoint",
     reuseBuffers = false,
     tap?: Hash,
   ) {
     this.#reuse = reuseBuffers;
     this.#tap = tap;
-    if (!(Symbol.asyncIterator in source)) {
-      // An open file (Deno.FsFile is not async-iterable); the test names no global, so it runs
-      // where there is no Deno.
+    if (isByteReader(source)) {
       this.#file = source;
-      this.#it = fileChunks(source, FILE_CHUNK);
+      this.#it = readerChunks(source, FILE_CHUNK);
     } else {
       this.#it = source[Symbol.asyncIterator]();
     }
@@ -92,7 +90,7 @@ export class ChunkReader {
   /** The stream ended `n - have` bytes short of a read of `n` that started at `start`. */
   #fail(n: number, what: string, start = this.#position, have = this.#buffered - this.#head): never {
     throw new SyntaxError(
-      `Cannot decode ${this.#label}: stream ends at offset ${start + have} with ${
+      `Cannot decode ${this.#label}: truncated, stream ends at offset ${start + have} with ${
         n - have
       } bytes of ${what} missing (read from offset ${start})`,
     );
@@ -184,7 +182,7 @@ export class ChunkReader {
     const start = this.#position;
     if (start + n > size) {
       throw new SyntaxError(
-        `Cannot decode ${this.#label}: stream ends at offset ${size} with ${
+        `Cannot decode ${this.#label}: truncated, stream ends at offset ${size} with ${
           start + n - size
         } bytes of ${what} missing (read from offset ${start})`,
       );

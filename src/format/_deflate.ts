@@ -12,11 +12,19 @@ type Pair = ReadableWritablePair<Uint8Array, Uint8Array>;
 
 let zlib: Promise<Zlib | undefined> | undefined;
 
+/** Deno or Node: runtimes with `node:zlib` (a browser is not even asked, so its console stays quiet). */
+function isServerRuntime(): boolean {
+  const g = globalThis as { Deno?: { version?: { deno?: unknown } }; process?: { versions?: { node?: unknown } } };
+  return typeof g.Deno?.version?.deno === "string" || typeof g.process?.versions?.node === "string";
+}
+
 /** `node:zlib` where the runtime has it, else `undefined` (loaded once, lazily). */
 function nodeZlib(): Promise<Zlib | undefined> {
   // A specifier in a variable keeps browser bundlers from trying to resolve it.
   const specifier = "node:zlib";
-  return zlib ??= import(specifier).then((m: Zlib) => m, () => undefined);
+  return zlib ??= isServerRuntime()
+    ? import(specifier).then((m: Zlib) => m, () => undefined)
+    : Promise.resolve(undefined);
 }
 
 /** Which implementation {@linkcode deflateRaw} and {@linkcode inflateRaw} use. */

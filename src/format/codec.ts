@@ -60,6 +60,22 @@ export interface CheckpointEncoder extends ReadableWritablePair<Uint8Array, Chec
    * hashes its own output anyway offers it so callers need not hash the same bytes again.
    */
   readonly sha256?: Promise<string>;
+  /**
+   * The checkpoint's stream digest (hex), for codecs that store one in their bytes (ckpt's binary
+   * footer, the JSON end line): settled when the readable side closes. A full, verified read
+   * recomputes it ({@linkcode CheckpointDecoder.digest}), so it identifies the checkpoint as
+   * surely as the SHA-256 of its bytes, without a second pass over them.
+   */
+  readonly digest?: Promise<string>;
+}
+
+/** A decoder: bytes in, records out. */
+export interface CheckpointDecoder extends ReadableWritablePair<CheckpointRecord, Uint8Array> {
+  /**
+   * The stream digest the bytes store (hex), settled once the decoder has recomputed and checked
+   * it at the end of an intact stream; rejected otherwise. Offered by codecs that have one.
+   */
+  readonly digest?: Promise<string>;
 }
 
 /**
@@ -114,12 +130,12 @@ export interface Codec {
   /** A new encoder for one checkpoint. */
   encoder(options?: EncoderOptions): CheckpointEncoder;
   /** A new decoder for one checkpoint, enforcing the caps in `options`. */
-  decoder(options?: DecoderOptions): ReadableWritablePair<CheckpointRecord, Uint8Array>;
+  decoder(options?: DecoderOptions): CheckpointDecoder;
   /**
-   * Optional random access: the metadata and only the named tensors of an (uncompressed) file in
-   * this codec, read by seeking rather than streaming the whole file, each tensor verified as far
-   * as the format allows. A name the file lacks is a `RangeError`. `loadCheckpoint(path, { only })`
-   * uses it when present.
+   * Optional random access: the metadata and only the named tensors of an (uncompressed) object
+   * in this codec, read by ranges rather than streaming the whole object, each tensor verified as
+   * far as the format allows. A name the object lacks is a `RangeError`.
+   * `loadCheckpoint(address, { only })` uses it when present, over a local file, HTTP or S3.
    */
-  readTensors?(path: string | URL, names: readonly string[], limits?: DecodeLimits): Promise<Checkpoint>;
+  readTensors?(source: RandomAccessReader, names: readonly string[], limits?: DecodeLimits): Promise<Checkpoint>;
 }

@@ -5,22 +5,18 @@
  * @module
  */
 import { type Codec, type DecoderOptions, DETECT_BYTES } from "./codec.ts";
-import { binaryCodec, decodeRecords, FLAG_BYTEGROUP, HEADER_BYTES } from "./codecs/binary.ts";
+import { binaryCodec, FLAG_BYTEGROUP, HEADER_BYTES } from "./codecs/binary.ts";
 import { BUILTIN_CODECS, type Compression } from "./encode.ts";
-import { toPath } from "../storage/_path.ts";
-import { fileChunks, readFull } from "../storage/_file_io.ts";
 import type { CheckpointRecord } from "./types.ts";
+import { settled } from "./_pair.ts";
 import { readableFrom } from "./_streams.ts";
-import { requireFiles } from "./_runtime.ts";
 import { type DecodeLimits, resolveLimits } from "./limits.ts";
 // safetensors is a codec of the core (mod.ts exports it) kept beside its interop helpers; that
 // module imports only from src/format, so reading it by default here makes no cycle.
 import { safetensorsCodec } from "../interop/safetensors.ts";
 
-/** Where checkpoint bytes come from. */
-export type CheckpointSource =
-  | string
-  | URL
+/** Checkpoint bytes: all at once (a `Uint8Array`, a `Blob`), a `Response`'s body, or a stream. (`loadCheckpoint` and friends also take addresses.) */
+export type CheckpointBytes =
   | Uint8Array
   | Blob
   | Response
@@ -54,19 +50,17 @@ export interface SniffResult {
 const GZIP_MAGIC = [0x1f, 0x8b];
 
 /**
- * A path or `file:` URL as a byte stream (Deno), a `Blob` (a `File` too) or a `Response` as
- * its body; other sources unchanged.
+ * Bytes as a stream: a `Blob` (a `File` too) or a `Response` as its body; streams unchanged.
  *
  * @example
  * ```ts
- * import { openSource } from "./decode.ts";
+ * import { bytesStream } from "./decode.ts";
  * import assert from "node:assert/strict";
- * const s = openSource(new Blob([new Uint8Array([1, 2])]));
+ * const s = bytesStream(new Blob([new Uint8Array([1, 2])]));
  * assert.deepEqual(new Uint8Array(await new Response(s).arrayBuffer()), new Uint8Array([1, 2]));
  * ```
  */
-export function openSource(source: CheckpointSource): ReadableStream<Uint8Array> {
-  if (typeof source === "string" || source instanceof URL) return fileStream(toPath(source, "read checkpoint from"));
+export function bytesStream(source: CheckpointBytes): ReadableStream<Uint8Array> {
   if (source instanceof Uint8Array) return readableFrom([source]);
   if (typeof Blob === "function" && source instanceof Blob) return source.stream();
   if (typeof Response === "function" && source instanceof Response) return responseBody(source);
@@ -75,7 +69,7 @@ export function openSource(source: CheckpointSource): ReadableStream<Uint8Array>
     return readableFrom(source);
   }
   throw new TypeError(
-    "Cannot read checkpoint: source must be a path, a file: URL, a Uint8Array, a Blob, a Response, a ReadableStream or an AsyncIterable",
+    "Cannot read checkpoint: source must be a path, a file: URL, a storage address, a Uint8Array, a Blob, a Response, a ReadableStream or an AsyncIterable",
   );
 }
 
@@ -87,16 +81,6 @@ function responseBody(response: Response): ReadableStream<Uint8Array> {
   }
   if (response.bodyUsed) throw new TypeError(`Cannot read checkpoint${where}: the response body was already read`);
   return response.body ?? readableFrom<Uint8Array>([]);
-}
-
-/** File reads of this size; each chunk is a fresh buffer, since decoded tensors may view it. */
-const FILE_CHUNK = 4 * 2 ** 20;
-
-function fileStream(path: string): ReadableStream<Uint8Array> {
-  requireFiles(path, "read checkpoint from");
-  return readableFrom((async function* () {
-    yield* fileChunks(await Deno.open(path, { read: true }), FILE_CHUNK, true);
-  })());
 }
 
 async function peek(stream: ReadableStream<Uint8Array>): Promise<[Uint8Array, ReadableStream<Uint8Array>]> {
@@ -221,11 +205,6 @@ export const DEFAULT_READ_CODECS: readonly Codec[] = Object.freeze([
   safetensorsCodec,
 ]);
 
-/** The first codec (the caller's, then the default ones) that claims these leading bytes. */
-function detectCodec(head: Uint8Array, codecs: readonly Codec[] = []): Codec | undefined {
-  return [...codecs, ...DEFAULT_READ_CODECS].find((c) => c.detect(head));
-}
-
 /** "ckpt binary, ckpt JSON, safetensors", after the caller's own codecs: for "nothing recognised" messages. */
 export function formatsTried(codecs: readonly Codec[] = []): string {
   const names = [...codecs.filter((c) => !DEFAULT_READ_CODECS.includes(c)), ...DEFAULT_READ_CODECS].map((c) =>
@@ -235,14 +214,20 @@ export function formatsTried(codecs: readonly Codec[] = []): string {
 }
 
 /**
- * The codec whose bytes an open file starts with (the caller's codecs first), or `undefined`
- * (gzip, or nothing recognised). Leaves the file at offset 0.
+ * The first codec (the caller's, then the default ones) that claims these leading bytes (up to
+ * {@linkcode DETECT_BYTES}), or `undefined` (gzip, or nothing recognised).
+ *
+ * @example
+ * ```ts
+ * import { detectCodec } from "./decode.ts";
+ * import { encodeCheckpoint } from "./encode.ts";
+ * import assert from "node:assert/strict";
+ * const bytes = new Uint8Array(await new Response(encodeCheckpoint({ metadata: { step: 0 }, tensors: [] })).arrayBuffer());
+ * assert.equal(detectCodec(bytes.subarray(0, 64))?.name, "binary");
+ * ```
  */
-export async function fileCodec(file: Deno.FsFile, codecs?: readonly Codec[]): Promise<Codec | undefined> {
-  const head = new Uint8Array(DETECT_BYTES);
-  const n = await readFull(file, head);
-  await file.seek(0, Deno.SeekMode.Start);
-  return detectCodec(head.subarray(0, n), codecs);
+export function detectCodec(head: Uint8Array, codecs: readonly Codec[] = []): Codec | undefined {
+  return [...codecs, ...DEFAULT_READ_CODECS].find((c) => c.detect(head));
 }
 
 /**
@@ -260,9 +245,9 @@ export async function fileCodec(file: Deno.FsFile, codecs?: readonly Codec[]): P
  * await found.bytes.cancel();
  * ```
  */
-export async function sniffCheckpoint(source: CheckpointSource, options: DecodeOptions = {}): Promise<SniffResult> {
+export async function sniffCheckpoint(source: CheckpointBytes, options: DecodeOptions = {}): Promise<SniffResult> {
   const limits = resolveLimits(options);
-  let [head, bytes] = await peek(openSource(source));
+  let [head, bytes] = await peek(bytesStream(source));
   if (head.byteLength === 0) throw new SyntaxError("Cannot decode checkpoint: the stream is empty");
   let compression: Compression = "none";
   if (head[0] === GZIP_MAGIC[0] && head[1] === GZIP_MAGIC[1]) {
@@ -309,26 +294,31 @@ export async function sniffCheckpoint(source: CheckpointSource, options: DecodeO
  * ```
  */
 export function decodeCheckpoint(
-  source: CheckpointSource,
+  source: CheckpointBytes,
   options: DecodeOptions = {},
 ): ReadableStream<CheckpointRecord> {
+  return readableFrom(decodeWithDigest(source, options).records);
+}
+
+/**
+ * Like {@linkcode decodeCheckpoint}, and also the checkpoint's stream digest (hex), settled once
+ * the records have ended and it has been checked; `undefined` for codecs that store none. The
+ * promise rejects when the records end any other way (nobody needs to catch it).
+ */
+export function decodeWithDigest(
+  source: CheckpointBytes,
+  options: DecodeOptions = {},
+): { records: AsyncGenerator<CheckpointRecord>; digest: Promise<string | undefined> } {
+  const digest = settled<string | undefined>();
   async function* records(): AsyncGenerator<CheckpointRecord> {
-    if (typeof source === "string" || source instanceof URL) {
-      // Fast path for binary files: bodies read straight into their final buffers.
-      const path = toPath(source, "read checkpoint from");
-      requireFiles(path, "read checkpoint from");
-      const file = await Deno.open(path, { read: true });
-      try {
-        if (await fileCodec(file, options.codecs) === binaryCodec) {
-          yield* decodeRecords(file, options);
-          return;
-        }
-      } finally {
-        file.close();
-      }
+    try {
+      const { codec, bytes } = await sniffCheckpoint(source, options);
+      const decoder = codec.decoder(options);
+      yield* bytes.pipeThrough(decoder);
+      digest.resolve(decoder.digest ? await decoder.digest : undefined);
+    } finally {
+      digest.reject(new Error("Cannot give the checkpoint digest: the stream did not end intact"));
     }
-    const { codec, bytes } = await sniffCheckpoint(source, options);
-    yield* bytes.pipeThrough(codec.decoder(options));
   }
-  return readableFrom(records());
+  return { records: records(), digest: digest.promise };
 }

@@ -119,13 +119,19 @@ export function encodeCheckpoint(checkpoint: CheckpointInput, options: EncodeOpt
 
 /**
  * Like {@linkcode encodeCheckpoint}, and also the SHA-256 of the produced bytes when the codec
- * computes it anyway (no compression, a codec that offers it); otherwise `undefined`.
+ * computes it (no compression, a codec that offers it, `encoderOptions.digest` not false), and
+ * the checkpoint's stream digest when the codec stores one (with or without gzip); otherwise
+ * `undefined`.
  */
 export function encodeWithDigest(
   checkpoint: CheckpointInput,
   options: EncodeOptions = {},
   encoderOptions: EncoderOptions = {},
-): { readable: ReadableStream<Uint8Array>; sha256: Promise<string> | undefined } {
+): {
+  readable: ReadableStream<Uint8Array>;
+  sha256: Promise<string> | undefined;
+  digest: Promise<string> | undefined;
+} {
   const codec = resolveCodec(options.codec);
   const compression = options.compression ?? "none";
   checkCompression(compression, codec);
@@ -141,7 +147,8 @@ export function encodeWithDigest(
     return {
       readable: bytes.pipeThrough(new CompressionStream("gzip") as ReadableWritablePair<Uint8Array, Uint8Array>),
       sha256: undefined,
+      digest: encoder.digest,
     };
   }
-  return { readable: bytes, sha256: encoder.sha256 };
+  return { readable: bytes, sha256: encoder.sha256, digest: encoder.digest };
 }

@@ -104,8 +104,8 @@ export function ckptHandler(path: string | URL, options: CkptHandlerOptions = {}
       const ckpt = artifactsToCheckpoint(artifacts, options.metadata ?? { step: 0 });
       const tmp = join(dirname(file), `.${basename(file)}.save-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`);
       try {
-        const result = await saveCheckpoint(tmp, ckpt, save);
-        if (verify) await loadCheckpoint(tmp, { ...read, sha256: result.sha256 });
+        const result = await saveCheckpoint(tmp, ckpt, { ...save, sha256sum: options.sidecar ?? false });
+        if (verify) await loadCheckpoint(tmp, { ...read, sha256: result.digest });
         await Deno.rename(tmp, file);
         if (options.sync ?? true) {
           const d = await Deno.open(dirname(file), { read: true });
@@ -115,7 +115,7 @@ export function ckptHandler(path: string | URL, options: CkptHandlerOptions = {}
             d.close();
           }
         }
-        if (options.sidecar) await writeSha256Sidecar(file, result.sha256, options);
+        if (options.sidecar) await writeSha256Sidecar(file, result.sha256!, options);
         lastSave = result;
       } catch (e) {
         await Deno.remove(tmp).catch(() => {});

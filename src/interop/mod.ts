@@ -17,8 +17,8 @@
  *     { name: "dense/kernel", dtype: "float32", shape: [2, 2], data: new Float32Array([1, 2, 3, 4]) },
  *     { name: "dense/bias", dtype: "float32", shape: [2], data: new Float32Array([0, 1]) },
  *   ],
- * }, { codec: safetensorsCodec });
- * await writeSha256Sidecar(path, sha256); // `sha256sum -c model.safetensors.sha256` accepts it
+ * }, { codec: safetensorsCodec, sha256sum: true });
+ * await writeSha256Sidecar(path, sha256!); // `sha256sum -c model.safetensors.sha256` accepts it
  * const all = await loadCheckpoint(path, { sha256 });
  * assert.equal(all.metadata.step, 100);
  * const bias = await readSafetensorsTensors(path, ["dense/bias"]);

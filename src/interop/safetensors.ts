@@ -9,13 +9,13 @@
  *
  * @module
  */
-import type { CheckpointEncoder, Codec } from "../format/codec.ts";
+import type { CheckpointEncoder, Codec, RandomAccessReader } from "../format/codec.ts";
 import { bytesOf, checkTensorName, DTYPES, elementCount, typedArrayFrom } from "../format/dtype.ts";
 import { type DecodeLimits, resolveLimits } from "../format/limits.ts";
 import type { Checkpoint, CheckpointRecord, DType, Metadata, Tensor, TensorInput } from "../format/types.ts";
 import { ChunkReader } from "../format/_chunk_reader.ts";
 import { sha256 } from "../format/_hash.ts";
-import { digestingEncoder, generatorPair, type Settle } from "../format/_pair.ts";
+import { generatorPair, type Settle, settled } from "../format/_pair.ts";
 import { EncodeGuard } from "../format/_encode_guard.ts";
 import { checkBools } from "../format/codecs/binary.ts";
 import { parseStrictJson, type StrictJson } from "./_json_strict.ts";
@@ -528,13 +528,19 @@ export function createSafetensorsCodec(options: SafetensorsCodecOptions = {}): C
       return head.byteLength >= 9 && head[8] === 0x7b;
     },
     encoder(): CheckpointEncoder {
-      return digestingEncoder(encoderBody(descriptors));
+      // No digest of its own to store: the SHA-256 of the bytes is the only one (and free).
+      const file = settled<string>();
+      const body = encoderBody(descriptors);
+      return {
+        ...generatorPair((records: AsyncIterable<CheckpointRecord>) => body(records, file)),
+        sha256: file.promise,
+      };
     },
     decoder(limits?: DecodeLimits) {
       return generatorPair((chunks: AsyncIterable<Uint8Array>) => decodeRecords(chunks, limits));
     },
-    readTensors(path: string | URL, names: readonly string[], limits?: DecodeLimits): Promise<Checkpoint> {
-      return readSafetensorsTensors(path, names, limits);
+    readTensors(source: RandomAccessReader, names: readonly string[], limits?: DecodeLimits): Promise<Checkpoint> {
+      return readTensorsFrom(source, names, limits);
     },
   });
 }
@@ -562,25 +568,54 @@ export function createSafetensorsCodec(options: SafetensorsCodecOptions = {}): C
  */
 export const safetensorsCodec: Codec = createSafetensorsCodec();
 
-async function readAt(file: Deno.FsFile, offset: number, into: Uint8Array, what: string): Promise<void> {
-  await file.seek(offset, Deno.SeekMode.Start);
-  let filled = 0;
-  while (filled < into.byteLength) {
-    const n = await file.read(into.subarray(filled));
-    if (n === null) fail(`file ends while reading ${what} (${into.byteLength} bytes)`, offset + filled);
-    filled += n;
+async function readAt(source: RandomAccessReader, offset: number, length: number, what: string): Promise<Uint8Array> {
+  if (offset + length > source.size) fail(`file ends while reading ${what} (${length} bytes)`, source.size);
+  const got = await source.read(offset, length);
+  if (got.byteLength !== length) fail(`file ends while reading ${what} (${length} bytes)`, offset + got.byteLength);
+  return got;
+}
+
+/**
+ * A local file as a {@linkcode RandomAccessReader} for the duration of `fn` (objects elsewhere are
+ * read through `loadCheckpoint(address, { only })`, which hands the codec a reader by range).
+ */
+async function withFile<T>(path: string | URL, fn: (source: RandomAccessReader) => Promise<T>): Promise<T> {
+  const file = await Deno.open(path, { read: true });
+  try {
+    const size = (await file.stat()).size;
+    const url = path instanceof URL ? path.href : path;
+    return await fn({
+      url,
+      size,
+      async read(offset: number, length: number): Promise<Uint8Array> {
+        await file.seek(offset, Deno.SeekMode.Start);
+        const out = new Uint8Array(length);
+        let filled = 0;
+        while (filled < length) {
+          const n = await file.read(out.subarray(filled));
+          if (n === null) break;
+          filled += n;
+        }
+        return out.subarray(0, filled);
+      },
+    });
+  } finally {
+    file.close();
   }
 }
 
-async function openHeader(file: Deno.FsFile, limits: DecodeLimits | undefined): Promise<SafetensorsHeader> {
-  const size = (await file.stat()).size;
+/** Leading bytes read at once: the length prefix and, usually, the whole JSON header. */
+const HEAD_GUESS = 64 * 1024;
+
+async function openHeader(source: RandomAccessReader, limits: DecodeLimits | undefined): Promise<SafetensorsHeader> {
+  const size = source.size;
   if (size < SAFETENSORS_PREFIX_BYTES) fail(`file of ${size} bytes is shorter than the 8-byte header length`, 0);
-  const prefix = new Uint8Array(SAFETENSORS_PREFIX_BYTES);
-  await readAt(file, 0, prefix, "the header length");
-  const n = decodeSafetensorsLength(prefix, limits);
+  const start = await readAt(source, 0, Math.min(size, HEAD_GUESS), "the header length");
+  const n = decodeSafetensorsLength(start.subarray(0, SAFETENSORS_PREFIX_BYTES), limits);
   if (SAFETENSORS_PREFIX_BYTES + n > size) fail(`header of ${n} bytes runs past the end of the ${size}-byte file`, 0);
-  const json = new Uint8Array(n);
-  await readAt(file, SAFETENSORS_PREFIX_BYTES, json, "the JSON header");
+  const json = SAFETENSORS_PREFIX_BYTES + n <= start.byteLength
+    ? start.subarray(SAFETENSORS_PREFIX_BYTES, SAFETENSORS_PREFIX_BYTES + n)
+    : await readAt(source, SAFETENSORS_PREFIX_BYTES, n, "the JSON header");
   const header = decodeSafetensorsHeader(json, limits);
   if (header.fileBytes !== size) {
     fail(
@@ -589,6 +624,33 @@ async function openHeader(file: Deno.FsFile, limits: DecodeLimits | undefined): 
     );
   }
   return header;
+}
+
+async function readTensorsFrom(
+  source: RandomAccessReader,
+  names: readonly string[],
+  limits?: DecodeLimits,
+): Promise<Checkpoint> {
+  if (!Array.isArray(names) || names.some((n) => typeof n !== "string")) {
+    throw new TypeError("Cannot load safetensors: names must be an array of strings");
+  }
+  const header = await openHeader(source, limits);
+  const wanted = new Set(names);
+  const missing = [...wanted].filter((n) => !header.tensors.some((e) => e.name === n));
+  if (missing.length > 0) {
+    throw new RangeError(
+      `Cannot load safetensors: no tensor named ${missing.map((n) => JSON.stringify(n)).join(", ")}`,
+    );
+  }
+  const tensors: Tensor[] = [];
+  for (const e of header.tensors) {
+    if (!wanted.has(e.name)) continue;
+    const bytes = await readAt(source, e.offset, e.byteLength, `tensor ${JSON.stringify(e.name)}`);
+    const data = typedArrayFrom(e.dtype, bytes);
+    if (e.dtype === "bool") checkBools(data as Uint8Array, e.name, `at offset ${e.offset}`);
+    tensors.push({ name: e.name, dtype: e.dtype, shape: e.shape, group: e.group, data });
+  }
+  return { metadata: header.metadata, tensors };
 }
 
 /**
@@ -612,12 +674,7 @@ async function openHeader(file: Deno.FsFile, limits: DecodeLimits | undefined): 
  * ```
  */
 export async function readSafetensorsHeader(path: string | URL, limits?: DecodeLimits): Promise<SafetensorsHeader> {
-  const file = await Deno.open(path, { read: true });
-  try {
-    return await openHeader(file, limits);
-  } finally {
-    file.close();
-  }
+  return await withFile(path, (source) => openHeader(source, limits));
 }
 
 /**
@@ -654,27 +711,5 @@ export async function readSafetensorsTensors(
   if (!Array.isArray(names) || names.some((n) => typeof n !== "string")) {
     throw new TypeError("Cannot load safetensors: names must be an array of strings");
   }
-  const file = await Deno.open(path, { read: true });
-  try {
-    const header = await openHeader(file, limits);
-    const wanted = new Set(names);
-    const missing = [...wanted].filter((n) => !header.tensors.some((e) => e.name === n));
-    if (missing.length > 0) {
-      throw new RangeError(
-        `Cannot load safetensors: no tensor named ${missing.map((n) => JSON.stringify(n)).join(", ")}`,
-      );
-    }
-    const tensors: Tensor[] = [];
-    for (const e of header.tensors) {
-      if (!wanted.has(e.name)) continue;
-      const bytes = new Uint8Array(e.byteLength);
-      await readAt(file, e.offset, bytes, `tensor ${JSON.stringify(e.name)}`);
-      const data = typedArrayFrom(e.dtype, bytes);
-      if (e.dtype === "bool") checkBools(data as Uint8Array, e.name, `at offset ${e.offset}`);
-      tensors.push({ name: e.name, dtype: e.dtype, shape: e.shape, group: e.group, data });
-    }
-    return { metadata: header.metadata, tensors };
-  } finally {
-    file.close();
-  }
+  return await withFile(path, (source) => readTensorsFrom(source, names, limits));
 }

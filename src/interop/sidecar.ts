@@ -41,8 +41,8 @@ function escapeName(name: string): { prefix: string; name: string } {
  * import assert from "node:assert/strict";
  * const dir = await Deno.makeTempDir();
  * const path = `${dir}/model.ckpt`;
- * const { sha256 } = await saveCheckpoint(path, { metadata: { step: 1 }, tensors: [] });
- * const sidecar = await writeSha256Sidecar(path, sha256);
+ * const { sha256 } = await saveCheckpoint(path, { metadata: { step: 1 }, tensors: [] }, { sha256sum: true });
+ * const sidecar = await writeSha256Sidecar(path, sha256!);
  * assert.equal(await Deno.readTextFile(sidecar), `${sha256}  model.ckpt\n`);
  * await loadCheckpoint(path, { sha256: await readSha256Sidecar(path) });
  * await Deno.remove(dir, { recursive: true });

@@ -13,7 +13,8 @@
  */
 import type { io } from "@tensorflow/tfjs-core";
 import { dirname, isAbsolute, join, sep as SEP } from "node:path";
-import { type CheckpointSource, decodeCheckpoint, type DecodeOptions } from "../format/decode.ts";
+import type { DecodeOptions } from "../format/decode.ts";
+import { type CheckpointSource, decodeCheckpoint } from "../io/read.ts";
 import { checkTensorName, isDType } from "../format/dtype.ts";
 import { ChecksumMismatchError } from "../format/errors.ts";
 import { resolveLimits } from "../format/limits.ts";

@@ -3,24 +3,29 @@
  *
  * @module
  */
-import type { Codec } from "../format/codec.ts";
+import { type DecodeOptions, decodeWithDigest } from "../format/decode.ts";
+import { ChecksumMismatchError } from "../format/errors.ts";
+import type { Checkpoint, CheckpointRecord, Metadata, Tensor } from "../format/types.ts";
+import { binaryCodec, decodeFooter, decodeRecords, FOOTER_BYTES } from "../format/codecs/binary.ts";
+import { type Hash, sha256, toHex } from "../format/_hash.ts";
+import { settled } from "../format/_pair.ts";
+import { readFull } from "../storage/_file_io.ts";
+import { checkOptionNames, LIMIT_OPTION_NAMES } from "../format/_options.ts";
+import { FileStore } from "../storage/file.ts";
+import { isAddress } from "../storage/resolve.ts";
+import { openRandomAccess } from "../storage/random_access.ts";
 import {
   type CheckpointSource,
   decodeCheckpoint,
-  type DecodeOptions,
   fileCodec,
+  locate,
   openSource,
-} from "../format/decode.ts";
-import { ChecksumMismatchError } from "../format/errors.ts";
-import type { Checkpoint, CheckpointRecord, Metadata, Tensor } from "../format/types.ts";
-import { binaryCodec, decodeRecords } from "../format/codecs/binary.ts";
-import { sha256 } from "../format/_hash.ts";
-import { toPath } from "../storage/_path.ts";
-import { requireFiles } from "../format/_runtime.ts";
-import { checkOptionNames, LIMIT_OPTION_NAMES } from "../format/_options.ts";
+  readerCodec,
+  type StorageOptions,
+} from "./read.ts";
 
 /** Options for {@linkcode loadCheckpoint}. */
-export interface LoadOptions extends DecodeOptions {
+export interface LoadOptions extends DecodeOptions, StorageOptions {
   /**
    * Load only these tensors. From an uncompressed file whose codec reads by name (binary through
    * its index, safetensors through its header) this seeks and reads nothing else, each selected
@@ -30,8 +35,12 @@ export interface LoadOptions extends DecodeOptions {
    */
   only?: readonly string[];
   /**
-   * The SHA-256 (hex) the source's bytes must have, such as the one `saveCheckpoint` returned;
-   * a mismatch is a {@linkcode ChecksumMismatchError}.
+   * A digest (64 hex digits) the checkpoint must match: its stream digest (what `saveCheckpoint`
+   * returns as `digest`, what `ckpt inspect` prints) or the SHA-256 of the source's bytes (what
+   * `sha256sum` prints, `saveCheckpoint`'s `sha256`). Either pins every byte once the load has
+   * verified them all; checking the stream digest costs nothing more, the file's SHA-256 one
+   * more pass (skipped for a local binary file whose stored stream digest is the one given). A
+   * mismatch is a {@linkcode ChecksumMismatchError}.
    */
   sha256?: string;
 }
@@ -42,6 +51,7 @@ const LOAD_OPTION_NAMES = [
   "only",
   "sha256",
   "reuseBuffers",
+  "storage",
   ...LIMIT_OPTION_NAMES,
 ] as const satisfies readonly (
   keyof LoadOptions
@@ -56,28 +66,29 @@ const LOAD_HINTS: Readonly<Record<string, string>> = {
   compression: "a load recognises gzip from the bytes",
 };
 
-async function pathCodec(path: string | URL, codecs?: readonly Codec[]): Promise<Codec | undefined> {
-  const p = toPath(path, "read checkpoint from");
-  requireFiles(p, "read checkpoint from");
-  const file = await Deno.open(p, { read: true });
+/** The stream digest stored in an open binary file's footer (hex), undefined if it has none; leaves the position at 0. */
+async function storedDigest(file: Deno.FsFile): Promise<string | undefined> {
   try {
-    return await fileCodec(file, codecs);
+    const size = (await file.stat()).size;
+    if (size < FOOTER_BYTES) return undefined;
+    await file.seek(size - FOOTER_BYTES, Deno.SeekMode.Start);
+    const footer = new Uint8Array(FOOTER_BYTES);
+    if (await readFull(file, footer) < FOOTER_BYTES) return undefined;
+    return toHex(decodeFooter(footer, size - FOOTER_BYTES).digest);
+  } catch (e) {
+    if (e instanceof SyntaxError) return undefined; // the full read says what is wrong
+    throw e;
   } finally {
-    file.close();
+    await file.seek(0, Deno.SeekMode.Start);
   }
 }
 
-function hashing(source: ReadableStream<Uint8Array>, expected: string): ReadableStream<Uint8Array> {
-  const hash = sha256();
+function tapped(source: ReadableStream<Uint8Array>, hash: Hash): ReadableStream<Uint8Array> {
   return source.pipeThrough(
     new TransformStream<Uint8Array, Uint8Array>({
       transform(chunk, c) {
         hash.update(chunk);
         c.enqueue(chunk);
-      },
-      flush() {
-        const actual = hash.digest("hex");
-        if (actual !== expected.toLowerCase()) throw new ChecksumMismatchError("source bytes", expected, actual);
       },
     }),
   );
@@ -114,33 +125,61 @@ export async function loadCheckpoint(source: CheckpointSource, options: LoadOpti
   if (expected !== undefined && !/^[0-9a-fA-F]{64}$/.test(expected)) {
     throw new TypeError("Invalid sha256 option: expected 64 hex digits");
   }
-  const isPath = typeof source === "string" || source instanceof URL;
-  const codec = isPath ? await pathCodec(source, options.codecs) : undefined;
-  if (isPath && only && expected === undefined && codec?.readTensors) {
-    return await codec.readTensors(source, only, options);
+  const at = isAddress(source) ? locate(source, options) : undefined;
+  if (at && only && expected === undefined) {
+    // Random access: the object's tail (footer, index), its head, then only the wanted records.
+    const reader = await openRandomAccess(at.store, at.key);
+    const codec = await readerCodec(reader, options.codecs);
+    if (codec?.readTensors) return await codec.readTensors(reader, only, options);
   }
-  const binaryPath = isPath && codec === binaryCodec;
+  const wantedDigest = expected?.toLowerCase();
   let records: AsyncIterable<CheckpointRecord>;
-  let checkFile = () => {};
-  if (binaryPath && expected !== undefined) {
-    // The file's digest in the same pass as decoding, over the bytes the decoder reads.
-    const tap = sha256();
+  let streamDigest: Promise<string | undefined> = Promise.resolve(undefined);
+  let tap: Hash | undefined;
+  let file: Deno.FsFile | undefined;
+  if (at?.store instanceof FileStore && wantedDigest !== undefined) {
+    const opened = await at.store.openFile(at.key);
+    if (await fileCodec(opened, options.codecs) === binaryCodec) file = opened;
+    else opened.close();
+  }
+  if (file) {
+    // A local binary file, decoded from the open file: the stored stream digest is checked by
+    // decoding; only when the footer holds another value is the file's SHA-256 computed as well,
+    // in the same pass, over the bytes the decoder reads.
+    const open = file;
+    if (await storedDigest(open) !== wantedDigest) tap = sha256();
+    const fileTap = tap;
+    const digest = settled<string>();
+    streamDigest = digest.promise;
     records = (async function* () {
-      const file = await Deno.open(toPath(source, "read checkpoint from"), { read: true });
       try {
-        yield* decodeRecords(file, { ...options, reuseBuffers: false }, tap);
+        yield* decodeRecords(open, { ...options, reuseBuffers: false }, fileTap, digest);
       } finally {
-        file.close();
+        open.close();
       }
     })();
-    checkFile = () => {
-      const actual = tap.digest("hex");
-      if (actual !== expected.toLowerCase()) throw new ChecksumMismatchError("source bytes", expected, actual);
-    };
+  } else if (wantedDigest !== undefined) {
+    // From a stream, the bytes' SHA-256 is computed as well, in case that is what was given.
+    tap = sha256();
+    const decoded = decodeWithDigest(tapped(openSource(source, options), tap), { ...options, reuseBuffers: false });
+    records = decoded.records;
+    streamDigest = decoded.digest;
   } else {
-    const bytes = expected === undefined ? source : hashing(openSource(source), expected);
-    records = decodeCheckpoint(bytes, { ...options, reuseBuffers: false });
+    records = decodeCheckpoint(source, { ...options, reuseBuffers: false });
   }
+  const checkDigest = async () => {
+    if (wantedDigest === undefined) return;
+    const stream = await streamDigest;
+    if (stream === wantedDigest) return;
+    const actual = tap?.digest("hex");
+    if (actual === wantedDigest) return;
+    // Report the file's digest when it was computed (the likelier meaning of a digest that
+    // matches nothing), else the stream digest.
+    if (actual !== undefined) {
+      throw new ChecksumMismatchError("source bytes", wantedDigest, actual, stream ? `(stream digest ${stream})` : "");
+    }
+    throw new ChecksumMismatchError("checkpoint stream digest", wantedDigest, stream ?? "none");
+  };
   const wanted = only ? new Set(only) : undefined;
   let metadata: Metadata | undefined;
   const tensors: Tensor[] = [];
@@ -153,7 +192,7 @@ export async function loadCheckpoint(source: CheckpointSource, options: LoadOpti
     }
   }
   if (!metadata) throw new SyntaxError("Cannot decode checkpoint: no metadata record");
-  checkFile();
+  await checkDigest();
   if (wanted) {
     const missing = [...wanted].filter((n) => !found.has(n));
     if (missing.length) {

@@ -3,30 +3,41 @@
  *
  * @module
  */
-import { basename, dirname, join } from "node:path";
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { type EncodeOptions, encodeWithDigest } from "../format/encode.ts";
 import type { CheckpointInput } from "../format/types.ts";
 import { sha256 } from "../format/_hash.ts";
-import { StagedFileSink } from "../storage/_file_sink.ts";
 import { WorkerHash } from "../storage/_worker_hash.ts";
 import { toPath } from "../storage/_path.ts";
-import { isDenoError, requireFiles } from "../format/_runtime.ts";
+import { isDenoError } from "../format/_runtime.ts";
 import { checkOptionNames } from "../format/_options.ts";
+import { FileStore, WORKER_HASH } from "../storage/file.ts";
+import { isAddress, type ResolveOptions, type StorageAddress } from "../storage/resolve.ts";
+import { locate } from "./read.ts";
+import type { ObjectStore, WriteOptions } from "../storage/types.ts";
 
 export { toPath };
 
-/** Where a checkpoint goes: a path, a `file:` URL, or any byte sink such as `Deno.stdout.writable`. */
-export type CheckpointTarget = string | URL | WritableStream<Uint8Array>;
+/**
+ * Where a checkpoint goes: an address (a path, a `file:` URL, `s3://bucket/key`,
+ * `{ store, key }`), or any byte sink such as `Deno.stdout.writable`.
+ */
+export type CheckpointTarget = StorageAddress | WritableStream<Uint8Array>;
 
 /** Options for {@linkcode saveCheckpoint}. */
 export interface SaveOptions extends EncodeOptions {
   /**
-   * For paths: flush the file and its directory to disk before resolving (`fdatasync` + `fsync`).
-   * Turning it off keeps the atomic rename but not durability across power loss.
+   * For addresses: make the object durable before resolving (on a file system, `fdatasync` of
+   * the file and `fsync` of its directory). Turning it off keeps the atomic publish but not
+   * durability across power loss.
    *
    * @default {true}
    */
   sync?: boolean;
+  /** Settings for `s3://` stores (endpoint, credentials, part size). */
+  storage?: ResolveOptions;
+  /** Cancels the save; the previous object stays. */
+  signal?: AbortSignal;
   /**
    * For a `WritableStream` target: leave it open when the checkpoint is written (and do not abort
    * it when the save fails), so the caller can go on writing to it or close it. By default the
@@ -37,10 +48,41 @@ export interface SaveOptions extends EncodeOptions {
    * @default {false}
    */
   preventClose?: boolean;
+  /**
+   * Also compute the SHA-256 of every byte written (what `sha256sum` prints), returned as
+   * {@linkcode SaveResult.sha256}: for a `sha256sum` sidecar, or to compare with a tool that
+   * knows nothing of ckpt. For the binary codec it is a second pass over every byte (on another
+   * thread for large saves to files); {@linkcode SaveResult.digest} needs none and proves as much
+   * to a reader that verifies.
+   *
+   * @default {false}
+   */
+  sha256sum?: boolean;
+  /**
+   * For a path (or an object of a local store): a file the caller is about to delete anyway, in
+   * the same directory tree as the target (not the target itself). It is renamed to the
+   * temporary name and overwritten in place, then truncated to the new size, so the save reuses
+   * its page-cache pages and disk blocks instead of allocating fresh ones, as databases recycle
+   * log segments (on a VM where first-touching memory is slow, a save into recycled pages runs
+   * like `dd` over an existing file). The file is gone once the save starts, whether the save
+   * succeeds or not, and a reader that still has it open sees its bytes change (its verification
+   * then fails; it never gets wrong data unnoticed). Ignored when the file is absent, and by
+   * stores that cannot recycle (S3).
+   */
+  reuse?: string;
 }
 
 /** Every option {@linkcode saveCheckpoint} takes; any other name is a `TypeError`. */
-const SAVE_OPTION_NAMES = ["codec", "compression", "sync", "preventClose"] as const satisfies readonly (
+const SAVE_OPTION_NAMES = [
+  "codec",
+  "compression",
+  "sync",
+  "preventClose",
+  "sha256sum",
+  "reuse",
+  "storage",
+  "signal",
+] as const satisfies readonly (
   keyof SaveOptions
 )[];
 // A compile error here means SaveOptions gained an option SAVE_OPTION_NAMES does not list.
@@ -51,8 +93,20 @@ const _everySaveOption: Exclude<keyof SaveOptions, typeof SAVE_OPTION_NAMES[numb
 export interface SaveResult {
   /** Bytes written. */
   bytes: number;
-  /** SHA-256 of exactly those bytes, lowercase hex: what `sha256sum FILE` prints. */
-  sha256: string;
+  /**
+   * The checkpoint's digest, lowercase hex: for ckpt's binary and JSON codecs (gzip or not) the
+   * stream digest stored in the checkpoint itself (footer, end line), computed in the same pass
+   * as the per-tensor digests; for codecs that store no digest (safetensors), the SHA-256 of the
+   * bytes. `loadCheckpoint(source, { sha256: digest })` and `ckpt verify --sha256` check it, and
+   * `ckpt inspect` prints it; a matching, fully verified read proves every byte is as saved.
+   */
+  digest: string;
+  /**
+   * SHA-256 of exactly the bytes written, lowercase hex: what `sha256sum FILE` prints. Present
+   * when asked for with {@linkcode SaveOptions.sha256sum}, or when it cost nothing more (the JSON
+   * codec; codecs that store no digest, where it equals `digest`).
+   */
+  sha256?: string;
 }
 
 /**
@@ -125,13 +179,13 @@ async function syncDir(dir: string): Promise<void> {
  * import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
  * import assert from "node:assert/strict";
  * const dir = await Deno.makeTempDir();
- * const { bytes, sha256 } = await saveCheckpoint(`${dir}/step-10.ckpt`, {
+ * const { bytes, digest } = await saveCheckpoint(`${dir}/step-10.ckpt`, {
  *   metadata: { step: 10, metrics: { loss: 0.25 } },
  *   tensors: [{ name: "dense/kernel", dtype: "float32", shape: [2, 2], data: new Float32Array([1, 2, 3, 4]) }],
  * });
  * assert.equal(bytes, (await Deno.stat(`${dir}/step-10.ckpt`)).size);
- * assert.match(sha256, /^[0-9a-f]{64}$/);
- * const back = await loadCheckpoint(`${dir}/step-10.ckpt`, { sha256 });
+ * assert.match(digest, /^[0-9a-f]{64}$/);
+ * const back = await loadCheckpoint(`${dir}/step-10.ckpt`, { sha256: digest });
  * assert.deepEqual(back.tensors[0]!.data, new Float32Array([1, 2, 3, 4]));
  * await Deno.remove(dir, { recursive: true });
  * ```
@@ -142,10 +196,16 @@ export async function saveCheckpoint(
   options: SaveOptions = {},
 ): Promise<SaveResult> {
   checkOptionNames(options, SAVE_OPTION_NAMES, "Cannot save checkpoint");
+  const askedFile = options.sha256sum ?? false;
+  if (typeof askedFile !== "boolean") throw new TypeError("Cannot save checkpoint: sha256sum must be a boolean");
+  if (options.reuse !== undefined && typeof options.reuse !== "string") {
+    throw new TypeError("Cannot save checkpoint: reuse must be a path");
+  }
   if (target instanceof WritableStream) {
-    const { readable, sha256: codecDigest } = encodeWithDigest(checkpoint, options);
-    // The codec already hashes its output; hash here only what it does not (gzip output).
-    const hash = codecDigest ? undefined : sha256();
+    const { readable, sha256: codecFile, digest } = encodeWithDigest(checkpoint, options, { digest: askedFile });
+    // Hash here only what the codec does not: the file when asked for (or gzip output), or
+    // everything when the codec stores no digest of its own.
+    const hash = codecFile === undefined && (askedFile || digest === undefined) ? sha256() : undefined;
     let bytes = 0;
     const counted = readable.pipeThrough(
       new TransformStream<Uint8Array, Uint8Array>({
@@ -167,31 +227,76 @@ export async function saveCheckpoint(
         { cause: e },
       );
     }
-    return { bytes, sha256: codecDigest ? await codecDigest : hash!.digest("hex") };
+    const file = codecFile ? await codecFile : hash?.digest("hex");
+    return result(bytes, digest ? await digest : file!, file);
   }
-  if (typeof target !== "string" && !(target instanceof URL)) {
-    throw new TypeError("Cannot save checkpoint: target must be a path, a file: URL or a WritableStream");
+  if (!isAddress(target)) {
+    throw new TypeError(
+      "Cannot save checkpoint: target must be a path, a file: URL, an s3: URL, { store, key } or a WritableStream",
+    );
   }
-  const path = toPath(target, "save checkpoint to");
-  requireFiles(path, "save checkpoint to");
-  return await writeFileAtomic(path, async (file) => {
-    // Large saves hash the whole file on another thread, over shared staging buffers, while this
-    // one encodes and computes the per-tensor digests; small ones do both here (a worker costs
-    // ~0.1 s to start).
-    const worker = knownBytes(checkpoint) >= WORKER_HASH_BYTES && options.compression !== "gzip"
-      ? new WorkerHash()
+  if (target instanceof URL && target.protocol !== "file:" && target.protocol !== "s3:") {
+    // Kept from when only paths were accepted: name the scheme that cannot be written.
+    throw new TypeError(`Cannot save checkpoint to ${target.href}: only file: and s3: URLs can be written`);
+  }
+  const { store, key } = locate(target, options, "save checkpoint to");
+  // A file digest asked for of a large save to a file is computed on another thread, over the
+  // writer's shared staging buffers, while this one encodes and computes the per-tensor digests;
+  // small ones do both here (a worker costs ~0.1 s to start).
+  const worker = askedFile && store instanceof FileStore && knownBytes(checkpoint) >= WORKER_HASH_BYTES &&
+      options.compression !== "gzip"
+    ? new WorkerHash()
+    : undefined;
+  try {
+    const encoded = encodeWithDigest(checkpoint, options, { digest: askedFile && !worker });
+    const { readable } = encoded;
+    const hash = !worker && encoded.sha256 === undefined && (askedFile || encoded.digest === undefined)
+      ? sha256()
       : undefined;
+    const writeOptions: WriteOptions & { [WORKER_HASH]?: WorkerHash } = { sync: options.sync ?? true };
+    if (options.signal) writeOptions.signal = options.signal;
+    const known = knownBytes(checkpoint);
+    if (known > 0) writeOptions.sizeHint = known;
+    if (worker) writeOptions[WORKER_HASH] = worker;
+    if (options.reuse !== undefined) writeOptions.reuse = reuseKey(store, key, options.reuse);
+    const writer = await store.writer(key, writeOptions);
+    let bytes = 0;
     try {
-      const { readable, sha256: codecDigest } = encodeWithDigest(checkpoint, options, { digest: !worker });
-      const hash = codecDigest || worker ? undefined : sha256();
-      const sink = new StagedFileSink(file, { hash, worker });
-      await readable.pipeTo(new WritableStream(sink));
-      const hex = worker ? await worker.digest() : codecDigest ? await codecDigest : hash!.digest("hex");
-      return { bytes: sink.bytes, sha256: hex };
-    } finally {
-      worker?.close();
+      await readable.pipeTo(
+        new WritableStream({
+          async write(chunk) {
+            hash?.update(chunk);
+            bytes += chunk.byteLength;
+            await writer.write(chunk);
+          },
+        }),
+      );
+    } catch (e) {
+      await writer.abort(e);
+      throw e;
     }
-  }, options);
+    // Closing flushes the last staging buffer (to the worker too); only then is the digest whole.
+    await writer.close();
+    const file = worker ? await worker.digest() : encoded.sha256 ? await encoded.sha256 : hash?.digest("hex");
+    return result(bytes, encoded.digest ? await encoded.digest : file!, file);
+  } finally {
+    worker?.close();
+  }
+}
+
+function result(bytes: number, digest: string, sha256: string | undefined): SaveResult {
+  return sha256 === undefined ? { bytes, digest } : { bytes, digest, sha256 };
+}
+
+/** The `reuse` option as a key of the target's store: a path made relative to a local store's root. */
+function reuseKey(store: ObjectStore, key: string, reuse: string): string {
+  if (!(store instanceof FileStore)) return reuse;
+  const rel = relative(store.root, resolve(reuse)).split(sep).join("/");
+  if (rel === "" || rel.startsWith("../") || rel === ".." || isAbsolute(rel)) {
+    throw new TypeError(`Cannot save checkpoint: reuse ${JSON.stringify(reuse)} is outside ${store.root}`);
+  }
+  if (rel === key) throw new TypeError(`Cannot save checkpoint: reuse must name another file than the target`);
+  return rel;
 }
 
 /** Saves of at least this many bytes (when known up front) hash the file on a worker thread. */

@@ -2,6 +2,22 @@
 
 import { ChecksumMismatchError } from "../format/errors.ts";
 import { ObjectNotFoundError } from "../storage/types.ts";
+import { isDenoError } from "../format/_runtime.ts";
+
+/** "Missing": `Deno.errors.NotFound` in Deno; elsewhere (a browser) an Error named `NotFound`. */
+export function notFound(message: string, options?: ErrorOptions): Error {
+  const cls = (globalThis as { Deno?: { errors?: { NotFound?: new (m: string, o?: ErrorOptions) => Error } } }).Deno
+    ?.errors?.NotFound;
+  if (cls) return new cls(message, options);
+  const e = new Error(message, options);
+  e.name = "NotFound";
+  return e;
+}
+
+/** Whether `e` says "missing" ({@linkcode notFound}). */
+export function isNotFound(e: unknown): boolean {
+  return isDenoError(e, "NotFound") || (e instanceof Error && e.name === "NotFound");
+}
 
 /** Rewraps an I/O error with a message saying what failed, keeping its class (`Deno.errors.*`) and `code`. */
 export function ioError(what: string, e: unknown): Error {
@@ -22,7 +38,7 @@ export function ioError(what: string, e: unknown): Error {
 
 /** Errors that mean "this checkpoint's files are unusable", as opposed to a failing disk or a bad argument. */
 export function isDamage(e: unknown): boolean {
-  return e instanceof Deno.errors.NotFound || e instanceof ObjectNotFoundError || e instanceof ChecksumMismatchError ||
+  return isNotFound(e) || e instanceof ObjectNotFoundError || e instanceof ChecksumMismatchError ||
     e instanceof SyntaxError ||
     e instanceof RangeError;
 }

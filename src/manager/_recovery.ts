@@ -24,7 +24,8 @@ export const MAX_MANIFEST_BYTES = 256 * 2 ** 20;
 /**
  * The entries of the checkpoint files in a directory that has no index (or a damaged one): each
  * file whose name matches the pattern is read and verified in full; files that do not verify
- * are reported, and on a local directory renamed aside to `.NAME.unverified`. Names made by
+ * are reported, and on a local directory renamed aside to `.NAME.unverified` (unless the manager
+ * is read-only: then nothing is renamed, and the caller writes nothing either). Names made by
  * `formatUnique` are never adopted: those are saves that were not committed.
  */
 export async function adopt(loc: Location, o: Resolved): Promise<StoredEntry[]> {
@@ -38,7 +39,7 @@ export async function adopt(loc: Location, o: Resolved): Promise<StoredEntry[]> 
   found.sort((a, b) => a.step - b.step || Number(a.manifest) - Number(b.manifest));
   const entries: StoredEntry[] = [];
   const quarantine = async (name: string, why: string) => {
-    if (loc.dir === undefined) {
+    if (loc.dir === undefined || o.readOnly) {
       o.onWarning(`Not adopting ${loc.name(name)}: ${why}; it is left in place`);
       return;
     }
@@ -111,7 +112,9 @@ export async function adopt(loc: Location, o: Resolved): Promise<StoredEntry[]> 
   }
   if (entries.length > 0) {
     o.onWarning(
-      `Adopted ${entries.length} checkpoint(s) found in ${loc.where} without an index: steps ${
+      `${
+        o.readOnly ? "A writing manager would adopt" : "Adopted"
+      } ${entries.length} checkpoint(s) found in ${loc.where} without an index: steps ${
         entries.map((e) => e.step).join(", ")
       }`,
     );

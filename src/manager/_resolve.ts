@@ -29,6 +29,7 @@ export interface Resolved {
   verify: boolean;
   writer: CheckpointFileWriter;
   sync: boolean;
+  recycle: boolean;
   readOnly: boolean;
   onWarning: (message: string) => void;
   limits: Required<DecodeLimits>;
@@ -113,6 +114,7 @@ export function resolveOptions(options: CheckpointManagerOptions): Resolved {
     verify: options.verify ?? true,
     writer: options.writer ?? inProcessWriter,
     sync: options.sync ?? true,
+    recycle: options.recycle ?? true,
     readOnly: options.readOnly ?? false,
     onWarning: options.onWarning ?? ((m) => console.warn(m)),
     limits: resolveLimits(options.limits),

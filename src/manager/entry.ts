@@ -18,7 +18,13 @@ export interface CheckpointEntry {
   bytes: number;
   /** Bytes its save wrote (for an incremental one: the manifest and only the blobs that were new). */
   bytesWritten: number;
-  /** SHA-256 of the checkpoint file (or manifest), lowercase hex: what `sha256sum` prints for it. */
+  /**
+   * The checkpoint's digest, lowercase hex, which `loadCheckpoint(path, { sha256 })` and
+   * `ckpt verify --sha256` accept: for a file the manager saved in ckpt's binary or JSON codec,
+   * its stream digest (stored in the file, what `ckpt inspect` prints; no second pass over the
+   * bytes on save); for an incremental checkpoint, the SHA-256 of its manifest; otherwise (an
+   * index rebuilt from the files, a codec that stores no digest) the file's SHA-256.
+   */
   sha256: string;
   /** When the save was committed, ISO 8601 (wall clock; not part of the checkpoint's bytes). */
   savedAt: string;

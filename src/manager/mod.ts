@@ -31,8 +31,7 @@
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadCheckpoint } from "../io/load.ts";
-import { readCheckpointIndex } from "../format/codecs/binary_file.ts";
-import { decodeCheckpoint } from "../format/decode.ts";
+import { decodeCheckpoint, readCheckpointIndex } from "../io/read.ts";
 import { bytesOf, validateTensor } from "../format/dtype.ts";
 import { ChecksumMismatchError } from "../format/errors.ts";
 import { validateMetadata } from "../format/metadata.ts";
@@ -54,7 +53,7 @@ import {
 } from "./_blobs.ts";
 import type { CheckpointEntry, ListedCheckpoint, TensorSummary } from "./entry.ts";
 import type { CheckpointManagerOptions } from "./options.ts";
-import { ioError, isDamage } from "./_errors.ts";
+import { ioError, isDamage, isNotFound, notFound } from "./_errors.ts";
 import { INDEX_FILE, readIndex, type StoredEntry, writeIndex } from "./_index.ts";
 import { Location } from "./_location.ts";
 import { DirectoryLock } from "./_lock.ts";
@@ -237,15 +236,18 @@ export class CheckpointManager {
     const loc = this.#loc;
     const o = this.#o;
     const read = await readIndex(loc).catch((e) => {
-      if (e instanceof SyntaxError && !o.readOnly) {
-        o.onWarning(`${e.message}; rebuilding it from the checkpoint files in ${loc.where}`);
-        return { contents: undefined, version: undefined, damaged: true };
-      }
-      throw e;
+      if (!(e instanceof SyntaxError)) throw e;
+      o.onWarning(
+        o.readOnly
+          ? `${e.message}; showing what a writing manager would rebuild from the checkpoint files in ${loc.where} (nothing is rewritten)`
+          : `${e.message}; rebuilding it from the checkpoint files in ${loc.where}`,
+      );
+      return { contents: undefined, version: undefined, damaged: true };
     });
     if (o.readOnly) {
       o.stored = read.contents?.retention;
-      this.#entries = read.contents?.entries ?? [];
+      // A damaged index: the entries a writer would adopt, found without renaming or writing anything.
+      this.#entries = read.contents?.entries ?? ("damaged" in read ? await adopt(loc, o) : []);
     } else {
       // A damaged index is replaced: its version is read again to replace exactly it.
       this.#version = "damaged" in read ? (await loc.store.head(INDEX_FILE))?.version : read.version;
@@ -479,7 +481,7 @@ export class CheckpointManager {
       try {
         listed.tensors = await this.#describe(e);
       } catch (err) {
-        listed.status = err instanceof Deno.errors.NotFound ? "missing" : "damaged";
+        listed.status = isNotFound(err) ? "missing" : "damaged";
         listed.problem = (err as Error).message;
       }
       if (listed.tensors === undefined) delete listed.tensors;
@@ -645,9 +647,14 @@ export class CheckpointManager {
     if (this.#closed) throw new TypeError(`Cannot read checkpoints: the manager of ${this.#loc.where} is closed`);
     // A read-only view follows the writer: it re-reads the index, which is replaced atomically.
     if (this.#o.readOnly) {
-      const { contents } = await readIndex(this.#loc);
-      this.#entries = contents?.entries ?? [];
-      this.#o.stored = contents?.retention;
+      const read = await readIndex(this.#loc).catch((e) => {
+        if (e instanceof SyntaxError) return undefined; // still damaged: the view rebuilt at open stands
+        throw e;
+      });
+      if (read) {
+        this.#entries = read.contents?.entries ?? [];
+        this.#o.stored = read.contents?.retention;
+      }
     }
     return this.#entries;
   }
@@ -715,14 +722,24 @@ export class CheckpointManager {
       tensors = await Array.fromAsync(tensors as AsyncIterable<TensorInput>);
     }
     const input = { metadata: checkpoint.metadata, tensors };
+    // Awaited only when there is a file to recycle: otherwise the writer gets the save at once.
+    const victim = this.#recyclable(checkpoint);
+    const reuse = victim ? await this.#takeOut(victim, checkpoint.metadata.step) : undefined;
     const options = { codec: this.#o.codec, compression: this.#o.compression, sync: this.#o.sync };
     let result: SaveResult;
     try {
       result = this.#loc.dir !== undefined
-        ? await this.#o.writer.save(path, input, options)
+        ? await this.#o.writer.save(
+          path,
+          input,
+          reuse === undefined ? options : { ...options, reuse: this.#loc.name(reuse) },
+        )
         : await saveToStore(this.#loc.store, name, input, options);
     } catch (e) {
       throw ioError(`Cannot save checkpoint step ${checkpoint.metadata.step} to ${path}`, e);
+    } finally {
+      // A writer or store that does not recycle leaves the object: it is out of the index, so delete it.
+      if (reuse !== undefined) await this.#removeKeys([reuse]);
     }
     return {
       step: checkpoint.metadata.step,
@@ -730,7 +747,7 @@ export class CheckpointManager {
       kind: "full",
       bytes: result.bytes,
       bytesWritten: result.bytes,
-      sha256: result.sha256,
+      sha256: result.digest,
       savedAt: new Date().toISOString(),
       metadata: structuredClone(checkpoint.metadata),
       tensorCount: counter.n,
@@ -820,6 +837,27 @@ export class CheckpointManager {
     }
   }
 
+  /**
+   * Page reuse: the full checkpoint whose file retention will delete once `checkpoint` is
+   * committed, for the save to recycle; never the newest (until the new checkpoint commits, it
+   * is what a crash resumes from). Undefined when there is none.
+   */
+  #recyclable(checkpoint: CheckpointInput): StoredEntry | undefined {
+    // Only a local directory recycles; an object store would rewrite its index for nothing.
+    if (!this.#o.recycle || this.#loc.dir === undefined) return undefined;
+    const all = [...this.#entries, { step: checkpoint.metadata.step, metadata: checkpoint.metadata }];
+    const reasons = retention(all, this.#policy());
+    return this.#entries.slice(0, -1).find((e) => e.kind === "full" && reasons.get(e.step)!.length === 0);
+  }
+
+  /** Takes `victim` out of the index (so a crash never leaves the index naming a file being overwritten); its key. */
+  async #takeOut(victim: StoredEntry, step: number): Promise<string> {
+    const remaining = this.#entries.filter((e) => e !== victim);
+    await this.#putIndex(remaining, `Cannot save checkpoint step ${step} in ${this.#loc.where}`);
+    this.#entries = remaining;
+    return victim.file;
+  }
+
   /** Adds an entry to the index (the commit point), then applies retention. */
   async #commit(entry: StoredEntry): Promise<void> {
     const all = [...this.#entries, entry];
@@ -875,7 +913,7 @@ export class CheckpointManager {
     let checkpoint: Checkpoint;
     if (entry.kind === "incremental") {
       const got = await this.#loc.read(entry.file, MAX_MANIFEST_BYTES, "checkpoint manifest");
-      if (got === undefined) throw new Deno.errors.NotFound(`its manifest ${path} is missing`);
+      if (got === undefined) throw notFound(`its manifest ${path} is missing`);
       const actual = sha256().update(got.bytes).digest("hex");
       if (actual !== entry.sha256) throw new ChecksumMismatchError(`manifest ${path}`, entry.sha256, actual);
       checkpoint = await readIncremental(this.#loc, decodeManifest(got.bytes, path, this.#o.limits));
@@ -895,7 +933,7 @@ export class CheckpointManager {
         checkpoint = await loadCheckpoint(path, options);
       } else {
         const got = await this.#loc.store.get(entry.file).catch((e) => {
-          if (isDamage(e)) throw new Deno.errors.NotFound(`its file ${path} is missing`, { cause: e });
+          if (isDamage(e)) throw notFound(`its file ${path} is missing`, { cause: e });
           throw e;
         });
         checkpoint = await loadCheckpoint(got.body, options);
@@ -914,10 +952,10 @@ export class CheckpointManager {
     const loc = this.#loc;
     const path = loc.name(e.file);
     const size = await loc.size(e.file);
-    if (size === undefined) throw new Deno.errors.NotFound(`file ${path} is missing`);
+    if (size === undefined) throw notFound(`file ${path} is missing`);
     if (e.kind === "incremental") {
       const got = await loc.read(e.file, MAX_MANIFEST_BYTES, "checkpoint manifest");
-      if (got === undefined) throw new Deno.errors.NotFound(`file ${path} is missing`);
+      if (got === undefined) throw notFound(`file ${path} is missing`);
       const actual = sha256().update(got.bytes).digest("hex");
       if (actual !== e.sha256) throw new ChecksumMismatchError(`manifest ${path}`, e.sha256, actual);
       const manifest = decodeManifest(got.bytes, path, this.#o.limits);
@@ -925,7 +963,7 @@ export class CheckpointManager {
         const blob = loc.name(blobKey(t.blob));
         const blobSize = await loc.size(blobKey(t.blob));
         if (blobSize === undefined) {
-          throw new Deno.errors.NotFound(`blob ${blob} of tensor ${JSON.stringify(t.name)} is missing`);
+          throw notFound(`blob ${blob} of tensor ${JSON.stringify(t.name)} is missing`);
         }
         if (blobSize !== e.blobs?.get(t.blob)) {
           throw new SyntaxError(`blob ${blob} has ${blobSize} bytes, the index says ${e.blobs?.get(t.blob)}`);

@@ -118,10 +118,27 @@ export interface CheckpointManagerOptions {
    */
   sync?: boolean;
   /**
+   * Page reuse, in a local directory: when retention is about to delete a full checkpoint because of a save, that
+   * checkpoint is taken out of the index first and its file is recycled for the save (renamed to
+   * the temporary name and overwritten in place), as databases recycle log segments: no fresh
+   * page-cache pages and no new block allocation, which on a VM makes a steady-state save run
+   * like an in-place write. Only a checkpoint retention would delete once the new one is
+   * committed is recycled, never one kept as recent, every-N or best, never the newest (what a
+   * crash resumes from; so `maxToKeep: 1` never recycles), nor an incremental one. If that save
+   * then fails or is killed, the recycled checkpoint is gone too (it was already out of the
+   * index), and a process reading it at that moment fails verification. `false` deletes after
+   * the commit instead.
+   *
+   * @default {true}
+   */
+  recycle?: boolean;
+  /**
    * Open without the lock and without cleaning up, to look at a directory another process may
    * be writing (as `ckpt ls` does). `save()` and `delete()` then throw. The view re-reads the
    * index on every call, and takes the retention rules (`maxToKeep`, `keepEvery`, `best`) that
    * the writer recorded there for any of them not given, so `list()` shows what is kept and why.
+   * A damaged index is reported through `onWarning`, and the view shows what a writer would
+   * rebuild it from (the checkpoint files that verify), renaming and writing nothing.
    *
    * @default {false}
    */

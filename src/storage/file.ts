@@ -109,7 +109,7 @@ export class FileStore implements ObjectStore {
   /**
    * A store rooted at a directory.
    *
-   * @param root the directory holding the objects (a path or a `file:` URL); created on first write
+   * @param root the directory holding the objects (a path or a `file:` URL); it must exist before the first write, directories below it are made as needed
    */
   constructor(root: string | URL) {
     if (root instanceof URL) {
@@ -155,6 +155,40 @@ export class FileStore implements ObjectStore {
       throw new TypeError(`Cannot ${verb} ${this.#url(key)}: not a regular file (${describeKind(st)})`);
     }
     return st;
+  }
+
+  /**
+   * Opens the object's file for reading, for callers that read it directly (a fast local path);
+   * errors are the file system's own classes (`Deno.errors.NotFound` for an absent file, saying
+   * `Cannot read "PATH": No such file or directory`, as the CLI does). The caller closes it.
+   *
+   * @example
+   * ```ts
+   * import { FileStore } from "./file.ts";
+   * import assert from "node:assert/strict";
+   * const dir = await Deno.makeTempDir();
+   * const store = new FileStore(dir);
+   * await store.put("a", new Uint8Array([1]));
+   * using file = await store.openFile("a");
+   * assert.equal((await file.stat()).size, 1);
+   * await Deno.remove(dir, { recursive: true });
+   * ```
+   */
+  async openFile(key: string): Promise<Deno.FsFile> {
+    const path = this.path(key);
+    let st: Deno.FileInfo;
+    try {
+      st = await Deno.stat(path);
+    } catch (e) {
+      // Deno's own message ends "(os error 2): stat '/path'"; say it as the CLI does.
+      if (e instanceof Deno.errors.NotFound) {
+        throw new Deno.errors.NotFound(`Cannot read ${JSON.stringify(path)}: No such file or directory`, { cause: e });
+      }
+      throw e;
+    }
+    if (st.isDirectory) throw new TypeError(`Cannot read ${JSON.stringify(path)}: it is a directory`); // as the CLI says
+    if (!st.isFile) throw new TypeError(`Cannot read ${this.#url(key)}: not a regular file (${describeKind(st)})`);
+    return await Deno.open(path, { read: true });
   }
 
   /** Reads an object or a range of it, in chunks of up to 4 MiB. */
@@ -256,8 +290,7 @@ export class FileStore implements ObjectStore {
     if (!(data instanceof Uint8Array)) throw new TypeError(`Cannot write ${this.#url(key)}: data must be a Uint8Array`);
     options.signal?.throwIfAborted();
     await this.#stat(key, "write");
-    const dir = dirname(path);
-    await Deno.mkdir(dir, { recursive: true });
+    const dir = await this.#parent(key);
     const tmp = tempPath(path);
     let info: ObjectInfo;
     const file = await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
@@ -310,6 +343,26 @@ export class FileStore implements ObjectStore {
     return info;
   }
 
+  /**
+   * The directory that holds `key`, made (below the root) if needed. The root itself must exist:
+   * a missing root is the file system's `NotFound`, as for a bucket that does not exist.
+   */
+  async #parent(key: string): Promise<string> {
+    const segments = key.split("/").slice(0, -1);
+    let dir = this.root;
+    if (segments.length === 0) return dir;
+    if (!(await statOrUndefined(this.root))) await Deno.stat(this.root); // throws NotFound naming the root
+    for (const s of segments) {
+      dir = join(dir, s);
+      try {
+        await Deno.mkdir(dir);
+      } catch (e) {
+        if (!(e instanceof Deno.errors.AlreadyExists)) throw e;
+      }
+    }
+    return dir;
+  }
+
   /** Runs `fn` holding an exclusive lock on the directory (`flock`), across processes. */
   async #locked<T>(dir: string, fn: () => Promise<T>): Promise<T> {
     const d = await Deno.open(dir, { read: true });
@@ -336,8 +389,7 @@ export class FileStore implements ObjectStore {
     }
     options.signal?.throwIfAborted();
     await this.#stat(key, "write");
-    const dir = dirname(path);
-    await Deno.mkdir(dir, { recursive: true });
+    const dir = await this.#parent(key);
     const tmp = tempPath(path);
     let file: Deno.FsFile | undefined;
     let reused = false;

@@ -143,8 +143,9 @@ export class OpfsStore implements ObjectStore {
   static async open(path = "", options: OpfsStoreOptions = {}): Promise<OpfsStore> {
     let dir = options.root;
     if (!dir) {
-      const storage = (globalThis.navigator as { storage?: { getDirectory?: () => Promise<DirectoryEntry> } })
-        ?.storage;
+      const storage =
+        (globalThis.navigator as unknown as { storage?: { getDirectory?: () => Promise<DirectoryEntry> } })
+          ?.storage;
       if (typeof storage?.getDirectory !== "function") {
         throw new TypeError("Cannot open an OPFS store: this runtime has no navigator.storage.getDirectory()");
       }
@@ -285,7 +286,7 @@ export class OpfsStore implements ObjectStore {
           signal?.throwIfAborted();
           await out.close();
           state = "closed";
-          const locks = (globalThis.navigator as { locks?: LockManager } | undefined)?.locks;
+          const locks = (globalThis.navigator as unknown as { locks?: LockManager } | undefined)?.locks;
           return locks ? await locks.request(`ckpt-opfs:${url}`, commit) : await commit();
         } catch (e) {
           if (state === "open") await abort(e);

@@ -17,6 +17,7 @@
  * @module
  */
 
+// deno-lint-ignore no-import-prefix -- by full specifier, so the module loads without this repo's deno.json
 import { AwsClient } from "npm:aws4fetch@1.0.20";
 import { checkKey, checkPrefix, checkRange } from "./_validate.ts";
 import {

@@ -3,7 +3,8 @@
 // to read named tensors again where the source allows it.
 
 import type { DiffSource } from "../compare/checkpoint_diff.ts";
-import { type CheckpointSource, decodeCheckpoint, type DecodeOptions } from "../format/decode.ts";
+import type { DecodeOptions } from "../format/decode.ts";
+import { type CheckpointSource, decodeCheckpoint } from "../io/read.ts";
 import type { Checkpoint, CheckpointInput, Metadata, Tensor, TensorInput } from "../format/types.ts";
 import { validateTensor } from "../format/dtype.ts";
 import { validateMetadata } from "../format/metadata.ts";

@@ -83,14 +83,16 @@ Deno.test("BackgroundWriter round trips every dtype bit for bit through the work
         const metadata = { step: 42, epoch: 3, metrics: { loss: NaN, acc: 0.5 }, custom: { run: "a", lr: [0.1] } };
         const inline = `${dir}/inline-${codec}-${compression}.ckpt`;
         const background = `${dir}/background-${codec}-${compression}.ckpt`;
-        const expected = await saveCheckpoint(inline, { metadata, tensors: sampleTensors() }, { codec, compression });
+        const options = { codec, compression, sha256sum: true };
+        const expected = await saveCheckpoint(inline, { metadata, tensors: sampleTensors() }, options);
 
-        const result = await writer.save(background, { metadata, tensors: sampleTensors() }, { codec, compression });
+        const result = await writer.save(background, { metadata, tensors: sampleTensors() }, options);
 
         assert.deepEqual(result, expected);
         assert.deepEqual(await Deno.readFile(background), await Deno.readFile(inline));
         assert.equal(result.sha256, await sha256File(background));
-        const back = await loadCheckpoint(background, { sha256: result.sha256 });
+        await loadCheckpoint(background, { sha256: result.sha256 });
+        const back = await loadCheckpoint(background, { sha256: result.digest });
         assert.deepEqual(back.metadata, metadata);
         assertSameTensors(back.tensors, sampleTensors());
         // The buffers come back untouched by the encoder, gzip and the file sink.
@@ -282,8 +284,8 @@ Deno.test("BackgroundWriter in the default wait mode writes every queued save, i
       })
     );
     const results = await Promise.all(saves);
-    assert.equal(new Set(results.map((r) => r.sha256)).size, 4);
-    const last = await loadCheckpoint(`${dir}/latest.ckpt`, { sha256: results[3]!.sha256 });
+    assert.equal(new Set(results.map((r) => r.digest)).size, 4);
+    const last = await loadCheckpoint(`${dir}/latest.ckpt`, { sha256: results[3]!.digest });
     assert.equal(last.metadata.step, 40, "the last call is the last write");
   } finally {
     await Deno.remove(dir, { recursive: true });
@@ -572,7 +574,7 @@ Deno.test("BackgroundWriter saves a 256 MiB checkpoint while the calling thread 
       const second = await writer.save(`${dir}/again.ckpt`, { metadata: { step: 1 }, tensors: spare[0]! }, {
         sync: false,
       });
-      assert.equal(second.sha256, first.sha256);
+      assert.equal(second.digest, first.digest);
     } finally {
       clearInterval(timer);
     }
@@ -635,7 +637,9 @@ Deno.test("a large save through the worker hashes on a nested worker and returns
     const expected = tensors.map((t) => t.data.slice());
     await using writer = new BackgroundWriter();
     const path = `${dir}/big.ckpt`;
-    const r = await writer.save(path, { metadata: { step: 1 }, tensors }); // 70 MiB: over the worker-hash threshold
+    // 70 MiB: over the worker-hash threshold
+    const r = await writer.save(path, { metadata: { step: 1 }, tensors }, { sha256sum: true });
+    assert.equal(r.sha256, await sha256File(path));
     const back = await loadCheckpoint(path, { sha256: r.sha256 });
     assert.deepEqual(back.tensors.map((t) => t.data), expected);
   } finally {

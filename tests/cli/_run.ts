@@ -91,11 +91,12 @@ export function sampleTensors(): TensorInput[] {
 export async function writeSample(
   path: string,
   options: { codec?: "binary" | "json"; compression?: "none" | "gzip" } = {},
-): Promise<{ bytes: number; sha256: string }> {
-  return await saveCheckpoint(path, {
+): Promise<{ bytes: number; sha256: string; digest: string }> {
+  const { bytes, sha256, digest } = await saveCheckpoint(path, {
     metadata: { step: 100, epoch: 2, metrics: { loss: 0.5, acc: NaN }, custom: { lr: 0.001 } },
     tensors: sampleTensors(),
-  }, options);
+  }, { ...options, sha256sum: true });
+  return { bytes, sha256: sha256!, digest };
 }
 
 /** A temporary directory removed by the returned function. */

@@ -191,7 +191,10 @@ Deno.test({
         yield { name: `layer${i}/kernel`, dtype: "float32" as const, shape: [2048, 2048], data };
       }
     }
-    const saved = await saveCheckpoint(src, { metadata: { step: 1 }, tensors: tensors() }, { sync: false });
+    const saved = await saveCheckpoint(src, { metadata: { step: 1 }, tensors: tensors() }, {
+      sync: false,
+      sha256sum: true,
+    });
     const spawn = (args: string[]) =>
       new Deno.Command(CKPT[0]!, {
         args: [...CKPT.slice(1), ...args],

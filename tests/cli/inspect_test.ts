@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
-import { saveCheckpoint } from "../../mod.ts";
+import { readCheckpointIndex, saveCheckpoint } from "../../mod.ts";
 import { assertOneLineError, ckpt, tempDir, writeSample } from "./_run.ts";
 
 Deno.test("inspect prints metadata, the tensor table and totals per group from the index", async () => {
   await using t = await tempDir();
   const a = `${t.dir}/a.ckpt`;
-  const { bytes } = await writeSample(a);
+  const { bytes, digest } = await writeSample(a);
   const r = await ckpt(["inspect", a]);
   assert.equal(r.code, 0, r.err);
   assert.equal(r.err, "");
@@ -13,8 +13,9 @@ Deno.test("inspect prints metadata, the tensor table and totals per group from t
   assert.match(r.out, /^codec\s+binary$/m);
   assert.match(r.out, /^compression\s+none$/m);
   assert.match(r.out, new RegExp(`^size\\s+${bytes} bytes \\(\\d+\\.\\d\\d KiB\\)$`, "m"));
-  assert.match(r.out, /^stream sha256\s+[0-9a-f]{64} \(stored in the footer\)$/m);
-  assert.match(r.out, /^verified\s+metadata and index only/m);
+  assert.match(r.out, new RegExp(`^stream digest\\s+${digest} \\(stored in the footer, not checked here\\)$`, "m"));
+  assert.doesNotMatch(r.out, /^file sha256/m);
+  assert.match(r.out, /^verified\s+no: index only, not verified/m);
   assert.match(r.out, /^step\s+100$/m);
   assert.match(r.out, /^epoch\s+2$/m);
   assert.match(r.out, /^metric loss\s+0\.5$/m);
@@ -34,10 +35,11 @@ Deno.test("inspect prints metadata, the tensor table and totals per group from t
 Deno.test("inspect --stats reads every tensor and gives min, max, mean (NaN ignored) and NaN count", async () => {
   await using t = await tempDir();
   const a = `${t.dir}/a.ckpt`;
-  const { sha256 } = await writeSample(a);
+  const { sha256, digest } = await writeSample(a);
   const r = await ckpt(["inspect", "--stats", a]);
   assert.equal(r.code, 0, r.err);
-  assert.match(r.out, new RegExp(`^sha256\\s+${sha256}$`, "m"));
+  assert.match(r.out, new RegExp(`^file sha256\\s+${sha256} \\(what sha256sum prints\\)$`, "m"));
+  assert.match(r.out, new RegExp(`^stream digest\\s+${digest} \\(verified\\)$`, "m"));
   assert.match(r.out, /^verified\s+yes/m);
   assert.match(r.out, /^name\s+group\s+dtype\s+shape\s+elements\s+bytes\s+min\s+max\s+mean\s+nan$/m);
   assert.match(r.out, /^dense\/kernel\s+.*24 B\s+-6\s+4\s+0\.8\s+1$/m);
@@ -85,7 +87,7 @@ Deno.test("inspect reads standard input and names the codec it found", async () 
   assert.equal(r.code, 0, r.err);
   assert.match(r.out, /^source\s+stdin$/m);
   assert.match(r.out, /^codec\s+json$/m);
-  assert.match(r.out, new RegExp(`^sha256\\s+${sha256}$`, "m"));
+  assert.match(r.out, new RegExp(`^file sha256\\s+${sha256} \\(what sha256sum prints\\)$`, "m"));
 });
 
 Deno.test("inspect --full verifies an uncompressed binary file instead of trusting its index", async () => {
@@ -162,4 +164,32 @@ Deno.test("inspect shows control characters in names as escapes, so a checkpoint
   assert.equal(bad.code, 4);
   assert.ok(!bad.err.includes("\x1b") && !bad.err.includes("\x07"), "no raw control characters on stderr");
   assert.match(bad.err, /^ckpt verify: [^\n]*\n$/);
+});
+
+Deno.test("the digest inspect prints from the index is one verify --sha256 accepts, and a damaged body is not hidden", async () => {
+  await using t = await tempDir();
+  const a = `${t.dir}/a.ckpt`;
+  const { digest } = await writeSample(a);
+  const shown = await ckpt(["inspect", "--json", a]);
+  assert.equal(shown.code, 0, shown.err);
+  const doc = JSON.parse(shown.out);
+  assert.equal(doc.sha256, null);
+  assert.equal(doc.streamDigest, digest);
+  assert.equal(doc.verified, false);
+  const ok = await ckpt(["verify", "--sha256", doc.streamDigest, a]);
+  assert.equal(ok.code, 0, ok.err);
+  assert.match(ok.out, new RegExp(`stream digest ${digest} \\(matches --sha256\\)$`, "m"));
+  // Flip one byte of a tensor body: inspect from the index still succeeds (it reads no data) and says so.
+  const entry = (await readCheckpointIndex(a)).tensors.find((e) => e.name === "dense/kernel")!;
+  const bytes = await Deno.readFile(a);
+  bytes[entry.offset + entry.length - 33]! ^= 0x40;
+  await Deno.writeFile(a, bytes);
+  const text = await ckpt(["inspect", a]);
+  assert.equal(text.code, 0, text.err);
+  assert.match(text.out, /^verified\s+no: index only, not verified/m);
+  assertOneLineError(
+    await ckpt(["verify", "--sha256", digest, a]),
+    4,
+    /Checksum mismatch for tensor "dense\/kernel"/,
+  );
 });

@@ -29,10 +29,17 @@ Deno.test("verify prints one ok line per intact checkpoint and exits 0", async (
   assert.equal(r.err, "");
   const lines = r.out.trimEnd().split("\n");
   assert.equal(lines.length, 2);
-  assert.match(lines[0]!, new RegExp(`^ok .*a\\.ckpt: binary, step 100, 4 tensors, [\\d.]+ KiB, sha256 ${da.sha256}$`));
+  assert.match(
+    lines[0]!,
+    new RegExp(
+      `^ok .*a\\.ckpt: binary, step 100, 4 tensors, [\\d.]+ KiB, sha256 ${da.sha256}, stream digest ${da.digest}$`,
+    ),
+  );
   assert.match(
     lines[1]!,
-    new RegExp(`^ok .*b\\.jsonl\\.gz: json\\+gzip, step 100, 4 tensors, .*, sha256 ${db.sha256}$`),
+    new RegExp(
+      `^ok .*b\\.jsonl\\.gz: json\\+gzip, step 100, 4 tensors, .*, sha256 ${db.sha256}, stream digest ${db.digest}$`,
+    ),
   );
 });
 
@@ -77,13 +84,15 @@ Deno.test("verify checks every file, reports each failure on stderr and exits wi
 Deno.test("verify --sha256 also checks the digest of the bytes", async () => {
   await using t = await tempDir();
   const a = `${t.dir}/a.ckpt`;
-  const { sha256 } = await writeSample(a);
-  assert.equal((await ckpt(["verify", "--sha256", sha256.toUpperCase(), a])).code, 0);
+  const { sha256, digest } = await writeSample(a);
+  const r = await ckpt(["verify", "--sha256", sha256.toUpperCase(), a]);
+  assert.equal(r.code, 0, r.err);
+  assert.match(r.out, new RegExp(`sha256 ${sha256} \\(matches --sha256\\), stream digest ${digest}$`, "m"));
   const wrong = "0".repeat(64);
   assertOneLineError(
     await ckpt(["verify", "--sha256", wrong, a]),
     4,
-    new RegExp(`file sha256 is ${sha256}, expected ${wrong}`),
+    new RegExp(`file sha256 is ${sha256} \\(stream digest ${digest}\\), expected ${wrong}`),
   );
 });
 
@@ -91,7 +100,7 @@ Deno.test("verify -q prints nothing and --json prints one object per checkpoint"
   await using t = await tempDir();
   const a = `${t.dir}/a.ckpt`;
   const bad = `${t.dir}/bad.ckpt`;
-  const { sha256, bytes } = await writeSample(a);
+  const { sha256, digest, bytes } = await writeSample(a);
   await corruptSample(bad);
   const quiet = await ckpt(["verify", "-q", a]);
   assert.deepEqual([quiet.code, quiet.out, quiet.err], [0, "", ""]);
@@ -107,6 +116,7 @@ Deno.test("verify -q prints nothing and --json prints one object per checkpoint"
     tensors: 4,
     bytes,
     sha256,
+    streamDigest: digest,
     checked: ["record digests", "stream digest"],
   });
   assert.equal(failed.ok, false);

@@ -53,7 +53,7 @@ Deno.test("model.save(ckptHandler) with includeOptimizer writes a verified ckpt 
     const result = await model.save(handler, { includeOptimizer: true });
     assert.equal(result.modelArtifactsInfo.modelTopologyType, "JSON");
     assert.ok(result.modelArtifactsInfo.weightDataBytes! > 0);
-    const ckpt = await loadCheckpoint(`${dir}/model.ckpt`, { sha256: handler.lastSave!.sha256 });
+    const ckpt = await loadCheckpoint(`${dir}/model.ckpt`, { sha256: handler.lastSave!.digest });
     assert.equal(ckpt.metadata.step, 3);
     assert.deepEqual(ckpt.metadata.metrics, { loss: 0.5 });
     const fields = ckpt.metadata.custom!["tfjs.artifacts"] as Record<string, unknown>;

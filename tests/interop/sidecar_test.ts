@@ -21,8 +21,8 @@ Deno.test("sha256 sidecar is exactly the line sha256sum prints, and sha256sum -c
       const name of ["model.safetensors", "with space.ckpt", "back\\slash.ckpt", "new\nline.ckpt", "cr\rname.ckpt"]
     ) {
       const path = `${dir}/${name}`;
-      const { sha256 } = await saveCheckpoint(path, CKPT, { codec: safetensorsCodec });
-      const sidecar = await writeSha256Sidecar(path, sha256);
+      const { sha256 } = await saveCheckpoint(path, CKPT, { codec: safetensorsCodec, sha256sum: true });
+      const sidecar = await writeSha256Sidecar(path, sha256!);
       assert.equal(sidecar, `${path}.sha256`);
       const printed = await sha256sum([name], dir);
       assert.equal(printed.code, 0);
@@ -41,8 +41,8 @@ Deno.test("sha256 sidecar catches a changed file, with sha256sum -c and with loa
   const dir = await Deno.makeTempDir();
   try {
     const path = `${dir}/m.ckpt`;
-    const { sha256 } = await saveCheckpoint(path, CKPT);
-    await writeSha256Sidecar(path, sha256);
+    const { sha256 } = await saveCheckpoint(path, CKPT, { sha256sum: true });
+    await writeSha256Sidecar(path, sha256!);
     // Rewrite with other content (still a valid checkpoint): only the sidecar can tell.
     await saveCheckpoint(path, { ...CKPT, metadata: { step: 2 } });
     const check = await sha256sum(["-c", "m.ckpt.sha256"], dir);

@@ -11,6 +11,11 @@ import {
 import { assertSameTensors, edgeCheckpoint, edgeTensors } from "../_util.ts";
 import { buildRaw, meta, tensor } from "../format/codecs/_binary_builder.ts";
 
+async function sha256sum(path: string): Promise<string> {
+  const out = await new Deno.Command("sha256sum", { args: [path] }).output();
+  return new TextDecoder().decode(out.stdout).split(" ")[0]!;
+}
+
 async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir();
   try {
@@ -70,9 +75,10 @@ Deno.test("readCheckpointIndex lists tensors and metadata without reading data",
 Deno.test("loadCheckpoint({ sha256 }) refuses bytes with another digest", async () => {
   await withDir(async (dir) => {
     const path = join(dir, "a.ckpt");
-    const { sha256 } = await saveCheckpoint(path, edgeCheckpoint());
-    await loadCheckpoint(path, { sha256: sha256.toUpperCase() });
-    const wrong = sha256.replace(/^./, (c) => (c === "0" ? "1" : "0"));
+    const { sha256 } = await saveCheckpoint(path, edgeCheckpoint(), { sha256sum: true });
+    assert.equal(sha256, await sha256sum(path));
+    await loadCheckpoint(path, { sha256: sha256!.toUpperCase() });
+    const wrong = sha256!.replace(/^./, (c) => (c === "0" ? "1" : "0"));
     await assert.rejects(() => loadCheckpoint(path, { sha256: wrong }), (e: ChecksumMismatchError) => {
       assert.ok(e instanceof ChecksumMismatchError);
       assert.equal(e.expected, wrong);
@@ -80,6 +86,42 @@ Deno.test("loadCheckpoint({ sha256 }) refuses bytes with another digest", async 
       return true;
     });
     await assert.rejects(() => loadCheckpoint(path, { sha256: "abc" }), TypeError);
+  });
+});
+
+Deno.test("saveCheckpoint returns the stream digest by default, and loadCheckpoint({ sha256 }) accepts it", async () => {
+  await withDir(async (dir) => {
+    for (const [codec, compression] of [["binary", "none"], ["binary", "gzip"], ["json", "none"]] as const) {
+      const path = join(dir, `a-${codec}-${compression}.ckpt`);
+      const saved = await saveCheckpoint(path, edgeCheckpoint(), { codec, compression });
+      // The binary codec computes no file digest unless asked for (JSON's costs nothing).
+      assert.equal(saved.sha256 === undefined, codec === "binary", `${codec} ${compression}`);
+      assert.notEqual(saved.digest, await sha256sum(path));
+      const stored = codec === "binary" && compression === "none"
+        ? (await readCheckpointIndex(path)).streamSha256
+        : saved.digest;
+      assert.equal(saved.digest, stored);
+      // From a path and from a stream, by either digest.
+      await loadCheckpoint(path, { sha256: saved.digest });
+      await loadCheckpoint(await Deno.readFile(path), { sha256: saved.digest });
+      await loadCheckpoint(await Deno.readFile(path), { sha256: await sha256sum(path) });
+      const wrong = saved.digest.replace(/^./, (c) => (c === "0" ? "1" : "0"));
+      await assert.rejects(() => loadCheckpoint(path, { sha256: wrong }), ChecksumMismatchError);
+      const bytes = await Deno.readFile(path);
+      await assert.rejects(() => loadCheckpoint(bytes, { sha256: wrong }), ChecksumMismatchError);
+    }
+  });
+});
+
+Deno.test("loadCheckpoint({ sha256: stream digest }) still refuses a file whose body was changed", async () => {
+  await withDir(async (dir) => {
+    const path = join(dir, "a.ckpt");
+    const { digest } = await saveCheckpoint(path, edgeCheckpoint());
+    const bytes = await Deno.readFile(path);
+    const body = (await readCheckpointIndex(path)).tensors[0]!;
+    bytes[body.offset + body.length - 33]! ^= 1; // the last byte of the first tensor's body
+    await Deno.writeFile(path, bytes);
+    await assert.rejects(() => loadCheckpoint(path, { sha256: digest }), ChecksumMismatchError);
   });
 });
 
@@ -143,7 +185,7 @@ Deno.test("random-access reads reject inconsistent indexes from literal bytes", 
 
 Deno.test("loadCheckpoint rejects sources that are not byte sources", async () => {
   await assert.rejects(() => loadCheckpoint(42 as unknown as string), /source must be a path, a file: URL/);
-  await assert.rejects(() => loadCheckpoint(new URL("https://example.com/x.ckpt")), /only file: URLs are supported/);
+  await assert.rejects(() => loadCheckpoint(new URL("ftp://example.com/x.ckpt")), TypeError, "unsupported scheme ftp:");
   await assert.rejects(() => loadCheckpoint("/nonexistent/x.ckpt"), Deno.errors.NotFound);
 });
 
@@ -227,4 +269,71 @@ Deno.test("a load that recognises nothing lists the formats it tried, the caller
     () => loadCheckpoint(text, { codecs: [mine] }),
     /; tried mine, ckpt binary, ckpt JSON, safetensors, gzip$/,
   );
+});
+
+Deno.test("corruption messages: truncated, the format a random access cannot read, the tensor of a bad digest, a missing file", async () => {
+  await withDir(async (dir) => {
+    const ckpt = {
+      metadata: { step: 1 },
+      tensors: [
+        { name: "fc1/kernel", dtype: "float32" as const, shape: [64], data: new Float32Array(64) },
+        { name: "b", dtype: "float32" as const, shape: [2], data: new Float32Array(2) },
+      ],
+    };
+    const path = join(dir, "a.ckpt");
+    await saveCheckpoint(path, ckpt);
+    const full = await Deno.readFile(path);
+
+    // Truncated: every reader says so.
+    const cut = join(dir, "cut.ckpt");
+    await Deno.writeFile(cut, full.subarray(0, full.length - 8));
+    for (
+      const read of [
+        () => readCheckpointIndex(cut),
+        () => loadCheckpoint(cut, { only: ["b"] }),
+        () => loadCheckpoint(cut),
+      ]
+    ) {
+      await assert.rejects(read, (e) => e instanceof SyntaxError && /truncated/.test(e.message));
+    }
+
+    // One flipped byte in a tensor, found through `only`: the tensor is named.
+    const flipped = join(dir, "flip.ckpt");
+    const bytes = full.slice();
+    const entry = (await readCheckpointIndex(path)).tensors[0]!;
+    bytes[entry.offset + entry.length - 40]! ^= 1;
+    await Deno.writeFile(flipped, bytes);
+    await assert.rejects(
+      () => loadCheckpoint(flipped, { only: ["fc1/kernel"] }),
+      (e) =>
+        e instanceof ChecksumMismatchError &&
+        /^Checksum mismatch for tensor "fc1\/kernel" at offset \d+/.test(e.message),
+    );
+
+    // readCheckpointIndex on gzip and JSON checkpoints names the format and what to do.
+    const gz = join(dir, "a.ckpt.gz");
+    await saveCheckpoint(gz, ckpt, { compression: "gzip" });
+    await assert.rejects(
+      () => readCheckpointIndex(gz),
+      /not a ckpt binary file: it is a gzip-compressed checkpoint.*loadCheckpoint/,
+    );
+    const json = join(dir, "a.jsonl");
+    await saveCheckpoint(json, ckpt, { codec: "json" });
+    await assert.rejects(
+      () => readCheckpointIndex(json),
+      /not a ckpt binary file: it is a ckpt JSON Lines checkpoint.*convert/,
+    );
+
+    // A missing file: the CLI's wording, not the raw OS error.
+    await assert.rejects(
+      () => loadCheckpoint(join(dir, "nope.ckpt")),
+      (e) =>
+        e instanceof Deno.errors.NotFound &&
+        e.message === `Cannot read ${JSON.stringify(join(dir, "nope.ckpt"))}: No such file or directory`,
+    );
+    await assert.rejects(
+      () => loadCheckpoint(dir),
+      (e) => e instanceof TypeError && e.message === `Cannot read ${JSON.stringify(dir)}: it is a directory`,
+    );
+  });
 });

@@ -17,7 +17,7 @@ for (const codec of ["binary", "json"] as const) {
       try {
         const path = join(dir, "a.ckpt");
         const ckpt = edgeCheckpoint();
-        const r = await saveCheckpoint(path, ckpt, { codec, compression });
+        const r = await saveCheckpoint(path, ckpt, { codec, compression, sha256sum: true });
         assert.equal(r.bytes, (await Deno.stat(path)).size);
         assert.equal(r.sha256, await sha256sum(path));
         assertSameCheckpoint(await loadCheckpoint(path, { sha256: r.sha256 }), ckpt);
@@ -46,7 +46,7 @@ Deno.test("a failed save leaves the previous file intact and no temporary file b
   const dir = await Deno.makeTempDir();
   try {
     const path = join(dir, "model.ckpt");
-    const first = await saveCheckpoint(path, edgeCheckpoint());
+    const first = await saveCheckpoint(path, edgeCheckpoint(), { sha256sum: true });
     const failing = async function* (): AsyncGenerator<TensorInput> {
       yield { name: "a", dtype: "float32", shape: [1 << 20], data: new Float32Array(1 << 20) };
       throw new Error("device lost");
@@ -80,7 +80,7 @@ Deno.test("a save killed mid-write (SIGKILL) leaves the previous checkpoint load
   const dir = await Deno.makeTempDir();
   try {
     const path = join(dir, "m.ckpt");
-    const first = await saveCheckpoint(path, edgeCheckpoint());
+    const first = await saveCheckpoint(path, edgeCheckpoint(), { sha256sum: true });
     const script = `
       import { saveCheckpoint } from ${JSON.stringify(new URL("../../mod.ts", import.meta.url).href)};
       async function* slow() {
@@ -113,7 +113,9 @@ Deno.test("concurrent saves never share staging buffers, and reused ones leave n
       metadata: { step: v },
       tensors: [{ name: "w", dtype: "uint8", shape: [9 * 2 ** 20 + v], data: new Uint8Array(9 * 2 ** 20 + v).fill(v) }],
     });
-    const results = await Promise.all([1, 2, 3, 4].map((v) => saveCheckpoint(join(dir, `${v}.ckpt`), big(v))));
+    const results = await Promise.all(
+      [1, 2, 3, 4].map((v) => saveCheckpoint(join(dir, `${v}.ckpt`), big(v), { sha256sum: true })),
+    );
     for (const v of [1, 2, 3, 4]) {
       assert.equal(results[v - 1]!.sha256, await sha256sum(join(dir, `${v}.ckpt`)));
       assertSameCheckpoint(await loadCheckpoint(join(dir, `${v}.ckpt`)), big(v));
@@ -140,12 +142,14 @@ Deno.test("a large save hashes the file on a worker thread and still returns exa
       data: new Float32Array((14 << 20) / 4 + i).map((_, j) => j * (i + 1)),
     }));
     const path = join(dir, "big.ckpt");
-    const r = await saveCheckpoint(path, { metadata: { step: 1 }, tensors }); // 70 MiB, known up front
+    const r = await saveCheckpoint(path, { metadata: { step: 1 }, tensors }, { sha256sum: true }); // 70 MiB, known up front
     assert.equal(r.sha256, await sha256sum(path));
     const lazy = async function* () {
       yield* tensors;
     };
-    const r2 = await saveCheckpoint(join(dir, "lazy.ckpt"), { metadata: { step: 1 }, tensors: lazy() });
+    const r2 = await saveCheckpoint(join(dir, "lazy.ckpt"), { metadata: { step: 1 }, tensors: lazy() }, {
+      sha256sum: true,
+    });
     assert.equal(r2.sha256, r.sha256, "the main-thread hash of the same bytes agrees");
     assertSameCheckpoint(await loadCheckpoint(path, { sha256: r.sha256 }), { metadata: { step: 1 }, tensors });
   } finally {
@@ -161,7 +165,14 @@ async function runScript(code: string, shell = "cat"): Promise<{ code: number; s
     const mod = new URL("../../mod.ts", import.meta.url).href;
     await Deno.writeTextFile(script, code.replaceAll("MOD", mod));
     const out = await new Deno.Command("bash", {
-      args: ["-c", `set -o pipefail; "$0" run -A --quiet "$1" | ${shell}`, Deno.execPath(), script],
+      // --config: mod.ts imports npm packages through deno.json's import map.
+      args: [
+        "-c",
+        `set -o pipefail; "$0" run -A --quiet --config "$2" "$1" | ${shell}`,
+        Deno.execPath(),
+        script,
+        new URL("../../deno.json", import.meta.url).pathname,
+      ],
       env: { NO_COLOR: "1" },
     }).output();
     return {
@@ -208,4 +219,76 @@ Deno.test("saveCheckpoint into a pipe whose reader went away fails with a Broken
     r.stderr,
     /^BrokenPipe: Cannot save checkpoint: the stream's reader went away after \d+ bytes had been handed to it \(broken pipe; e\.g\. piped into head\)\n$/,
   );
+});
+
+Deno.test("saveCheckpoint({ reuse }) overwrites the recycled file in place, truncates it and renames it over the target", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const old = join(dir, "step-1.ckpt");
+    const big: CheckpointInput = {
+      metadata: { step: 1 },
+      tensors: [{ name: "w", dtype: "float32", shape: [1 << 18], data: new Float32Array(1 << 18).fill(7) }],
+    };
+    await saveCheckpoint(old, big);
+    const inode = (await Deno.stat(old)).ino;
+    const target = join(dir, "step-3.ckpt");
+    const r = await saveCheckpoint(target, edgeCheckpoint(), { reuse: old });
+    await assert.rejects(() => Deno.stat(old), Deno.errors.NotFound);
+    const st = await Deno.stat(target);
+    assert.equal(st.ino, inode, "the recycled file's inode now holds the new checkpoint");
+    assert.equal(st.size, r.bytes, "truncated to the new size");
+    assertSameCheckpoint(await loadCheckpoint(target, { sha256: r.digest }), edgeCheckpoint());
+    assert.deepEqual([...Deno.readDirSync(dir)].map((e) => e.name), ["step-3.ckpt"]);
+    // A file that is not there is no error: the save writes a new file.
+    const again = await saveCheckpoint(join(dir, "step-4.ckpt"), edgeCheckpoint(), { reuse: join(dir, "gone.ckpt") });
+    assert.equal(again.digest, r.digest);
+    await assert.rejects(() => saveCheckpoint(target, edgeCheckpoint(), { reuse: target }), TypeError);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a recycled save that fails or is killed leaves the target intact and no temporary file", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const target = join(dir, "model.ckpt");
+    const first = await saveCheckpoint(target, edgeCheckpoint(), { sha256sum: true });
+    const failing = async function* (): AsyncGenerator<TensorInput> {
+      yield { name: "a", dtype: "float32", shape: [1 << 20], data: new Float32Array(1 << 20) };
+      throw new Error("device lost");
+    };
+    await saveCheckpoint(join(dir, "old.ckpt"), edgeCheckpoint());
+    await assert.rejects(
+      () => saveCheckpoint(target, { metadata: { step: 2 }, tensors: failing() }, { reuse: join(dir, "old.ckpt") }),
+      /device lost/,
+    );
+    assert.equal(await sha256sum(target), first.sha256);
+    assert.deepEqual([...Deno.readDirSync(dir)].map((e) => e.name), ["model.ckpt"], "the recycled file went too");
+    // Killed while overwriting a recycled file: the target is untouched.
+    await saveCheckpoint(join(dir, "old.ckpt"), edgeCheckpoint());
+    const script = `
+      import { saveCheckpoint } from ${JSON.stringify(new URL("../../mod.ts", import.meta.url).href)};
+      async function* slow() {
+        for (let i = 0; i < 1000; i++) {
+          yield { name: "t" + i, dtype: "float32", shape: [1 << 18], data: new Float32Array(1 << 18).fill(i) };
+          if (i === 3) console.log("writing");
+        }
+      }
+      await saveCheckpoint(${JSON.stringify(target)}, { metadata: { step: 9 }, tensors: slow() }, {
+        reuse: ${JSON.stringify(join(dir, "old.ckpt"))},
+      });
+    `;
+    const child = new Deno.Command(Deno.execPath(), { args: ["eval", script], stdout: "piped", stderr: "null" })
+      .spawn();
+    const reader = child.stdout.getReader();
+    await reader.read();
+    child.kill("SIGKILL");
+    await child.status;
+    reader.releaseLock();
+    await child.stdout.cancel();
+    assert.equal(await sha256sum(target), first.sha256);
+    assertSameCheckpoint(await loadCheckpoint(target), edgeCheckpoint());
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

@@ -359,12 +359,14 @@ Deno.test("a corrupt index is rebuilt from the checkpoint files with a warning",
     assert.match(w.list[0]!, /Cannot read checkpoint index .*index.json: not valid UTF-8 JSON.*rebuilding it/);
     assert.deepEqual((await manager.list()).map((e) => e.step), [1, 2]);
     await manager.close();
-    // A read-only view does not rebuild: it reports the damage.
+    // A read-only view reports the damage and shows what a writer would rebuild, writing nothing.
     await Deno.writeTextFile(join(dir, "index.json"), "[]");
-    await assert.rejects(
-      () => CheckpointManager.open(dir, { readOnly: true }),
-      /index.*not a version|format is undefined/,
-    );
+    const seen = warnings();
+    const view = await CheckpointManager.open(dir, { readOnly: true, onWarning: seen.onWarning });
+    assert.match(seen.list[0]!, /index.*(not a version|format is undefined).*would rebuild.*nothing is rewritten/);
+    assert.deepEqual((await view.list()).map((e) => e.step), [1, 2]);
+    await view.close();
+    assert.equal(await Deno.readTextFile(join(dir, "index.json")), "[]");
   });
 });
 
@@ -376,10 +378,12 @@ Deno.test("an index entry with a hostile field is refused with the entry named",
     const index = JSON.parse(await Deno.readTextFile(join(dir, "index.json")));
     index.checkpoints[0].file = "../../etc/passwd";
     await Deno.writeTextFile(join(dir, "index.json"), JSON.stringify(index));
-    await assert.rejects(
-      () => CheckpointManager.open(dir, { readOnly: true }),
-      /entry 0: file is missing or malformed/,
-    );
+    // Refused as a damaged index (a read-only view then lists the files a writer would adopt).
+    const w = warnings();
+    const view = await CheckpointManager.open(dir, { readOnly: true, onWarning: w.onWarning });
+    assert.match(w.list[0]!, /entry 0: file is missing or malformed/);
+    assert.deepEqual((await view.list()).map((e) => e.path), [join(dir, "step-000000001.ckpt")]);
+    await view.close();
   });
 });
 

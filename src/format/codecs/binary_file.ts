@@ -10,10 +10,12 @@ import { type DecodeLimits, resolveLimits } from "../limits.ts";
 import { metadataFromJson } from "../metadata.ts";
 import type { Metadata, Tensor } from "../types.ts";
 import { equalBytes, sha256, toHex } from "../_hash.ts";
-import { readFull } from "../../storage/_file_io.ts";
+import type { RandomAccessReader } from "../codec.ts";
 import { typedArrayFrom } from "../dtype.ts";
 import {
   BINARY_ALIGNMENT,
+  BINARY_END_MAGIC,
+  BINARY_MAGIC,
   checkBodyLength,
   checkBools,
   checkDescriptor,
@@ -28,7 +30,7 @@ import {
   type IndexEntry,
   RECORD_HEADER_BYTES,
   RecordKind,
-} from "./binary.ts";
+} from "./_binary_layout.ts";
 
 /** What a binary checkpoint file says about itself, read without its tensor data. */
 export interface CheckpointIndex {
@@ -44,36 +46,39 @@ export interface CheckpointIndex {
 
 const utf8Strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
+/** Bytes read from the start at once: the header, and usually the whole metadata record. */
+const HEAD_GUESS = 4096;
+
 function fail(why: string, offset: number): never {
   throw new SyntaxError(`Cannot decode checkpoint: ${why} at offset ${offset}`);
 }
 
-async function readAt(file: Deno.FsFile, offset: number, into: Uint8Array, size: number): Promise<void> {
-  await file.seek(offset, Deno.SeekMode.Start);
-  const filled = await readFull(file, into);
-  if (filled < into.byteLength) {
-    fail(`file of ${size} bytes ends while reading ${into.byteLength} bytes`, offset + filled);
+async function readAt(source: RandomAccessReader, offset: number, length: number): Promise<Uint8Array> {
+  const got = await source.read(offset, length);
+  if (got.byteLength !== length) {
+    fail(`${source.url} gave ${got.byteLength} bytes for a read of ${length}`, offset);
   }
+  return got;
 }
 
 /**
  * Reads and verifies the whole record at `offset` (its length known from the index); a tensor
  * body comes back decoded (`flags` from the header say whether byte-grouped bodies may occur).
+ * The read starts at the aligned offset at or before the record, so a raw body (aligned in the
+ * file) lands aligned in memory and becomes the tensor without a copy.
  */
 async function readRecord(
-  file: Deno.FsFile,
+  source: RandomAccessReader,
   offset: number,
   length: number,
-  size: number,
   limits: Required<DecodeLimits>,
   flags = 0,
+  known?: Uint8Array,
 ): Promise<{ kind: number; head: unknown; body: Uint8Array }> {
+  const size = source.size;
   if (offset + length > size) fail(`record of ${length} bytes runs past the end of the ${size}-byte file`, offset);
-  // Place the record so that file offsets keep their alignment inside the buffer: the body
-  // (aligned in the file) then lands aligned in memory and becomes the tensor without a copy.
   const slack = offset % BINARY_ALIGNMENT;
-  const buf = new Uint8Array(slack + length).subarray(slack);
-  await readAt(file, offset, buf, size);
+  const buf = known ?? (await readAt(source, offset - slack, slack + length)).subarray(slack);
   const rh = decodeRecordHeader(buf, offset, limits);
   const headEnd = RECORD_HEADER_BYTES + rh.headBytes;
   const fixed = headEnd + rh.bodyBytes + DIGEST_BYTES;
@@ -96,7 +101,7 @@ async function readRecord(
     body = await decodeTensorBody(d, body, offset + headEnd + pad);
   }
   const actual = sha256().update(buf.subarray(0, headEnd + pad)).update(body).digest();
-  const stored = buf.subarray(digestAt);
+  const stored = buf.subarray(digestAt, length);
   if (!equalBytes(actual, stored)) {
     throw new ChecksumMismatchError(`record at offset ${offset}`, toHex(stored), toHex(actual));
   }
@@ -104,35 +109,78 @@ async function readRecord(
   return { kind: rh.kind, head, body };
 }
 
+/**
+ * What other format these leading bytes are, with what to do instead, when they are not ckpt
+ * binary (whose trailing index random access needs); `undefined` when they may be binary.
+ */
+function otherFormat(head: Uint8Array): string | undefined {
+  if (BINARY_MAGIC.every((b, i) => head[i] === b)) return undefined;
+  const use = "read it whole with loadCheckpoint or decodeCheckpoint";
+  if (head[0] === 0x1f && head[1] === 0x8b) {
+    return `it is a gzip-compressed checkpoint, which has no random access: ${use}, or save it uncompressed ` +
+      "(ckpt convert FILE OUT.ckpt)";
+  }
+  const text = new TextDecoder().decode(head.subarray(0, 16));
+  if (text.startsWith('{"ckpt":"jsonl"')) {
+    return `it is a ckpt JSON Lines checkpoint, which has no trailing index: ${use}, or convert it to binary ` +
+      "(ckpt convert FILE OUT.ckpt)";
+  }
+  if (head.byteLength >= 9 && head[8] === 0x7b) {
+    return "it looks like a safetensors file: read its header with readSafetensorsHeader, or load it with loadCheckpoint";
+  }
+  return undefined;
+}
+
+/** Whether the last bytes of a file end with the binary footer's end magic. */
+function hasEndMagic(footer: Uint8Array): boolean {
+  return BINARY_END_MAGIC.every((b, i) => footer[FOOTER_BYTES - BINARY_END_MAGIC.length + i] === b);
+}
+
 async function openIndexed(
-  file: Deno.FsFile,
+  source: RandomAccessReader,
   limits: Required<DecodeLimits>,
 ): Promise<CheckpointIndex & { metadataEnd: number; flags: number }> {
-  const size = (await file.stat()).size;
+  const size = source.size;
   const minimum = HEADER_BYTES + FOOTER_BYTES;
   if (size < minimum) fail(`file of ${size} bytes is too short for a binary checkpoint (at least ${minimum})`, 0);
-  const header = new Uint8Array(HEADER_BYTES);
-  await readAt(file, 0, header, size);
-  const flags = decodeHeader(header);
   const footerAt = size - FOOTER_BYTES;
-  const footerBytes = new Uint8Array(FOOTER_BYTES);
-  await readAt(file, footerAt, footerBytes, size);
+  // The footer first: a reader that fetched the object's tail holds it (and usually the index).
+  const footerBytes = await readAt(source, footerAt, FOOTER_BYTES);
+  const start = await readAt(source, 0, Math.min(HEAD_GUESS, footerAt));
+  const other = otherFormat(start);
+  if (other !== undefined) {
+    throw new SyntaxError(`Cannot read checkpoint index of ${source.url}: not a ckpt binary file: ${other}`);
+  }
+  const flags = decodeHeader(start.subarray(0, HEADER_BYTES));
+  if (!hasEndMagic(footerBytes)) {
+    // A valid header but no footer where the file ends: the usual cause is a cut-off copy.
+    fail(
+      `the file is truncated (or damaged at its end): its last ${FOOTER_BYTES} bytes are not a footer ` +
+        `(wrong end magic at offset ${footerAt + FOOTER_BYTES - BINARY_END_MAGIC.length}, file size ${size})`,
+      footerAt,
+    );
+  }
   const footer = decodeFooter(footerBytes, footerAt);
   if (footer.indexOffset < HEADER_BYTES || footer.indexOffset >= footerAt) {
     fail(`footer points to an index at ${footer.indexOffset}, outside the file`, footerAt);
   }
-  const index = await readRecord(file, footer.indexOffset, footerAt - footer.indexOffset, size, limits);
+  const index = await readRecord(source, footer.indexOffset, footerAt - footer.indexOffset, limits);
   if (index.kind !== RecordKind.index) {
     fail(`footer points to a record of kind ${index.kind}, not an index`, footer.indexOffset);
   }
   const entries = checkIndex(index.head, `at offset ${footer.indexOffset}`, limits);
-  // The metadata record: read its header to learn its length, then read it whole.
-  const rhBytes = new Uint8Array(RECORD_HEADER_BYTES);
-  await readAt(file, HEADER_BYTES, rhBytes, size);
-  const rh = decodeRecordHeader(rhBytes, HEADER_BYTES, limits);
+  // The metadata record: its header gives its length; it is usually inside the bytes read already.
+  if (start.byteLength < HEADER_BYTES + RECORD_HEADER_BYTES) fail("no room for the metadata record", HEADER_BYTES);
+  const rh = decodeRecordHeader(start.subarray(HEADER_BYTES), HEADER_BYTES, limits);
   if (rh.kind !== RecordKind.metadata) fail("first record is not the metadata", HEADER_BYTES);
   const metaLength = RECORD_HEADER_BYTES + rh.headBytes + DIGEST_BYTES;
-  const meta = await readRecord(file, HEADER_BYTES, metaLength, size, limits);
+  if (HEADER_BYTES + metaLength > footer.indexOffset) {
+    fail(`metadata record of ${metaLength} bytes runs into the index at ${footer.indexOffset}`, HEADER_BYTES);
+  }
+  const inStart = HEADER_BYTES + metaLength <= start.byteLength
+    ? start.subarray(HEADER_BYTES, HEADER_BYTES + metaLength)
+    : undefined;
+  const meta = await readRecord(source, HEADER_BYTES, metaLength, limits, flags, inStart);
   const metadata = metadataFromJson(meta.head, `at offset ${HEADER_BYTES + RECORD_HEADER_BYTES}`);
   let next = HEADER_BYTES + metaLength;
   const names = new Set<string>();
@@ -158,77 +206,109 @@ async function openIndexed(
 }
 
 /**
- * Reads a binary checkpoint file's metadata and tensor list from its index, without reading
- * tensor data. The metadata and index are verified against their record digests.
+ * Reads a binary checkpoint's metadata and tensor list from its index, without reading tensor
+ * data: the footer, the index and the metadata record, each verified against its record digest.
+ * (`readCheckpointIndex` does this for a path or any storage address.)
  *
  * @example
  * ```ts
- * import { readCheckpointIndex, saveCheckpoint } from "../../../mod.ts";
+ * import { readBinaryIndex } from "./binary_file.ts";
+ * import { encodeCheckpoint } from "../encode.ts";
  * import assert from "node:assert/strict";
- * const path = await Deno.makeTempFile();
- * await saveCheckpoint(path, {
+ * const bytes = new Uint8Array(await new Response(encodeCheckpoint({
  *   metadata: { step: 3 },
  *   tensors: [{ name: "w", dtype: "int16", shape: [2, 2], data: new Int16Array(4) }],
- * });
- * const index = await readCheckpointIndex(path);
+ * })).arrayBuffer());
+ * const source = {
+ *   url: "memory:x",
+ *   size: bytes.byteLength,
+ *   read: (offset: number, length: number) => Promise.resolve(bytes.slice(offset, offset + length)),
+ * };
+ * const index = await readBinaryIndex(source);
  * assert.equal(index.metadata.step, 3);
  * assert.deepEqual(index.tensors.map((t) => [t.name, t.shape]), [["w", [2, 2]]]);
- * await Deno.remove(path);
  * ```
  */
-export async function readCheckpointIndex(path: string | URL, limits?: DecodeLimits): Promise<CheckpointIndex> {
-  const file = await Deno.open(path, { read: true });
-  try {
-    const { metadataEnd: _, flags: __, ...index } = await openIndexed(file, resolveLimits(limits));
-    return index;
-  } finally {
-    file.close();
-  }
+export async function readBinaryIndex(source: RandomAccessReader, limits?: DecodeLimits): Promise<CheckpointIndex> {
+  const { metadataEnd: _, flags: __, ...index } = await openIndexed(source, resolveLimits(limits));
+  return index;
 }
 
 /**
- * Reads selected tensors from a binary checkpoint file by name, seeking to each through the
- * index and verifying each record's digest. Throws a `RangeError` for a name the file lacks.
+ * Reads selected tensors from a binary checkpoint by name: the index first, then each named
+ * tensor's record (one read each), each verified against its record digest. Tensors come in
+ * file order. Throws a `RangeError` for a name the checkpoint lacks.
+ *
+ * @example
+ * ```ts
+ * import { readTensorsByName } from "./binary_file.ts";
+ * import { encodeCheckpoint } from "../encode.ts";
+ * import assert from "node:assert/strict";
+ * const bytes = new Uint8Array(await new Response(encodeCheckpoint({
+ *   metadata: { step: 1 },
+ *   tensors: [
+ *     { name: "a", dtype: "uint8", shape: [2], data: new Uint8Array([1, 2]) },
+ *     { name: "b", dtype: "uint8", shape: [1], data: new Uint8Array([3]) },
+ *   ],
+ * })).arrayBuffer());
+ * const source = {
+ *   url: "memory:x",
+ *   size: bytes.byteLength,
+ *   read: (offset: number, length: number) => Promise.resolve(bytes.slice(offset, offset + length)),
+ * };
+ * const some = await readTensorsByName(source, ["b"]);
+ * assert.deepEqual(some.tensors.map((t) => [t.name, [...t.data]]), [["b", [3]]]);
+ * ```
  */
 export async function readTensorsByName(
-  path: string | URL,
+  source: RandomAccessReader,
   names: readonly string[],
   limits?: DecodeLimits,
 ): Promise<{ metadata: Metadata; tensors: Tensor[] }> {
+  if (!Array.isArray(names) || names.some((n) => typeof n !== "string")) {
+    throw new TypeError("Cannot load checkpoint: names must be an array of strings");
+  }
   const lim = resolveLimits(limits);
-  const file = await Deno.open(path, { read: true });
-  try {
-    const index = await openIndexed(file, lim);
-    const wanted = new Set(names);
-    const missing = [...wanted].filter((n) => !index.tensors.some((e) => e.name === n));
-    if (missing.length > 0) {
-      throw new RangeError(
-        `Cannot load checkpoint: no tensor named ${missing.map((n) => JSON.stringify(n)).join(", ")}`,
+  const index = await openIndexed(source, lim);
+  const wanted = new Set(names);
+  const missing = [...wanted].filter((n) => !index.tensors.some((e) => e.name === n));
+  if (missing.length > 0) {
+    throw new RangeError(
+      `Cannot load checkpoint: no tensor named ${missing.map((n) => JSON.stringify(n)).join(", ")}`,
+    );
+  }
+  const tensors: Tensor[] = [];
+  for (const e of index.tensors) {
+    if (!wanted.has(e.name)) continue;
+    let rec: Awaited<ReturnType<typeof readRecord>>;
+    try {
+      rec = await readRecord(source, e.offset, e.length, lim, index.flags);
+    } catch (err) {
+      // Name the tensor, as a full read does.
+      if (!(err instanceof ChecksumMismatchError)) throw err;
+      throw new ChecksumMismatchError(
+        `tensor ${JSON.stringify(e.name)}`,
+        err.expected,
+        err.actual,
+        `at offset ${e.offset}`,
       );
     }
-    const tensors: Tensor[] = [];
-    for (const e of index.tensors) {
-      if (!wanted.has(e.name)) continue;
-      const rec = await readRecord(file, e.offset, e.length, index.bytes, lim, index.flags);
-      if (rec.kind !== RecordKind.tensor) {
-        fail(`index entry ${JSON.stringify(e.name)} points to a record of kind ${rec.kind}`, e.offset);
-      }
-      const d = checkDescriptor(rec.head, `at offset ${e.offset + RECORD_HEADER_BYTES}`, lim, true);
-      if (
-        d.name !== e.name || d.dtype !== e.dtype || d.group !== e.group || d.shape.join() !== e.shape.join() ||
-        d.encoding !== e.encoding
-      ) {
-        fail(`tensor record disagrees with its index entry ${JSON.stringify(e.name)}`, e.offset);
-      }
-      if (rec.body.byteLength !== d.byteLength) {
-        fail(`tensor ${JSON.stringify(d.name)} has ${rec.body.byteLength} bytes, needs ${d.byteLength}`, e.offset);
-      }
-      const data = typedArrayFrom(d.dtype, rec.body);
-      if (d.dtype === "bool") checkBools(data as Uint8Array, d.name, `at offset ${e.offset}`);
-      tensors.push({ name: d.name, dtype: d.dtype, shape: d.shape, group: d.group, data });
+    if (rec.kind !== RecordKind.tensor) {
+      fail(`index entry ${JSON.stringify(e.name)} points to a record of kind ${rec.kind}`, e.offset);
     }
-    return { metadata: index.metadata, tensors };
-  } finally {
-    file.close();
+    const d = checkDescriptor(rec.head, `at offset ${e.offset + RECORD_HEADER_BYTES}`, lim, true);
+    if (
+      d.name !== e.name || d.dtype !== e.dtype || d.group !== e.group || d.shape.join() !== e.shape.join() ||
+      d.encoding !== e.encoding
+    ) {
+      fail(`tensor record disagrees with its index entry ${JSON.stringify(e.name)}`, e.offset);
+    }
+    if (rec.body.byteLength !== d.byteLength) {
+      fail(`tensor ${JSON.stringify(d.name)} has ${rec.body.byteLength} bytes, needs ${d.byteLength}`, e.offset);
+    }
+    const data = typedArrayFrom(d.dtype, rec.body);
+    if (d.dtype === "bool") checkBools(data as Uint8Array, d.name, `at offset ${e.offset}`);
+    tensors.push({ name: d.name, dtype: d.dtype, shape: d.shape, group: d.group, data });
   }
+  return { metadata: index.metadata, tensors };
 }

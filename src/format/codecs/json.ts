@@ -10,7 +10,7 @@
  *
  * @module
  */
-import type { CheckpointEncoder, Codec } from "../codec.ts";
+import type { CheckpointDecoder, CheckpointEncoder, Codec } from "../codec.ts";
 import { DTYPES } from "../dtype.ts";
 import { ChecksumMismatchError } from "../errors.ts";
 import { type DecodeLimits, resolveLimits } from "../limits.ts";
@@ -20,7 +20,7 @@ import { checkDescriptor } from "./binary.ts";
 import { ChunkReader } from "../_chunk_reader.ts";
 import { bf16ToNumber, f16ToNumber, numberToBf16, numberToF16 } from "../_float16.ts";
 import { type Hash, peekDigest, sha256, toHex } from "../_hash.ts";
-import { digestingEncoder, generatorPair, type Settle } from "../_pair.ts";
+import { digestingDecoder, digestingEncoder, type EncoderDigests, type Settle } from "../_pair.ts";
 import { EncodeGuard } from "../_encode_guard.ts";
 import { MAX_FLOAT32_TEXT, writeFloat32 } from "../_float32_text.ts";
 
@@ -143,7 +143,7 @@ function valuesToJson(dtype: DType, data: TensorData, from: number, to: number):
 
 async function* encodeLines(
   records: AsyncIterable<CheckpointRecord>,
-  settle: Settle<string>,
+  settle: EncoderDigests,
 ): AsyncGenerator<Uint8Array> {
   const stream = sha256();
   const emitBytes = (bytes: Uint8Array, record?: Hash): Uint8Array => {
@@ -181,12 +181,15 @@ async function* encodeLines(
       yield emit(`{"sha256":"${h.digest("hex")}"}`);
     }
     const count = guard.end();
-    const end = utf8.encode(`{"end":{"tensors":${count},"sha256":"${toHex(peekDigest(stream))}"}}\n`);
+    const streamDigest = toHex(peekDigest(stream));
+    const end = utf8.encode(`{"end":{"tensors":${count},"sha256":"${streamDigest}"}}\n`);
     stream.update(end);
-    settle.resolve(stream.digest("hex"));
+    settle.digest.resolve(streamDigest);
+    settle.sha256?.resolve(stream.digest("hex"));
     yield end;
   } catch (e) {
-    settle.reject(e);
+    settle.sha256?.reject(e);
+    settle.digest.reject(e);
     throw e;
   }
 }
@@ -290,7 +293,11 @@ function fillValues(dtype: DType, values: unknown[], out: TensorData, at: number
   }
 }
 
-async function* decodeLines(input: AsyncIterable<Uint8Array>, limits?: DecodeLimits): AsyncGenerator<CheckpointRecord> {
+async function* decodeLines(
+  input: AsyncIterable<Uint8Array>,
+  limits?: DecodeLimits,
+  digest?: Settle<string>,
+): AsyncGenerator<CheckpointRecord> {
   const lim = resolveLimits(limits);
   const r = new ChunkReader(input);
   const stream = sha256();
@@ -302,7 +309,7 @@ async function* decodeLines(input: AsyncIterable<Uint8Array>, limits?: DecodeLim
     const bytes = await r.readLine(lim.maxLineBytes, lineNo);
     if (bytes === null) {
       throw new SyntaxError(
-        `Cannot decode checkpoint: stream ends at offset ${at} (line ${lineNo}) where ${what} was expected`,
+        `Cannot decode checkpoint: truncated, stream ends at offset ${at} (line ${lineNo}) where ${what} was expected`,
       );
     }
     const [k, v] = parseLine(bytes, lineNo, at);
@@ -354,6 +361,7 @@ async function* decodeLines(input: AsyncIterable<Uint8Array>, limits?: DecodeLim
         throw new ChecksumMismatchError("stream", e.sha256 as string, actual, `at line ${lineNo}`);
       }
       if (!(await r.atEnd())) fail("trailing bytes after the end line");
+      digest?.resolve(actual);
       return;
     }
     stream.update(bytes);
@@ -433,9 +441,10 @@ export const jsonCodec: Codec = Object.freeze({
     return head.byteLength >= PREFIX.byteLength && PREFIX.every((b, i) => head[i] === b);
   },
   encoder(): CheckpointEncoder {
+    // The end line's digest covers every byte before it: the whole file's SHA-256 costs nothing more.
     return digestingEncoder(encodeLines);
   },
-  decoder(limits?: DecodeLimits) {
-    return generatorPair((chunks: AsyncIterable<Uint8Array>) => decodeLines(chunks, limits));
+  decoder(limits?: DecodeLimits): CheckpointDecoder {
+    return digestingDecoder((chunks, digest) => decodeLines(chunks, limits, digest));
   },
 });

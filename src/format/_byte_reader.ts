@@ -1,0 +1,45 @@
+// A source that reads into buffers the caller gives (an open file is one): decoders read large
+// bodies straight into their final buffers through it. Structural, so the format core names no
+// platform type; storage backends hand in what they have.
+
+/** Reads into the caller's buffer, like `Deno.FsFile`: how many bytes, or `null` at the end. */
+export interface ByteReader {
+  /** Fills some of `into` from the current position; `null` at the end. */
+  read(into: Uint8Array): Promise<number | null>;
+  /** The source's total size. */
+  stat(): Promise<{ size: number }>;
+}
+
+/** Whether `source` is a {@linkcode ByteReader} rather than a chunk sequence. */
+export function isByteReader(source: unknown): source is ByteReader {
+  return typeof source === "object" && source !== null && !(Symbol.asyncIterator in source) &&
+    typeof (source as ByteReader).read === "function" && typeof (source as ByteReader).stat === "function";
+}
+
+/** Fills `into` from the current position; returns how many bytes it got (short only at the end). */
+export async function readFull(source: ByteReader, into: Uint8Array): Promise<number> {
+  let filled = 0;
+  while (filled < into.byteLength) {
+    const n = await source.read(into.subarray(filled));
+    if (n === null) break;
+    filled += n;
+  }
+  return filled;
+}
+
+/**
+ * The rest of a source as chunks of `size` bytes, each a fresh buffer (a consumer may keep views
+ * into them). Calls `close` at the end, or when the consumer stops early.
+ */
+export async function* readerChunks(source: ByteReader, size: number, close?: () => void): AsyncGenerator<Uint8Array> {
+  try {
+    for (;;) {
+      const buf = new Uint8Array(size);
+      const n = await readFull(source, buf);
+      if (n > 0) yield buf.subarray(0, n);
+      if (n < size) return;
+    }
+  } finally {
+    close?.();
+  }
+}

@@ -1,0 +1,224 @@
+/**
+ * Reading checkpoints from any address: a path, a `file:` URL, `http(s)://`, `s3://`,
+ * `{ store, key }`, or bytes and streams. Local binary files take a fast path (bodies read
+ * straight into their final buffers); other stores stream through `get`; random access goes
+ * through ranges ({@linkcode openRandomAccess}).
+ *
+ * @module
+ */
+import { type Codec, DETECT_BYTES } from "../format/codec.ts";
+import {
+  bytesStream,
+  type CheckpointBytes,
+  decodeCheckpoint as decodeBytes,
+  type DecodeOptions,
+  detectCodec,
+  sniffCheckpoint as sniffBytes,
+  type SniffResult,
+} from "../format/decode.ts";
+import type { DecodeLimits } from "../format/limits.ts";
+import type { CheckpointRecord } from "../format/types.ts";
+import { binaryCodec, decodeRecords } from "../format/codecs/binary.ts";
+import { type CheckpointIndex, readBinaryIndex } from "../format/codecs/binary_file.ts";
+import { readableFrom } from "../format/_streams.ts";
+import { readFull } from "../storage/_file_io.ts";
+import { FileStore } from "../storage/file.ts";
+import { type CountingReader, openRandomAccess } from "../storage/random_access.ts";
+import {
+  isAddress,
+  isStoreObject,
+  resolveObject,
+  type ResolveOptions,
+  type StorageAddress,
+  type StoreObject,
+} from "../storage/resolve.ts";
+import { requireFiles } from "../format/_runtime.ts";
+
+/**
+ * Where checkpoint bytes come from: an address (a path, a `file:`, `http(s):` or `s3:` URL,
+ * `{ store, key }`), all the bytes, or a stream of them.
+ */
+export type CheckpointSource = StorageAddress | CheckpointBytes;
+
+/** Options for reading from an address: settings for the store it resolves to. */
+export interface StorageOptions {
+  /** Settings for `http(s)://` and `s3://` stores (endpoint, credentials, a custom `fetch`). */
+  storage?: ResolveOptions;
+}
+
+/**
+ * The store and key of an address; a path where there are no files (a browser) is a `TypeError`
+ * saying so, in the words of `verb`.
+ */
+export function locate(
+  address: StorageAddress,
+  options: StorageOptions = {},
+  verb = "read checkpoint from",
+): StoreObject {
+  if (!isStoreObject(address)) {
+    const local = typeof address === "string"
+      ? !/^[a-zA-Z][a-zA-Z0-9+.-]+:/.test(address)
+      : address.protocol === "file:";
+    if (local) requireFiles(String(address), verb);
+  }
+  return resolveObject(address, options.storage);
+}
+
+/** The bytes of `source` as a stream: an address is read through its store's `get`. */
+export function openSource(source: CheckpointSource, options: StorageOptions = {}): ReadableStream<Uint8Array> {
+  if (!isAddress(source)) return bytesStream(source);
+  const { store, key } = locate(source, options);
+  if (store instanceof FileStore) {
+    // A path: the file itself (errors as the file system gives them).
+    return readableFrom((async function* () {
+      const file = await store.openFile(key);
+      try {
+        for (;;) {
+          const buf = new Uint8Array(FILE_CHUNK);
+          const n = await readFull(file, buf);
+          if (n > 0) yield buf.subarray(0, n);
+          if (n < FILE_CHUNK) return;
+        }
+      } finally {
+        file.close();
+      }
+    })());
+  }
+  let body: ReadableStream<Uint8Array> | undefined;
+  let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
+  return new ReadableStream<Uint8Array>({
+    async pull(c) {
+      if (!reader) {
+        body = (await store.get(key)).body;
+        reader = body.getReader();
+      }
+      const r = await reader.read();
+      if (r.done) c.close();
+      else c.enqueue(r.value);
+    },
+    async cancel(reason) {
+      await reader?.cancel(reason);
+    },
+  }, { highWaterMark: 0 });
+}
+
+/** File reads of this size; each chunk is a fresh buffer, since decoded tensors may view it. */
+const FILE_CHUNK = 4 * 2 ** 20;
+
+/** The codec a local file starts with, or `undefined` (gzip, or nothing recognised); leaves it at 0. */
+export async function fileCodec(file: Deno.FsFile, codecs?: readonly Codec[]): Promise<Codec | undefined> {
+  const head = new Uint8Array(DETECT_BYTES);
+  const n = await readFull(file, head);
+  await file.seek(0, Deno.SeekMode.Start);
+  return detectCodec(head.subarray(0, n), codecs);
+}
+
+/**
+ * Recognises a checkpoint's compression and codec from its leading bytes, without consuming
+ * them: the returned stream starts at the codec's first byte.
+ *
+ * @example
+ * ```ts
+ * import { encodeCheckpoint, sniffCheckpoint } from "../../mod.ts";
+ * import assert from "node:assert/strict";
+ * const bytes = encodeCheckpoint({ metadata: { step: 0 }, tensors: [] }, { compression: "gzip" });
+ * const found = await sniffCheckpoint(bytes);
+ * assert.equal(found.codec.name, "binary");
+ * assert.equal(found.compression, "gzip");
+ * await found.bytes.cancel();
+ * ```
+ */
+export function sniffCheckpoint(
+  source: CheckpointSource,
+  options: DecodeOptions & StorageOptions = {},
+): Promise<SniffResult> {
+  return sniffBytes(openSource(source, options), options);
+}
+
+/**
+ * A checkpoint's records, one at a time: the metadata first, then each tensor once its digest
+ * has been checked, so a consumer can handle checkpoints larger than memory. The stream errors
+ * (`ChecksumMismatchError`, `SyntaxError`, `RangeError`) when the bytes are corrupt, truncated or
+ * over a limit; it completes only after the whole-stream digest has been checked.
+ *
+ * @example
+ * ```ts
+ * import { decodeCheckpoint, encodeCheckpoint } from "../../mod.ts";
+ * import assert from "node:assert/strict";
+ * const bytes = encodeCheckpoint({
+ *   metadata: { step: 1 },
+ *   tensors: [{ name: "w", dtype: "uint8", shape: [2], data: new Uint8Array([5, 6]) }],
+ * });
+ * const kinds = [];
+ * for await (const record of decodeCheckpoint(bytes)) kinds.push(record.type);
+ * assert.deepEqual(kinds, ["metadata", "tensor"]);
+ * ```
+ */
+export function decodeCheckpoint(
+  source: CheckpointSource,
+  options: DecodeOptions & StorageOptions = {},
+): ReadableStream<CheckpointRecord> {
+  if (!isAddress(source)) return decodeBytes(source, options);
+  async function* records(): AsyncGenerator<CheckpointRecord> {
+    const { store, key } = locate(source as StorageAddress, options);
+    if (store instanceof FileStore) {
+      // Fast path for binary files: bodies read straight into their final buffers.
+      const file = await store.openFile(key);
+      try {
+        if (await fileCodec(file, options.codecs) === binaryCodec) {
+          yield* decodeRecords(file, options);
+          return;
+        }
+      } finally {
+        file.close();
+      }
+    }
+    yield* decodeBytes(openSource(source, options), options);
+  }
+  return readableFrom(records());
+}
+
+/**
+ * Opens an address for random access (reads by range, the object's tail fetched first), for
+ * `Codec.readTensors`.
+ */
+export async function openAddress(address: StorageAddress, options: StorageOptions = {}): Promise<CountingReader> {
+  const { store, key } = locate(address, options);
+  return await openRandomAccess(store, key);
+}
+
+/** The codec an object starts with (the caller's first), read through a random-access reader. */
+export async function readerCodec(source: CountingReader, codecs?: readonly Codec[]): Promise<Codec | undefined> {
+  return detectCodec(await source.read(0, Math.min(DETECT_BYTES, source.size)), codecs);
+}
+
+/**
+ * Reads a binary checkpoint's metadata and tensor list from its index, without reading tensor
+ * data: from a local file, or over HTTP or S3 in two requests (the object's tail, which holds
+ * the footer and usually the index, and its head, which holds the metadata). The metadata and
+ * index are verified against their record digests.
+ *
+ * @example
+ * ```ts
+ * import { readCheckpointIndex, saveCheckpoint } from "../../mod.ts";
+ * import assert from "node:assert/strict";
+ * const path = await Deno.makeTempFile();
+ * await saveCheckpoint(path, {
+ *   metadata: { step: 3 },
+ *   tensors: [{ name: "w", dtype: "int16", shape: [2, 2], data: new Int16Array(4) }],
+ * });
+ * const index = await readCheckpointIndex(path);
+ * assert.equal(index.metadata.step, 3);
+ * assert.deepEqual(index.tensors.map((t) => [t.name, t.shape]), [["w", [2, 2]]]);
+ * await Deno.remove(path);
+ * ```
+ */
+export async function readCheckpointIndex(
+  address: StorageAddress,
+  options: DecodeLimits & StorageOptions = {},
+): Promise<CheckpointIndex> {
+  if (!isAddress(address)) {
+    throw new TypeError("Cannot read checkpoint index: expected a path, a URL or { store, key }");
+  }
+  return await readBinaryIndex(await openAddress(address, options), options);
+}

@@ -1,0 +1,215 @@
+/**
+ * Addresses to stores: where a path is accepted, so are `file:` URLs, `http(s)://` URLs (for
+ * reads), `s3://bucket/key`, and `{ store, key }` for a backend of your own.
+ *
+ * @module
+ */
+import { basename, dirname, resolve as resolvePath } from "node:path";
+import { fileURLToPath } from "node:url";
+import { FileStore } from "./file.ts";
+import { HttpStore, type HttpStoreOptions } from "./http.ts";
+import type { S3StoreOptions } from "./s3.ts";
+import type { ObjectInfo, ObjectStore } from "./types.ts";
+
+/** One object in a store of your own. */
+export interface StoreObject {
+  /** The store. */
+  store: ObjectStore;
+  /** The object's key in it. */
+  key: string;
+}
+
+/**
+ * Where one object is: a local path, a `file:` URL, an `http:`/`https:` URL (read-only),
+ * `s3://bucket/key`, or a store and a key.
+ */
+export type StorageAddress = string | URL | StoreObject;
+
+/** Where a set of objects is (a checkpoint directory, say): a path, a URL, or a store. */
+export type DirectoryAddress = string | URL | ObjectStore;
+
+/** Settings for the stores an address resolves to. */
+export interface ResolveOptions {
+  /** For `http(s)://` addresses. */
+  http?: Omit<HttpStoreOptions, "search">;
+  /**
+   * For `s3://` addresses: endpoint, region, credentials and tuning (`bucket` and `prefix` come
+   * from the address); what is not given comes from the `AWS_*` environment variables.
+   */
+  s3?: Omit<S3StoreOptions, "bucket" | "prefix">;
+}
+
+const SCHEME = /^([a-zA-Z][a-zA-Z0-9+.-]+):/;
+
+/** Whether `value` is a `{ store, key }` address. */
+export function isStoreObject(value: unknown): value is StoreObject {
+  return typeof value === "object" && value !== null && !(value instanceof URL) &&
+    typeof (value as StoreObject).key === "string" && isObjectStore((value as StoreObject).store);
+}
+
+/** Whether `value` looks like an {@linkcode ObjectStore}. */
+export function isObjectStore(value: unknown): value is ObjectStore {
+  const s = value as ObjectStore;
+  return typeof value === "object" && value !== null && typeof s.get === "function" &&
+    typeof s.head === "function" && typeof s.writer === "function" && typeof s.url === "string";
+}
+
+/**
+ * Whether `value` is an address (a string, a URL or `{ store, key }`) rather than bytes or a
+ * stream.
+ *
+ * @example
+ * ```ts
+ * import { isAddress } from "./resolve.ts";
+ * import assert from "node:assert/strict";
+ * assert.ok(isAddress("s3://bucket/x.ckpt"));
+ * assert.ok(!isAddress(new Uint8Array(1)));
+ * ```
+ */
+export function isAddress(value: unknown): value is StorageAddress {
+  return typeof value === "string" || value instanceof URL || isStoreObject(value);
+}
+
+function toUrl(address: string | URL): URL | undefined {
+  if (address instanceof URL) return address;
+  if (!SCHEME.test(address)) return undefined;
+  try {
+    return new URL(address);
+  } catch {
+    throw new TypeError(`Invalid address ${JSON.stringify(address)}: not a valid URL`);
+  }
+}
+
+function s3Parts(url: URL): { bucket: string; key: string } {
+  const bucket = url.hostname;
+  if (bucket === "") throw new TypeError(`Invalid address ${url.href}: no bucket`);
+  const key = decodeURIComponent(url.pathname.replace(/^\//, ""));
+  return { bucket, key };
+}
+
+/**
+ * An S3 store, its module (and the S3 client it brings) loaded on first use, so that code which
+ * never touches `s3://` never loads it.
+ */
+function s3Store(url: URL, prefix: string, options: ResolveOptions): ObjectStore {
+  const bucket = s3Parts(url).bucket;
+  let real: Promise<ObjectStore> | undefined;
+  const load = () => real ??= import("./s3.ts").then((m) => new m.S3Store({ ...options.s3, bucket, prefix }));
+  return {
+    url: `s3://${bucket}/${prefix}`,
+    writable: true,
+    get: async (key, o) => await (await load()).get(key, o),
+    head: async (key) => await (await load()).head(key),
+    put: async (key, data, o) => await (await load()).put(key, data, o),
+    writer: async (key, o) => await (await load()).writer(key, o),
+    delete: async (key) => await (await load()).delete(key),
+    list: async function* (p?: string): AsyncGenerator<ObjectInfo> {
+      yield* (await load()).list(p);
+    },
+    sweep: async (p) => {
+      const store = await load();
+      return store.sweep ? await store.sweep(p) : 0;
+    },
+  };
+}
+
+/**
+ * The store and key of one object.
+ *
+ * - a path (`runs/a.ckpt`) or `file:` URL: a {@linkcode FileStore} on its directory, key the file name;
+ * - `https://host/dir/a.ckpt`: an {@linkcode HttpStore} on `https://host/dir/`, key `a.ckpt`
+ *   (a query string, such as a pre-signed URL's signature, is kept for every request);
+ * - `s3://bucket/run/a.ckpt`: an S3 store on bucket `bucket` and prefix `run/`, key `a.ckpt`;
+ * - `{ store, key }`: as given.
+ *
+ * @example
+ * ```ts
+ * import { resolveObject } from "./resolve.ts";
+ * import assert from "node:assert/strict";
+ * const { store, key } = resolveObject("https://example.com/models/v1/model.ckpt");
+ * assert.equal(store.url, "https://example.com/models/v1/");
+ * assert.equal(key, "model.ckpt");
+ * const local = resolveObject("/tmp/runs/step-5.ckpt");
+ * assert.deepEqual([local.store.url, local.key], ["file:///tmp/runs/", "step-5.ckpt"]);
+ * ```
+ */
+export function resolveObject(address: StorageAddress, options: ResolveOptions = {}): StoreObject {
+  if (isStoreObject(address)) return address;
+  if (typeof address !== "string" && !(address instanceof URL)) {
+    throw new TypeError("Invalid address: expected a path, a URL or { store, key }");
+  }
+  if (address === "") throw new TypeError("Invalid address: empty");
+  const url = toUrl(address);
+  if (!url || url.protocol === "file:") {
+    const path = resolvePath(url ? fileURLToPath(url) : address as string);
+    const key = basename(path);
+    if (key === "") throw new TypeError(`Invalid address ${JSON.stringify(String(address))}: names a directory`);
+    return { store: new FileStore(dirname(path)), key };
+  }
+  if (url.protocol === "http:" || url.protocol === "https:") {
+    const cut = url.pathname.lastIndexOf("/");
+    const key = decodeURIComponent(url.pathname.slice(cut + 1));
+    if (key === "") throw new TypeError(`Invalid address ${url.href}: names a directory, not an object`);
+    const base = new URL(url.href);
+    base.pathname = url.pathname.slice(0, cut + 1);
+    return { store: new HttpStore(base, { ...options.http, search: url.search }), key };
+  }
+  if (url.protocol === "s3:") {
+    const { key: path } = s3Parts(url);
+    const cut = path.lastIndexOf("/");
+    const key = path.slice(cut + 1);
+    if (key === "") throw new TypeError(`Invalid address ${url.href}: names a prefix, not an object`);
+    return { store: s3Store(url, path.slice(0, cut + 1), options), key };
+  }
+  throw new TypeError(
+    `Invalid address ${url.href}: unsupported scheme ${url.protocol} (use a path, file:, http(s): or s3:)`,
+  );
+}
+
+/**
+ * A store rooted at a directory-like address: a path or `file:` URL (a {@linkcode FileStore}),
+ * `s3://bucket/prefix` (an S3 store on that prefix), `http(s)://host/dir/` (read-only), or a store
+ * as given.
+ *
+ * @example
+ * ```ts
+ * import { resolveDirectory } from "./resolve.ts";
+ * import assert from "node:assert/strict";
+ * assert.equal(resolveDirectory("/tmp/runs").url, "file:///tmp/runs/");
+ * assert.equal(resolveDirectory("https://example.com/m").url, "https://example.com/m/");
+ * ```
+ */
+export function resolveDirectory(address: DirectoryAddress, options: ResolveOptions = {}): ObjectStore {
+  if (isObjectStore(address)) return address;
+  if (typeof address !== "string" && !(address instanceof URL)) {
+    throw new TypeError("Invalid directory: expected a path, a URL or an ObjectStore");
+  }
+  if (address === "") throw new TypeError("Invalid directory: empty");
+  const url = toUrl(address);
+  if (!url || url.protocol === "file:") return new FileStore(url ?? address);
+  if (url.protocol === "http:" || url.protocol === "https:") {
+    return new HttpStore(url, { ...options.http, search: url.search });
+  }
+  if (url.protocol === "s3:") {
+    const { key } = s3Parts(url);
+    return s3Store(url, key === "" || key.endsWith("/") ? key : `${key}/`, options);
+  }
+  throw new TypeError(
+    `Invalid directory ${url.href}: unsupported scheme ${url.protocol} (use a path, file:, http(s): or s3:)`,
+  );
+}
+
+/**
+ * An address in words, for messages: the URL of the object.
+ *
+ * @example
+ * ```ts
+ * import { describeAddress } from "./resolve.ts";
+ * import assert from "node:assert/strict";
+ * assert.equal(describeAddress("https://h/a.ckpt"), "https://h/a.ckpt");
+ * ```
+ */
+export function describeAddress(address: StorageAddress): string {
+  if (isStoreObject(address)) return address.store.url + address.key;
+  return address instanceof URL ? address.href : address;
+}

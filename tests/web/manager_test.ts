@@ -1,0 +1,122 @@
+// The CheckpointManager on the Origin Private File System, in headless Chromium: retention,
+// best-by-metric, latest() that verifies and falls back, and a page closed in the middle of a
+// save, then reopened.
+import assert from "node:assert/strict";
+import { browserTest } from "./_browser.ts";
+
+type Lib = typeof import("./page/core_entry.ts");
+declare const m: Lib;
+
+browserTest(
+  "CheckpointManager on OPFS in Chromium",
+  { entries: { core: "tests/web/page/core_entry.ts" } },
+  async (t, ctx) => {
+    const { page } = ctx;
+
+    await t.step("retention keeps the newest and the best; list shows metrics; latest() loads the newest", async () => {
+      const r = await page.evaluate(async () => {
+        const store = await m.OpfsStore.open("mgr/retention");
+        const mgr = await m.CheckpointManager.open(store, { maxToKeep: 2, best: { metric: "loss", mode: "min" } });
+        const losses = [0.9, 0.1, 0.5, 0.7, 0.6];
+        for (const [i, loss] of losses.entries()) {
+          await mgr.save({
+            metadata: { step: (i + 1) * 10, metrics: { loss } },
+            tensors: [{ name: "w", dtype: "float32", shape: [4], data: new Float32Array(4).fill(i) }],
+          });
+        }
+        const listed = (await mgr.list()).map((e) => ({
+          step: e.step,
+          loss: e.metadata.metrics?.loss,
+          keptBy: e.keptBy,
+          status: e.status,
+        }));
+        const latest = await mgr.latest();
+        await mgr.close();
+        const keys = [];
+        for await (const o of store.list()) keys.push(o.key);
+        return { listed, latestStep: latest?.metadata.step, w: [...latest!.tensors[0]!.data as Float32Array], keys };
+      });
+      assert.deepEqual(r.listed.map((e) => e.step), [20, 40, 50]);
+      assert.deepEqual(r.listed.map((e) => e.keptBy), [["best"], ["recent"], ["recent"]]);
+      assert.ok(r.listed.every((e) => e.status === "ok"));
+      assert.equal(r.latestStep, 50);
+      assert.deepEqual(r.w, [4, 4, 4, 4]);
+      assert.equal(r.keys.filter((k) => k.endsWith(".ckpt")).length, 3, `objects: ${r.keys.join(", ")}`);
+    });
+
+    await t.step("latest() verifies: a corrupted newest checkpoint is skipped for the one before", async () => {
+      const r = await page.evaluate(async () => {
+        const store = await m.OpfsStore.open("mgr/verify");
+        const mgr = await m.CheckpointManager.open(store, { maxToKeep: 3, onWarning: () => {} });
+        for (const step of [1, 2]) {
+          await mgr.save({
+            metadata: { step },
+            tensors: [{ name: "w", dtype: "float32", shape: [256], data: new Float32Array(256).fill(step) }],
+          });
+        }
+        const newest = (await mgr.list()).at(-1)!;
+        const key = newest.path.slice(newest.path.lastIndexOf("/") + 1);
+        // Flip one byte in the middle of the newest file, behind the manager's back.
+        const got = await store.get(key);
+        const bytes = new Uint8Array(await new Response(got.body).arrayBuffer());
+        bytes[bytes.byteLength >> 1]! ^= 0x01;
+        await store.put(key, bytes);
+        let loadError = "";
+        try {
+          await mgr.load(2);
+        } catch (e) {
+          loadError = `${(e as Error).name}: ${(e as Error).message}`;
+        }
+        const latest = await mgr.latest();
+        await mgr.close();
+        return { latestStep: latest?.metadata.step, loadError };
+      });
+      assert.equal(r.latestStep, 1);
+      assert.match(r.loadError, /^ChecksumMismatchError/);
+    });
+
+    await t.step(
+      "a page closed in the middle of a save: the reopened manager has every committed checkpoint",
+      async () => {
+        const writer = await ctx.open("core.html");
+        // Commit two checkpoints, then start a large third save and close the page while it runs.
+        await writer.evaluate(async () => {
+          const store = await m.OpfsStore.open("mgr/crash");
+          const mgr = await m.CheckpointManager.open(store, { maxToKeep: 5 });
+          for (const step of [1, 2]) {
+            await mgr.save({
+              metadata: { step },
+              tensors: [{ name: "w", dtype: "float32", shape: [1024], data: new Float32Array(1024).fill(step) }],
+            });
+          }
+          const big = new Float32Array(16 * 2 ** 20).fill(3); // 64 MiB: long enough to be cut off
+          (globalThis as { saving?: unknown }).saving = mgr.save({
+            metadata: { step: 3 },
+            tensors: [{ name: "w", dtype: "float32", shape: [big.length], data: big }],
+          });
+        });
+        await new Promise((r) => setTimeout(r, 300));
+        await writer.close();
+        const r = await page.evaluate(async () => {
+          const store = await m.OpfsStore.open("mgr/crash");
+          const mgr = await m.CheckpointManager.open(store, { maxToKeep: 5, onWarning: () => {} });
+          const steps = (await mgr.list()).map((e) => [e.step, e.status]);
+          const latest = await mgr.latest();
+          const fill = (latest!.tensors[0]!.data as Float32Array)[0];
+          await mgr.close();
+          const left = await store.sweep();
+          return { steps, latestStep: latest!.metadata.step, fill, left };
+        });
+        // Step 3 either committed whole (the save won the race) or is absent; never partial.
+        const steps = r.steps.map(([s]) => s);
+        assert.ok(
+          JSON.stringify(steps) === "[1,2]" || JSON.stringify(steps) === "[1,2,3]",
+          `steps ${JSON.stringify(r.steps)}`,
+        );
+        assert.ok(r.steps.every(([, status]) => status === "ok"));
+        assert.equal(r.fill, r.latestStep);
+        assert.ok(r.left >= 0);
+      },
+    );
+  },
+);
