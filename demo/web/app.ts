@@ -169,7 +169,11 @@ async function main(): Promise<void> {
       $("loss").textContent = loss!.toFixed(4);
       $("acc").textContent = acc!.toFixed(3);
       if (state.step % EVERY === 0) await save(loss!, acc!);
-      await new Promise((r) => setTimeout(r, 0)); // let the page paint and the save stream
+      // Let the page paint. While a save streams, give it a few idle milliseconds per step: its OPFS
+      // calls complete between training steps, which otherwise keep this thread busy.
+      await (inFlight
+        ? Promise.race([inFlight, new Promise((r) => setTimeout(r, 10))])
+        : new Promise((r) => setTimeout(r, 0)));
     }
     await inFlight;
     running = false;

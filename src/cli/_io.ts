@@ -2,6 +2,8 @@
 // codes, progress on a terminal, and human-readable numbers.
 
 import { createHash, type Hash } from "node:crypto";
+import { resolveObject } from "../storage/resolve.ts";
+import type { GetResult } from "../storage/types.ts";
 
 /** Exit codes, documented in `docs/cli.md` and every command's help. */
 export const EXIT = Object.freeze({
@@ -140,11 +142,31 @@ export interface Input {
 /** File reads of this size; each chunk is a fresh buffer, since decoded tensors may view it. */
 const READ_CHUNK = 4 * 2 ** 20;
 
+/** Whether a command-line argument is an object-storage or HTTP address rather than a local path. */
+export function isRemote(spec: string): boolean {
+  return /^(s3|https?):\/\//i.test(spec);
+}
+
+/** An object named by a remote address, opened for reading; failures are a {@linkcode FileError}. */
+async function openRemote(spec: string, range?: { offset: number; length: number }): Promise<GetResult> {
+  try {
+    const { store, key } = resolveObject(spec);
+    return await store.get(key, range ? { range } : {});
+  } catch (e) {
+    throw new FileError(`Cannot read ${JSON.stringify(spec)}: ${(e as Error).message ?? String(e)}`, { cause: e });
+  }
+}
+
 /**
- * Opens `spec` (a path, or `-` for standard input). Missing, unreadable and directory paths are
- * a {@linkcode FileError} naming the path; a terminal on standard input is a {@linkcode UsageError}.
+ * Opens `spec` (a path, an `s3://`, `http://` or `https://` address, or `-` for standard input).
+ * Missing, unreadable and directory paths are a {@linkcode FileError} naming the path; a terminal
+ * on standard input is a {@linkcode UsageError}.
  */
 export async function openInput(spec: string, io: CliIO): Promise<Input> {
+  if (isRemote(spec)) {
+    const got = await openRemote(spec);
+    return { label: spec, path: spec, size: got.info.size, stream: got.body };
+  }
   if (spec === "-") {
     if (io.stdinIsTerminal) {
       throw new UsageError("refusing to read a checkpoint from a terminal: pipe one in, or give a path instead of -");
@@ -198,8 +220,15 @@ export async function openInput(spec: string, io: CliIO): Promise<Input> {
   return { label: spec, path: spec, size: info.isFile ? info.size : undefined, stream };
 }
 
-/** Reads the first `n` bytes of a file (fewer when it is shorter), for sniffing before opening it fully. */
+/**
+ * Reads the first `n` bytes of a file or remote object (fewer when it is shorter), for sniffing
+ * before opening it fully.
+ */
 export async function readHead(path: string, n: number): Promise<Uint8Array> {
+  if (isRemote(path)) {
+    const got = await openRemote(path, { offset: 0, length: n });
+    return new Uint8Array(await new Response(got.body).arrayBuffer());
+  }
   const file = await Deno.open(path, { read: true });
   try {
     const head = new Uint8Array(n);

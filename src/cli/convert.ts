@@ -12,13 +12,22 @@ import {
   type SafetensorsTensorDescriptor,
 } from "../interop/safetensors.ts";
 import { choiceOption, type Command, type Values } from "./_command.ts";
-import { BadCheckpointError, type CliIO, EXIT, FileError, isOsError, osReason, UsageError } from "./_io.ts";
+import { BadCheckpointError, type CliIO, EXIT, FileError, isOsError, isRemote, osReason, UsageError } from "./_io.ts";
 import { indexedKind, openCheckpoint, readError } from "./_source.ts";
 
 async function checkTarget(path: string): Promise<void> {
   const fail = (why: string): never => {
     throw new FileError(`Cannot write ${JSON.stringify(path)}: ${why}`);
   };
+  if (isRemote(path)) {
+    // s3:// is written through its store (the upload is atomic); http(s):// is read-only.
+    if (!/^s3:/i.test(path)) {
+      throw new UsageError(
+        `Cannot write ${JSON.stringify(path)}: HTTP addresses are read-only; write to a path or s3://`,
+      );
+    }
+    return;
+  }
   try {
     const info = await Deno.stat(path);
     if (info.isDirectory) fail("it is a directory");
@@ -83,8 +92,10 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
       await saveCheckpoint(to === "-" ? io.stdout : to, checkpoint, { codec, compression });
     } catch (e) {
       // Read errors arrive already named by the input; what is left is the output failing.
-      if (isOsError(e)) {
-        throw new FileError(`Cannot write ${to === "-" ? "standard output" : JSON.stringify(to)}: ${osReason(e)}`, {
+      const named = e instanceof FileError || e instanceof BadCheckpointError || e instanceof UsageError;
+      if (isOsError(e) || (isRemote(to) && !named && !(e instanceof TypeError))) {
+        const why = isOsError(e) ? osReason(e) : (e as Error).message ?? String(e);
+        throw new FileError(`Cannot write ${to === "-" ? "standard output" : JSON.stringify(to)}: ${why}`, {
           cause: e,
         });
       }

@@ -71,7 +71,7 @@ export function launcherScript(options: LauncherOptions = {}): string {
     } again" >&2`,
     "  exit 127",
     "fi",
-    `exec "$deno" run --quiet --no-prompt --allow-read --allow-write --allow-env --config ${
+    `exec "$deno" run --quiet --no-prompt --allow-read --allow-write --allow-env --allow-net --config ${
       shellQuote(join(checkout, "deno.json"))
     } ${shellQuote(join(checkout, "src/cli/main.ts"))} "$@"`,
     "",

@@ -5,8 +5,10 @@
  * @module
  */
 import { join } from "node:path";
-import { CheckpointManager, type ListedCheckpoint } from "../manager/mod.ts";
+import { CheckpointManager, type CheckpointManagerOptions, type ListedCheckpoint } from "../manager/mod.ts";
 import { INDEX_FILE } from "../manager/_index.ts";
+import { resolveDirectory } from "../storage/resolve.ts";
+import type { ObjectStore } from "../storage/types.ts";
 import { type Command, numberOption, type Values } from "./_command.ts";
 import {
   BadCheckpointError,
@@ -15,6 +17,7 @@ import {
   FileError,
   humanBytes,
   isOsError,
+  isRemote,
   jsonNumber,
   numberText,
   osReason,
@@ -56,6 +59,27 @@ async function listDir(dir: string, values: Values, warnings: string[]): Promise
   const maxToKeep = integerOption(values, "max-to-keep");
   const keepEvery = integerOption(values, "keep-every");
   const best = bestOption(values);
+  const rules = {
+    ...(maxToKeep !== undefined ? { maxToKeep } : {}),
+    ...(keepEvery !== undefined ? { keepEvery } : {}),
+    ...(best ? { best } : {}),
+  };
+  let target: string | ObjectStore = dir;
+  if (isRemote(dir)) {
+    // An object-storage or HTTP directory: the index must be there (a read-only view needs it).
+    try {
+      target = resolveDirectory(dir);
+      if ((await target.head(INDEX_FILE)) === undefined) {
+        throw new FileError(
+          `Cannot list ${JSON.stringify(dir)}: not a checkpoint manager directory (no ${INDEX_FILE})`,
+        );
+      }
+    } catch (e) {
+      if (e instanceof FileError) throw e;
+      throw new FileError(`Cannot list ${JSON.stringify(dir)}: ${(e as Error).message ?? String(e)}`, { cause: e });
+    }
+    return await listManager(dir, target, rules, warnings);
+  }
   let info: Deno.FileInfo;
   try {
     info = await Deno.stat(dir);
@@ -73,14 +97,22 @@ async function listDir(dir: string, values: Values, warnings: string[]): Promise
     }
     throw new FileError(`Cannot read ${JSON.stringify(join(dir, INDEX_FILE))}: ${osReason(e)}`, { cause: e });
   }
+  return await listManager(dir, target, rules, warnings);
+}
+
+/** Lists a manager directory, read-only, with retention rules given on the command line. */
+async function listManager(
+  dir: string,
+  target: string | ObjectStore,
+  rules: CheckpointManagerOptions,
+  warnings: string[],
+): Promise<ListedCheckpoint[]> {
   let manager: CheckpointManager;
   try {
-    manager = await CheckpointManager.open(dir, {
+    manager = await CheckpointManager.open(target, {
       readOnly: true,
       onWarning: (m) => warnings.push(m),
-      ...(maxToKeep !== undefined ? { maxToKeep } : {}),
-      ...(keepEvery !== undefined ? { keepEvery } : {}),
-      ...(best ? { best } : {}),
+      ...rules,
     });
   } catch (e) {
     if (isOsError(e)) throw new FileError(`Cannot list ${JSON.stringify(dir)}: ${osReason(e)}`, { cause: e });

@@ -10,6 +10,7 @@ import {
   DEFAULT_FILENAME,
   DEFAULT_MAX_TO_KEEP,
 } from "./options.ts";
+import type { ResolveOptions } from "../storage/resolve.ts";
 import { compilePattern, type FilenamePattern } from "./_pattern.ts";
 import type { RetentionPolicy } from "./_retention.ts";
 
@@ -34,6 +35,7 @@ export interface Resolved {
   onWarning: (message: string) => void;
   limits: Required<DecodeLimits>;
   codecs: Codec[];
+  storage: ResolveOptions | undefined;
 }
 
 export const inProcessWriter: CheckpointFileWriter = {
@@ -119,6 +121,7 @@ export function resolveOptions(options: CheckpointManagerOptions): Resolved {
     onWarning: options.onWarning ?? ((m) => console.warn(m)),
     limits: resolveLimits(options.limits),
     codecs: typeof codec === "string" ? [] : [resolvedCodec],
+    storage: options.storage,
   };
 }
 

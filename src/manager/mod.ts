@@ -31,7 +31,7 @@
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadCheckpoint } from "../io/load.ts";
-import { decodeCheckpoint, readCheckpointIndex } from "../io/read.ts";
+import { readCheckpointIndex } from "../io/read.ts";
 import { bytesOf, validateTensor } from "../format/dtype.ts";
 import { ChecksumMismatchError } from "../format/errors.ts";
 import { validateMetadata } from "../format/metadata.ts";
@@ -40,6 +40,7 @@ import type { Checkpoint, CheckpointInput, TensorInput } from "../format/types.t
 import { sha256 } from "../format/_hash.ts";
 import { SavePromise } from "../background/_protocol.ts";
 import { FileStore } from "../storage/file.ts";
+import { resolveDirectory } from "../storage/resolve.ts";
 import { type ObjectStore, PreconditionFailedError, type PutMode } from "../storage/types.ts";
 import {
   blobKey,
@@ -185,9 +186,8 @@ export class CheckpointManager {
       throw new TypeError("Cannot open checkpoint directory: expected a path, a URL or an ObjectStore");
     }
     if (/^[a-z][a-z0-9+.-]*:\/\//i.test(dir)) {
-      if (!dir.startsWith("file:")) {
-        throw new TypeError(`Cannot open checkpoint directory ${dir}: only local paths, file: URLs and ObjectStores`);
-      }
+      // s3://bucket/prefix, http(s)://host/dir (read-only): the store the address names.
+      if (!/^file:/i.test(dir)) return await CheckpointManager.#openStore(resolveDirectory(dir, o.storage), o);
       dir = fileURLToPath(dir);
     }
     const path = resolve(dir);
@@ -973,22 +973,11 @@ export class CheckpointManager {
     }
     if (size !== e.bytes) throw new SyntaxError(`file ${path} has ${size} bytes, the index says ${e.bytes}`);
     if (!(await startsWithBinary(loc, e.file))) return undefined;
-    let index: { metadata: { step: number }; tensors: TensorSummary[] };
-    if (loc.dir !== undefined) index = await readCheckpointIndex(path, this.#o.limits);
-    else {
-      // Read through once, every record verified, keeping only the descriptions.
-      const tensors: TensorSummary[] = [];
-      let step = -1;
-      const { body } = await loc.store.get(e.file);
-      for await (const r of decodeCheckpoint(body, { ...this.#o.limits, reuseBuffers: true })) {
-        if (r.type === "metadata") step = r.metadata.step;
-        else {
-          const { name, dtype, shape, group } = r.tensor;
-          tensors.push({ name, dtype, shape: [...shape], group });
-        }
-      }
-      index = { metadata: { step }, tensors };
-    }
+    // The footer, index and metadata only: by seeking in a file, by range requests in a store.
+    const index = await readCheckpointIndex(
+      loc.dir !== undefined ? path : { store: loc.store, key: e.file },
+      this.#o.limits,
+    );
     if (index.metadata.step !== e.step) {
       throw new SyntaxError(`file ${path} holds step ${index.metadata.step}, the index says ${e.step}`);
     }

@@ -8,6 +8,7 @@ import type { CodecName, Compression } from "../format/encode.ts";
 import type { DecodeLimits } from "../format/limits.ts";
 import type { SaveOptions, SaveResult } from "../io/save.ts";
 import type { CheckpointInput } from "../format/types.ts";
+import type { ResolveOptions } from "../storage/resolve.ts";
 
 /** The default of {@linkcode CheckpointManagerOptions.maxToKeep}: the newest 5 checkpoints are kept. */
 export const DEFAULT_MAX_TO_KEEP = 5;
@@ -150,6 +151,14 @@ export interface CheckpointManagerOptions {
    * @default {console.warn}
    */
   onWarning?: (message: string) => void;
+  /**
+   * Settings for the store an `s3://` or `http(s)://` directory address resolves to (endpoint,
+   * region, credentials, part size); what is not given comes from the `AWS_*` environment
+   * variables. Not used when the directory is a path or an `ObjectStore`.
+   *
+   * @default {undefined} (the environment)
+   */
+  storage?: ResolveOptions;
   /**
    * Limits applied when loading.
    *

@@ -7,7 +7,15 @@ import { saveCheckpoint, type TensorInput } from "../../mod.ts";
 export const MAIN = new URL("../../src/cli/main.ts", import.meta.url).pathname;
 
 /** The command line `deno task ckpt` runs, without the arguments. */
-export const CKPT = [Deno.execPath(), "run", "--quiet", "--allow-read", "--allow-write", "--allow-env", MAIN];
+export const CKPT = [
+  Deno.execPath(),
+  "run",
+  "--quiet",
+  "--allow-read",
+  "--allow-write",
+  "--allow-env",
+  MAIN,
+];
 
 /** What a finished run printed. */
 export interface Ran {
@@ -19,15 +27,23 @@ export interface Ran {
 
 const text = new TextDecoder();
 
-/** Runs `ckpt args...` in `cwd`, feeding `stdin` (bytes, or nothing). */
-export async function ckpt(args: string[], options: { stdin?: Uint8Array; cwd?: string } = {}): Promise<Ran> {
+/**
+ * Runs `ckpt args...` in `cwd`, feeding `stdin` (bytes, or nothing), with `env` added to the
+ * environment and, with `net`, network access to 127.0.0.1.
+ */
+export async function ckpt(
+  args: string[],
+  options: { stdin?: Uint8Array; cwd?: string; env?: Record<string, string>; net?: boolean } = {},
+): Promise<Ran> {
+  // Network access (for s3:// and http:// addresses) to 127.0.0.1 only, and only when asked.
+  const flags = options.net ? ["run", "--allow-net=127.0.0.1", ...CKPT.slice(2)] : CKPT.slice(1);
   const child = new Deno.Command(CKPT[0]!, {
-    args: [...CKPT.slice(1), ...args],
+    args: [...flags, ...args],
     cwd: options.cwd,
     stdin: options.stdin ? "piped" : "null",
     stdout: "piped",
     stderr: "piped",
-    env: { NO_COLOR: "1" },
+    env: { NO_COLOR: "1", ...options.env },
   }).spawn();
   if (options.stdin) {
     const w = child.stdin.getWriter();

@@ -156,7 +156,7 @@ Deno.test({
     const a = `${t.dir}/a.ckpt`;
     await writeSample(a);
     const quote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
-    const slow = `(head -c 100 ${quote(a)}; sleep 1; tail -c +101 ${quote(a)}) | ${CKPT.map(quote).join(" ")} verify -`;
+    const slow = `(head -c 100 ${quote(a)}; sleep 3; tail -c +101 ${quote(a)}) | ${CKPT.map(quote).join(" ")} verify -`;
     // On a pseudo-terminal (stdout and stderr both go to it): the progress line, then the result.
     const tty = await new Deno.Command("script", {
       args: ["-qec", slow, "/dev/null"],
