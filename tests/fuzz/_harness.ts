@@ -581,8 +581,8 @@ function mutateTfjs(r: Rand, files: Record<string, Uint8Array>): [Record<string,
     // Recompute the shard digests the "ckpt" record holds: then the manifest is what is tested.
     if (r() < 0.5) {
       const ckpt = model.ckpt as { shards?: { path: string; bytes: number; sha256: string }[] } | undefined;
-      for (const e of ckpt?.shards ?? []) {
-        const f = out[e.path];
+      for (const e of Array.isArray(ckpt?.shards) ? ckpt.shards : []) {
+        const f = typeof e?.path === "string" && Object.hasOwn(out, e.path) ? out[e.path] : undefined;
         if (f) {
           e.bytes = f.byteLength;
           e.sha256 = createHash("sha256").update(f).digest("hex");
