@@ -275,12 +275,12 @@ for (const mib of sizes) {
         run: () => ckpt("save", mib, join(dir, "b2.ckpt"), ["--warm", "--sha256sum"]),
       },
       {
-        name: `ckpt in a rotating CheckpointManager (keep 2, median of saves 3–${values.saves})`,
+        name: `ckpt in a rotating CheckpointManager, \`recycle: true\` (keep 2, median of saves 3–${values.saves})`,
         pages: "recycled (retention's file reused)",
         run: () => ckpt("manager", mib, join(dir, "managed"), ["--saves", values.saves]),
       },
       {
-        name: "same manager, `recycle: false`",
+        name: "same manager, `recycle: false` (the default)",
         pages: "fresh",
         run: () => ckpt("manager", mib, join(dir, "managed-fresh"), ["--saves", values.saves, "--no-recycle"]),
       },

@@ -116,7 +116,7 @@ export function resolveOptions(options: CheckpointManagerOptions): Resolved {
     verify: options.verify ?? true,
     writer: options.writer ?? inProcessWriter,
     sync: options.sync ?? true,
-    recycle: options.recycle ?? true,
+    recycle: options.recycle ?? false,
     readOnly: options.readOnly ?? false,
     onWarning: options.onWarning ?? ((m) => console.warn(m)),
     limits: resolveLimits(options.limits),

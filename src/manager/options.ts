@@ -127,10 +127,11 @@ export interface CheckpointManagerOptions {
    * committed is recycled, never one kept as recent, every-N or best, never the newest (what a
    * crash resumes from; so `maxToKeep: 1` never recycles), nor an incremental one. If that save
    * then fails or is killed, the recycled checkpoint is gone too (it was already out of the
-   * index), and a process reading it at that moment fails verification. `false` deletes after
-   * the commit instead.
+   * index), and a process reading it at that moment fails verification; repeated kills each
+   * lose one more (the kill test saw two of a run's retained checkpoints gone). Off by default
+   * for that reason: deleting after the commit keeps every retained checkpoint across crashes.
    *
-   * @default {true}
+   * @default {false}
    */
   recycle?: boolean;
   /**

@@ -41,7 +41,10 @@ async function run(
 Deno.test("a rotating manager saves into the file retention deletes, and only that one", async () => {
   const dir = await Deno.makeTempDir();
   try {
-    const { inode, kept } = await run(join(dir, "a"), { maxToKeep: 2 }, [[1, 1], [2, 1], [3, 1], [4, 1]]);
+    const { inode, kept } = await run(join(dir, "a"), { maxToKeep: 2, recycle: true }, [[1, 1], [2, 1], [3, 1], [
+      4,
+      1,
+    ]]);
     assert.deepEqual(kept, [3, 4]);
     assert.equal(inode.get(3), inode.get(1), "step 3 was written into step 1's file");
     assert.equal(inode.get(4), inode.get(2), "step 4 was written into step 2's file");
@@ -54,7 +57,7 @@ Deno.test("a rotating manager saves into the file retention deletes, and only th
     const off = await run(join(dir, "b"), { maxToKeep: 2, recycle: false }, [[1, 1], [2, 1], [3, 1]]);
     assert.notEqual(off.inode.get(3), off.inode.get(1));
     // maxToKeep: 1 never recycles: the newest is what a crash would resume from.
-    const one = await run(join(dir, "c"), { maxToKeep: 1 }, [[1, 1], [2, 1]]);
+    const one = await run(join(dir, "c"), { maxToKeep: 1, recycle: true }, [[1, 1], [2, 1]]);
     assert.deepEqual(one.kept, [2]);
     assert.notEqual(one.inode.get(2), one.inode.get(1));
   } finally {
@@ -69,7 +72,7 @@ Deno.test("a checkpoint kept as best or every-N is never recycled", async () => 
     // Step 1 is the best by loss, step 3 a multiple of keepEvery: both outlive the recent window.
     const { inode, kept } = await run(
       d,
-      { maxToKeep: 2, keepEvery: 3, best: { metric: "loss", mode: "min", keep: 1 } },
+      { maxToKeep: 2, keepEvery: 3, best: { metric: "loss", mode: "min", keep: 1 }, recycle: true },
       [
         [1, 0.1],
         [2, 0.5],
@@ -95,7 +98,7 @@ Deno.test("a save killed while overwriting a recycled file leaves the newest che
   try {
     const script = `
       import { CheckpointManager } from ${JSON.stringify(new URL("../../src/manager/mod.ts", import.meta.url).href)};
-      const m = await CheckpointManager.open(${JSON.stringify(dir)}, { maxToKeep: 2 });
+      const m = await CheckpointManager.open(${JSON.stringify(dir)}, { maxToKeep: 2, recycle: true });
       for (const step of [1, 2]) {
         await m.save({ metadata: { step }, tensors: [{ name: "w", dtype: "float32", shape: [1 << 20], data: new Float32Array(1 << 20).fill(step) }] });
       }
@@ -120,7 +123,11 @@ Deno.test("a save killed while overwriting a recycled file leaves the newest che
     await child.stdout.cancel();
     await child.stderr.cancel();
     const warnings: string[] = [];
-    await using m = await CheckpointManager.open(dir, { maxToKeep: 2, onWarning: (w) => warnings.push(w) });
+    await using m = await CheckpointManager.open(dir, {
+      maxToKeep: 2,
+      recycle: true,
+      onWarning: (w) => warnings.push(w),
+    });
     assert.deepEqual(
       (await m.list()).map((e) => [e.step, e.status]),
       [[2, "ok"]],
