@@ -148,7 +148,21 @@ export interface ObjectStore {
 }
 
 /**
- * An object that is not there.
+ * A local file says what the CLI and the file system say (`Cannot read "/a/b.ckpt": No such file
+ * or directory`); any other store names the address.
+ */
+function notFoundMessage(url: string): string {
+  if (url.startsWith("file:")) {
+    try {
+      return `Cannot read ${JSON.stringify(decodeURIComponent(new URL(url).pathname))}: No such file or directory`;
+    } catch { /* not a well-formed file URL: name it as it is */ }
+  }
+  return `Cannot read ${url}: no object at ${url}`;
+}
+
+/**
+ * An object that is not there. A local file's message is the file system's wording,
+ * `Cannot read "PATH": No such file or directory`; other stores say `no object at URL`.
  *
  * @example
  * ```ts
@@ -157,6 +171,7 @@ export interface ObjectStore {
  * const e = new ObjectNotFoundError("s3://bucket/run/a.ckpt");
  * assert.equal(e.url, "s3://bucket/run/a.ckpt");
  * assert.match(e.message, /no object at s3:\/\/bucket\/run\/a\.ckpt/);
+ * assert.equal(new ObjectNotFoundError("file:///run/a.ckpt").message, 'Cannot read "/run/a.ckpt": No such file or directory');
  * ```
  */
 export class ObjectNotFoundError extends Error {
@@ -168,7 +183,7 @@ export class ObjectNotFoundError extends Error {
    * @param url the object's full address
    */
   constructor(url: string, options?: ErrorOptions) {
-    super(`Cannot read ${url}: no object at ${url}`, options);
+    super(notFoundMessage(url), options);
     this.name = "ObjectNotFoundError";
     this.url = url;
   }

@@ -4,6 +4,7 @@ import {
   ChecksumMismatchError,
   decodeCheckpoint,
   loadCheckpoint,
+  ObjectNotFoundError,
   readCheckpointIndex,
   safetensorsCodec,
   saveCheckpoint,
@@ -331,6 +332,20 @@ Deno.test("corruption messages: truncated, the format a random access cannot rea
         e instanceof Deno.errors.NotFound &&
         e.message === `Cannot read ${JSON.stringify(join(dir, "nope.ckpt"))}: No such file or directory`,
     );
+    // The same wording (and class) from the random-access readers, which go through the store.
+    for (
+      const read of [
+        () => readCheckpointIndex(join(dir, "nope.ckpt")),
+        () => loadCheckpoint(join(dir, "nope.ckpt"), { only: ["a"] }),
+      ]
+    ) {
+      await assert.rejects(
+        read,
+        (e) =>
+          e instanceof ObjectNotFoundError &&
+          e.message === `Cannot read ${JSON.stringify(join(dir, "nope.ckpt"))}: No such file or directory`,
+      );
+    }
     await assert.rejects(
       () => loadCheckpoint(dir),
       (e) => e instanceof TypeError && e.message === `Cannot read ${JSON.stringify(dir)}: it is a directory`,
