@@ -179,7 +179,7 @@ for (const set of sets) {
       (save[m] ??= []).push((performance.now() - t) / 1000);
       bytes[m] = r.bytes;
       t = performance.now();
-      await loadCheckpoint(path, { sha256: r.sha256 });
+      await loadCheckpoint(path, { sha256: r.digest });
       (load[m] ??= []).push((performance.now() - t) / 1000);
     }
   }
