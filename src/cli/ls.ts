@@ -160,7 +160,7 @@ function asText(entries: ListedCheckpoint[], showBest: boolean): string {
   if (entries.length === 0) return "no checkpoints\n";
   const header = ["step", "saved", "size", "kind", "tensors", "metrics"];
   if (showBest) header.push("best");
-  header.push("kept", "status", "sha256");
+  header.push("kept", "status", "digest");
   const rows = [header];
   for (const e of entries) {
     const row = [
@@ -226,7 +226,8 @@ export const lsCommand: Command = {
   description: `
 Lists the checkpoints a CheckpointManager committed in DIR, ordered by step: when each was
 saved, its size on disk, full or incremental, tensor count, metrics, why retention keeps it
-(recent, every, best), its status and the start of its SHA-256 (--json gives it whole).
+(recent, every, best), its status and the start of its digest (which ckpt verify --sha256
+takes; --json gives it whole).
 
 The directory is opened read-only (no lock is taken; a training process may keep writing) and no
 tensor data is read: each file's header and index (or manifest) is checked, not every digest

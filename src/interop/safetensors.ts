@@ -556,11 +556,11 @@ export function createSafetensorsCodec(options: SafetensorsCodecOptions = {}): C
  * import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
  * import assert from "node:assert/strict";
  * const path = await Deno.makeTempFile({ suffix: ".safetensors" });
- * const { sha256 } = await saveCheckpoint(path, {
+ * const { digest } = await saveCheckpoint(path, {
  *   metadata: { step: 7, metrics: { loss: 0.5 } },
  *   tensors: [{ name: "dense/kernel", dtype: "float32", shape: [2], data: new Float32Array([1, 2]) }],
  * }, { codec: safetensorsCodec });
- * const back = await loadCheckpoint(path, { sha256 });
+ * const back = await loadCheckpoint(path, { sha256: digest });
  * assert.equal(back.metadata.step, 7);
  * assert.deepEqual(back.tensors[0]!.data, new Float32Array([1, 2]));
  * await Deno.remove(path);

@@ -40,7 +40,8 @@ export interface LoadOptions extends DecodeOptions, StorageOptions {
    * `sha256sum` prints, `saveCheckpoint`'s `sha256`). Either pins every byte once the load has
    * verified them all; checking the stream digest costs nothing more, the file's SHA-256 one
    * more pass (skipped for a local binary file whose stored stream digest is the one given). A
-   * mismatch is a {@linkcode ChecksumMismatchError}.
+   * mismatch is a {@linkcode ChecksumMismatchError}. Given as `undefined` (the `sha256` of a
+   * save made without `sha256sum: true`), it is a `TypeError`, not a check skipped.
    */
   sha256?: string;
 }
@@ -122,6 +123,12 @@ function tapped(source: ReadableStream<Uint8Array>, hash: Hash): ReadableStream<
 export async function loadCheckpoint(source: CheckpointSource, options: LoadOptions = {}): Promise<Checkpoint> {
   checkOptionNames(options, LOAD_OPTION_NAMES, "Cannot load checkpoint", LOAD_HINTS);
   const { only, sha256: expected } = options;
+  if (expected === undefined && Object.hasOwn(options, "sha256")) {
+    // `{ sha256 }` from a save without `sha256sum: true`: checking nothing would pass silently.
+    throw new TypeError(
+      "Invalid sha256 option: undefined (a save returns its digest as `digest`, and `sha256` only with `sha256sum: true`)",
+    );
+  }
   if (expected !== undefined && !/^[0-9a-fA-F]{64}$/.test(expected)) {
     throw new TypeError("Invalid sha256 option: expected 64 hex digits");
   }

@@ -256,6 +256,24 @@ Deno.test("loadCheckpoint and saveCheckpoint reject option names they do not kno
   });
 });
 
+Deno.test("a sha256 option given as undefined is an error, not a check skipped", async () => {
+  await withDir(async (dir) => {
+    const path = join(dir, "a.ckpt");
+    // Without sha256sum: true a save returns no file SHA-256; `{ sha256 }` then holds undefined.
+    const { sha256, digest } = await saveCheckpoint(path, { metadata: { step: 1 }, tensors: [] });
+    assert.equal(sha256, undefined);
+    for (const only of [undefined, ["x"]]) {
+      await assert.rejects(
+        () => loadCheckpoint(path, only ? { sha256, only } : { sha256 }),
+        (e) =>
+          e instanceof TypeError &&
+          /^Invalid sha256 option: undefined \(a save returns its digest as `digest`/.test(e.message),
+      );
+    }
+    assert.equal((await loadCheckpoint(path, { sha256: digest })).metadata.step, 1);
+  });
+});
+
 Deno.test("a load that recognises nothing lists the formats it tried, the caller's codecs first", async () => {
   const text = new TextEncoder().encode("hello, not a checkpoint");
   await assert.rejects(

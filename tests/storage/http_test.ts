@@ -136,7 +136,9 @@ Deno.test("loadCheckpoint over http from a server that ignores Range is still ri
 
 Deno.test("loadCheckpoint over http with sha256 streams the object and checks it", async () => {
   await withServer(async (server, dir) => {
-    const { sha256 } = await saveCheckpoint(join(dir, "m.ckpt"), { metadata: { step: 4 }, tensors: tensors(2, 4096) });
+    const { sha256 } = await saveCheckpoint(join(dir, "m.ckpt"), { metadata: { step: 4 }, tensors: tensors(2, 4096) }, {
+      sha256sum: true,
+    });
     const back = await loadCheckpoint(`${server.url}m.ckpt`, { sha256 });
     assert.equal(back.tensors.length, 2);
     await assert.rejects(

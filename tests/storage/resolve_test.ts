@@ -61,9 +61,9 @@ Deno.test("save, load and readCheckpointIndex work on a { store, key } of any st
     { name: "a", dtype: "float32" as const, shape: [3], data: new Float32Array([1, 2, 3]) },
     { name: "b", dtype: "int8" as const, shape: [2], data: new Int8Array([-1, 1]) },
   ];
-  const { sha256, bytes } = await saveCheckpoint({ store, key: "run/x.ckpt" }, { metadata: { step: 3 }, tensors });
+  const { digest, bytes } = await saveCheckpoint({ store, key: "run/x.ckpt" }, { metadata: { step: 3 }, tensors });
   assert.equal((await store.head("run/x.ckpt"))?.size, bytes);
-  const all = await loadCheckpoint({ store, key: "run/x.ckpt" }, { sha256 });
+  const all = await loadCheckpoint({ store, key: "run/x.ckpt" }, { sha256: digest });
   assert.deepEqual(all.tensors.map((t) => [...t.data]), [[1, 2, 3], [-1, 1]]);
   const some = await loadCheckpoint({ store, key: "run/x.ckpt" }, { only: ["b"] });
   assert.deepEqual(some.tensors.map((t) => t.name), ["b"]);
