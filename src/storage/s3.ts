@@ -19,6 +19,7 @@
 
 // deno-lint-ignore no-import-prefix -- by full specifier, so the module loads without this repo's deno.json
 import { AwsClient } from "npm:aws4fetch@1.0.20";
+import { type BodySender, nodeBodySender } from "./_node_http.ts";
 import { checkKey, checkPrefix, checkRange } from "./_validate.ts";
 import {
   type GetOptions,
@@ -279,6 +280,8 @@ export class S3Store implements ObjectStore {
   readonly #retries: number;
   readonly #timeout: number;
   readonly #fetch: typeof fetch;
+  /** node:http for request bodies (no copy, a Content-Length), where the runtime has it and no `fetch` was given. */
+  #sender: Promise<BodySender | undefined> | undefined;
   readonly #pageSize: number;
   readonly #region: string;
   readonly #credentials: S3Credentials | undefined;
@@ -307,6 +310,8 @@ export class S3Store implements ObjectStore {
     this.#timeout = positiveInt(options.timeout ?? DEFAULT_S3_TIMEOUT_MS, "timeout", 1);
     this.#pageSize = positiveInt(options.listPageSize ?? 1000, "listPageSize", 1);
     this.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
+    // A fetch of the caller's sees every request, bodies included.
+    if (options.fetch !== undefined) this.#sender = Promise.resolve(undefined);
     this.#region = options.region ?? env("AWS_REGION") ?? env("AWS_DEFAULT_REGION") ?? "us-east-1";
     const endpoint = options.endpoint ?? env("AWS_ENDPOINT_URL_S3") ?? env("AWS_ENDPOINT_URL");
     if (endpoint !== undefined && endpoint !== "") {
@@ -397,9 +402,14 @@ export class S3Store implements ObjectStore {
         method: spec.method,
         ...(spec.headers ? { headers: spec.headers } : {}),
       });
-      const init: RequestInit = { method: spec.method, headers: signed.headers, signal };
-      if (spec.body) init.body = spec.body as Uint8Array<ArrayBuffer>;
-      res = await this.#fetch(signed.url, init);
+      const sender = spec.body ? await (this.#sender ??= nodeBodySender()) : undefined;
+      if (sender && spec.body) {
+        res = await sender.send(signed.url, { method: spec.method, headers: signed.headers, body: spec.body, signal });
+      } else {
+        const init: RequestInit = { method: spec.method, headers: signed.headers, signal };
+        if (spec.body) init.body = spec.body as Uint8Array<ArrayBuffer>;
+        res = await this.#fetch(signed.url, init);
+      }
     } catch (e) {
       clearTimeout(timeout);
       if (spec.signal?.aborted) throw spec.signal.reason;
@@ -667,6 +677,13 @@ export class S3Store implements ObjectStore {
     });
     const text = await res.text();
     if (res.status === 412 || res.status === 409 || (res.status === 404 && typeof mode === "object")) {
+      // A retry may fail its condition because of our own earlier attempt, applied by the store
+      // but whose answer was lost (a reset connection, a timeout). The retry may be ours or the
+      // HTTP client's own (fetch and node:http resend a request whose reused connection closed
+      // without an answer), so every failed condition is checked: an object holding exactly the
+      // bytes we sent is our write, and it succeeded.
+      const ours = await this.#holds(key, data, signal);
+      if (ours) return ours;
       const why = mode === "create"
         ? "an object with that key already exists"
         : "the object changed (or was deleted) since version " + (typeof mode === "object" ? mode.ifMatch : "");
@@ -683,6 +700,34 @@ export class S3Store implements ObjectStore {
     const info: ObjectInfo = { key, size: data.byteLength, version: unquote(res.headers.get("etag")) };
     if (info.version === "") return (await this.head(key)) ?? info;
     return info;
+  }
+
+  /**
+   * The object's description when it holds exactly `data` (compared byte for byte), else
+   * `undefined`: after a conditional PUT whose retry failed its condition, tells our own applied
+   * write from another writer's.
+   */
+  async #holds(key: string, data: Uint8Array, signal: AbortSignal | undefined): Promise<ObjectInfo | undefined> {
+    let got: GetResult;
+    try {
+      got = await this.get(key, signal ? { signal } : {});
+    } catch (e) {
+      if (e instanceof ObjectNotFoundError) return undefined;
+      throw e;
+    }
+    if (got.info.size !== data.byteLength) {
+      await got.body.cancel();
+      return undefined;
+    }
+    let at = 0;
+    for await (const chunk of got.body) {
+      if (at + chunk.byteLength > data.byteLength) return undefined;
+      for (let i = 0; i < chunk.byteLength; i++) {
+        if (chunk[i] !== data[at + i]) return undefined; // leaving the loop cancels the body
+      }
+      at += chunk.byteLength;
+    }
+    return at === data.byteLength ? got.info : undefined;
   }
 
   /**

@@ -29,7 +29,12 @@ export type FaultAction =
   /** Read the whole request and never answer (until the proxy closes). */
   | "stall"
   /** Forward the request, relay the first 64 KiB of the response, then drop both connections. */
-  | "cut";
+  | "cut"
+  /**
+   * Forward the whole request (on a connection of its own), wait until the server answers, then
+   * drop the client's connection without relaying a byte: the request was applied, its answer lost.
+   */
+  | "lose";
 
 /** Decides per request; `"pass"` when it returns nothing. */
 export type FaultRule = (request: SeenRequest) => FaultAction | undefined;
@@ -184,6 +189,18 @@ export class FaultProxy {
         if (action === "stall") {
           await from.take(length);
           await this.#closed.promise; // never answers, until the proxy closes
+          return;
+        }
+        if (action === "lose") {
+          const own = this.#track(await Deno.connect(this.#upstream));
+          try {
+            await writeAll(own, head);
+            await writeAll(own, await from.take(length));
+            // The answer's first bytes: the server has applied the request.
+            await own.read(new Uint8Array(64 * 1024));
+          } finally {
+            this.#drop(own);
+          }
           return;
         }
         if (!server) {

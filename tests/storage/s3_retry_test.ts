@@ -4,6 +4,7 @@
 // object, and leaves the previous object and no multipart upload behind.
 import assert from "node:assert/strict";
 import { S3Error } from "../../src/storage/s3.ts";
+import { PreconditionFailedError } from "../../src/storage/types.ts";
 import { s3Test } from "../_s3.ts";
 import { bytesOf, randomBytes } from "./_contract.ts";
 import { type FaultAction, FaultProxy, type SeenRequest } from "./_fault_proxy.ts";
@@ -154,3 +155,49 @@ s3Test("S3Store never splices two versions: a resumed download of a replaced obj
     await proxy.close();
   }
 });
+
+s3Test(
+  "S3Store conditional PUT whose answer was lost: the retry's failed condition is our own write, not a second writer",
+  async (b) => {
+    const proxy = new FaultProxy(b.endpoint.endpoint);
+    try {
+      const store = b.store({ endpoint: proxy.endpoint, retries: 3, timeout: 2000 });
+      const isPut = (r: SeenRequest) => r.method === "PUT";
+      const first = new TextEncoder().encode('{"writer":"a","n":1}');
+      proxy.rule = once(isPut, "lose");
+      const created = await store.put("run/index.json", first, { mode: "create" });
+      assert.equal(proxy.count("lose"), 1, "the create's first answer was lost");
+      assert.equal(proxy.log.filter((l) => isPut(l.request)).length, 2, "the create was sent twice");
+      assert.deepEqual(await bytesOf((await store.get("run/index.json")).body), first);
+
+      const second = new TextEncoder().encode('{"writer":"a","n":2}');
+      proxy.rule = once(isPut, "lose");
+      const replaced = await store.put("run/index.json", second, { mode: { ifMatch: created.version } });
+      assert.equal(proxy.count("lose"), 2);
+      assert.notEqual(replaced.version, created.version);
+      assert.deepEqual(await bytesOf((await store.get("run/index.json")).body), second);
+      // The version given back is the object's: the next commit's condition holds.
+      await store.put("run/index.json", first, { mode: { ifMatch: replaced.version } });
+
+      // A real second writer is still one: the object holds other bytes than the lost write's.
+      const current = (await store.head("run/index.json"))!.version;
+      proxy.rule = (r) => {
+        if (!isPut(r) || proxy.count("lose") > 2) return;
+        // Another writer commits between our lost attempt and its retry.
+        return "lose";
+      };
+      const other = b.store();
+      const race = store.put("run/index.json", second, { mode: { ifMatch: current } });
+      // Wait for the lost attempt, then write over it as the other writer.
+      while (proxy.count("lose") < 3) await new Promise((r) => setTimeout(r, 10));
+      await other.put("run/index.json", new TextEncoder().encode('{"writer":"b"}'));
+      await assert.rejects(race, PreconditionFailedError);
+      assert.deepEqual(
+        new TextDecoder().decode(await bytesOf((await store.get("run/index.json")).body)),
+        '{"writer":"b"}',
+      );
+    } finally {
+      await proxy.close();
+    }
+  },
+);
