@@ -5,10 +5,11 @@
  * expansion it used to print. Each row is one method on one data set, trials interleaved in one
  * process, medians printed with ratios against the peers of the same run.
  *
- *   deno task train --hidden 1024 --optimizer adam --steps 300 --dir runs/adam1024   # the trained weights
+ *   deno task train --hidden 1024 --optimizer adam --lr 0.005 --steps 200 --dir runs/adam1024   # the weights
  *   deno task bench:codec [--weights runs/adam1024] [--size 32] [--trials 5] [--json-size 16] [--json]
  *
- * With `--json`, the progress goes to stderr and stdout gets one JSON document (`rows`,
+ * Without `--weights`, a missing runs/adam1024 is trained first with the command above (a few
+ * minutes, once). With `--json`, the progress goes to stderr and stdout gets one JSON document (`rows`,
  * `jsonLines`, `targets`), for a script that runs this one as a subprocess, such as bench:compare.
  *
  * Throughput is tensor bytes (uncompressed) per second, so rows compare directly; ratio is file
@@ -29,9 +30,10 @@ import {
   type TensorInput,
 } from "../mod.ts";
 
+const DEFAULT_WEIGHTS = "runs/adam1024";
 const { values } = parseArgs({
   options: {
-    weights: { type: "string", default: "runs/adam1024" },
+    weights: { type: "string", default: DEFAULT_WEIGHTS },
     size: { type: "string", default: "32" },
     trials: { type: "string", default: "5" },
     "json-size": { type: "string", default: "16" },
@@ -117,7 +119,33 @@ interface DataSet {
   tensors: TensorInput[];
 }
 
+const TRAIN_FLAGS = ["--hidden", "1024", "--optimizer", "adam", "--lr", "0.005", "--steps", "200", "--quiet"];
+
+/** Trains the default weights with the train demo when they are missing (the caller's own path is left alone). */
+async function ensureTrained(path: string): Promise<void> {
+  if (path !== DEFAULT_WEIGHTS) return;
+  try {
+    await Deno.stat(path);
+    return;
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
+  say(
+    `(no trained weights at ${path}: training them first, once: deno task train ${
+      TRAIN_FLAGS.join(" ")
+    } --dir ${path})`,
+  );
+  const train = new URL("../demo/train.ts", import.meta.url).pathname;
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-read", "--allow-write", "--allow-env", train, ...TRAIN_FLAGS, "--dir", path],
+    stdout: "null",
+    stderr: "piped",
+  }).output();
+  if (!out.success) say(`(training failed: ${new TextDecoder().decode(out.stderr).trim().split("\n").at(-1)})`);
+}
+
 async function trainedSets(path: string): Promise<DataSet[]> {
+  await ensureTrained(path);
   let ckpt;
   try {
     const info = await Deno.stat(path);

@@ -160,7 +160,7 @@ function asText(entries: ListedCheckpoint[], showBest: boolean): string {
   if (entries.length === 0) return "no checkpoints\n";
   const header = ["step", "saved", "size", "kind", "tensors", "metrics"];
   if (showBest) header.push("best");
-  header.push("kept", "status", "sha256");
+  header.push("kept", "status", "digest");
   const rows = [header];
   for (const e of entries) {
     const row = [

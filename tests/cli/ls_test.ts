@@ -20,7 +20,7 @@ Deno.test("ls lists step, time, size, metrics, why each is kept, status and dige
   assert.equal(r.code, 0, r.err);
   assert.equal(r.err, "");
   const lines = r.out.trimEnd().split("\n");
-  assert.match(lines[0]!, /^step\s+saved\s+size\s+kind\s+tensors\s+metrics\s+best\s+kept\s+status\s+sha256$/);
+  assert.match(lines[0]!, /^step\s+saved\s+size\s+kind\s+tensors\s+metrics\s+best\s+kept\s+status\s+digest$/);
   assert.deepEqual(lines.slice(1, -1).map((l) => l.trim().split(/\s+/)[0]), ["20", "30", "40", "50"]);
   assert.match(
     lines[1]!,
