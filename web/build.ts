@@ -8,8 +8,9 @@
  *
  * Entries: `ckpt.js` (everything `mod.ts` exports), `tfjs.js` (the TF.js adapter; it imports
  * `@tensorflow/tfjs-core` by that bare name, so the page's import map or bundler supplies the one
- * TF.js copy the model uses) and `opfs.js` (the Origin Private File System store). Shared code
- * lands in chunks beside them. The SHA-256 is chosen at run time: `node:crypto` where there is
+ * TF.js copy the model uses), `opfs.js` (the Origin Private File System store) and
+ * `ckpt-worker.js` (the worker background saves run in, started by the library itself). Shared
+ * code lands in chunks beside them. The SHA-256 is chosen at run time: `node:crypto` where there is
  * one (Node), WebAssembly (hash-wasm) in browsers, loaded only there. esbuild then lowers the
  * output to ES2022 (Node 20 has no `using`) and minifies it. File paths are Deno's alone:
  * the build replaces `node:path` and `node:url` with modules whose every use is a TypeError.
@@ -29,6 +30,12 @@ export const LIBRARY_ENTRIES: Readonly<Record<string, string>> = Object.freeze({
   tfjs: "src/tfjs/mod.ts",
   opfs: "src/storage/opfs.ts",
 });
+
+/**
+ * The BackgroundWriter's worker (background saves, the TF.js adapter's `CheckpointWriter`): built
+ * beside every set of entries as `ckpt-worker.js`, where the built library looks for it.
+ */
+export const WORKER_ENTRY = "ckpt-worker";
 
 /** Options for {@linkcode buildWeb}. */
 export interface BuildOptions {
@@ -54,7 +61,7 @@ async function gzipSize(bytes: Uint8Array): Promise<number> {
 
 /** Builds the entries into `outDir` (emptied first) and lists what it wrote. */
 export async function buildWeb(outDir: string, options: BuildOptions = {}): Promise<BuiltFile[]> {
-  const entries = options.entries ?? LIBRARY_ENTRIES;
+  const entries = { ...(options.entries ?? LIBRARY_ENTRIES), [WORKER_ENTRY]: "src/background/_worker.ts" };
   const external = options.external ?? ["@tensorflow/tfjs-core"];
   const config = JSON.parse(await Deno.readTextFile(join(ROOT, "deno.json")));
   const importMap = {
@@ -62,6 +69,9 @@ export async function buildWeb(outDir: string, options: BuildOptions = {}): Prom
       ...config.imports,
       "node:path": new URL("./_node_path.ts", import.meta.url).href,
       "node:url": new URL("./_node_url.ts", import.meta.url).href,
+      // The BackgroundWriter's worker, built as its own entry: see src/background/_worker_url.ts.
+      [new URL("src/background/_worker_url.ts", `file://${ROOT}`).href]: new URL("./_worker_url.ts", import.meta.url)
+        .href,
     },
   };
   await Deno.remove(outDir, { recursive: true }).catch(() => {});

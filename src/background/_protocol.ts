@@ -66,8 +66,11 @@ function errorClass(name: string): ErrorClass {
   if (Object.hasOwn(BUILTIN_ERRORS, name)) return BUILTIN_ERRORS[name]!;
   // Deno's I/O errors (NotFound, PermissionDenied, NoSpaceLeft...) keep their class so callers
   // can test `instanceof Deno.errors.NotFound`.
-  const deno = (Deno.errors as unknown as Record<string, ErrorClass | undefined>)[name];
-  if (Object.hasOwn(Deno.errors, name) && typeof deno === "function") return deno;
+  // (In a browser there is no Deno: those are plain Errors, and DOMExceptions such as OPFS's
+  // QuotaExceededError keep their name in the message.)
+  const errors = (globalThis as { Deno?: { errors?: Record<string, ErrorClass | undefined> } }).Deno?.errors;
+  const deno = errors?.[name];
+  if (errors && Object.hasOwn(errors, name) && typeof deno === "function") return deno;
   return Error;
 }
 

@@ -1,8 +1,14 @@
 // The worker a BackgroundWriter runs: it saves each requested checkpoint with the core's
 // saveCheckpoint (encode, SHA-256, optional gzip, atomic write), one at a time in arrival order,
 // and sends the tensors back, transferring their buffers, whatever the outcome.
+//
+// The save code is imported dynamically, after the message listener is in place: its modules
+// wait at the top level (the SHA-256 is chosen and, in a browser, a WebAssembly module compiled),
+// and Chromium dispatches messages to a module worker whose top-level await has not finished
+// yet, so a request posted right after the worker started was dropped there and its save never
+// settled. Statically imported here, none of this module ran before those waits ended.
 
-import { saveCheckpoint } from "../io/save.ts";
+import type { saveCheckpoint as SaveCheckpoint } from "../io/save.ts";
 import { type SaveReply, type SaveRequest, serializeError } from "./_protocol.ts";
 import { SaveQueue } from "./_queue.ts";
 import { buffersOf } from "./_transfer.ts";
@@ -21,9 +27,12 @@ function send(reply: SaveReply): void {
   }
 }
 
+let saver: Promise<typeof SaveCheckpoint> | undefined;
+
 async function save(request: SaveRequest): Promise<void> {
   const { id, path, metadata, tensors, options } = request;
   try {
+    const saveCheckpoint = await (saver ??= import("../io/save.ts").then((m) => m.saveCheckpoint));
     const result = await saveCheckpoint(path, { metadata, tensors }, options);
     send({ id, status: "saved", result, tensors });
   } catch (e) {

@@ -20,6 +20,8 @@ import {
   type WorkerSaveOptions,
 } from "./_protocol.ts";
 import { takeOwnership } from "./_transfer.ts";
+import { WORKER_MODULE } from "./_worker_url.ts";
+import { resolveObject } from "../storage/resolve.ts";
 
 /**
  * What a {@linkcode BackgroundWriter} does with a `save()` that arrives while another is running:
@@ -142,7 +144,13 @@ interface Failure {
 
 function checkTarget(target: string | URL): string {
   if (typeof target !== "string" && !(target instanceof URL)) {
-    throw new TypeError("Cannot save checkpoint in the background: target must be a path or a file: URL");
+    throw new TypeError("Cannot save checkpoint in the background: target must be a path, a file: URL or an opfs: URL");
+  }
+  // The Origin Private File System, which a page's worker opens as the page would.
+  const href = target instanceof URL ? target.href : target;
+  if (/^opfs:/i.test(href)) {
+    const { store, key } = resolveObject(href); // checked and normalised now
+    return store.url + key;
   }
   const path = toPath(target);
   if (path.length === 0) throw new TypeError("Cannot save checkpoint in the background: target path is empty");
@@ -303,8 +311,7 @@ export class BackgroundWriter implements AsyncDisposable {
     this.#whenBusy = whenBusy;
     this.#onReturn = options.onReturn;
     this.#idleTimeout = idleTimeout;
-    this.#workerUrl = (options as { [WORKER_URL]?: URL })[WORKER_URL] ??
-      new URL("./_worker.ts", import.meta.url);
+    this.#workerUrl = (options as { [WORKER_URL]?: URL })[WORKER_URL] ?? WORKER_MODULE;
     // Started now rather than at the first save: starting a worker blocks the calling thread,
     // better during setup than in the middle of training.
     this.#worker = this.#spawn();
@@ -335,7 +342,8 @@ export class BackgroundWriter implements AsyncDisposable {
    * when an argument is bad: `target` not a path or `file:` URL, metadata or a tensor invalid,
    * data already detached, duplicate names, `options.codec` not `"binary"` or `"json"`.
    *
-   * @param target Where to write: a path or a `file:` URL (relative paths resolve now).
+   * @param target Where to write: a path or a `file:` URL (relative paths resolve now), or in a
+   *   browser an `opfs:///dir/name.ckpt` URL (the worker writes it to the Origin Private File System).
    * @param checkpoint Metadata and an array of tensors.
    * @param options Codec (by name), compression and sync, as for `saveCheckpoint`.
    * @returns Bytes written and their SHA-256.

@@ -195,9 +195,12 @@ export async function openInput(spec: string, io: CliIO): Promise<Input> {
     if (open) file.close();
     open = false;
   };
+  // A regular file's size is known: read what is left, plus one byte that finds the end (or a
+  // file that grew) in the same read. A pipe or device given as a path reads in full chunks.
+  let left = info.isFile ? info.size : Infinity;
   const stream = new ReadableStream<Uint8Array>({
     async pull(c) {
-      const buf = new Uint8Array(READ_CHUNK);
+      const buf = new Uint8Array(Math.min(READ_CHUNK, left + 1));
       let filled = 0;
       try {
         while (filled < buf.byteLength) {
@@ -209,6 +212,7 @@ export async function openInput(spec: string, io: CliIO): Promise<Input> {
         close();
         throw new FileError(`Cannot read ${JSON.stringify(spec)}: ${osReason(e)}`, { cause: e });
       }
+      left = Math.max(0, left - filled);
       if (filled > 0) c.enqueue(buf.subarray(0, filled));
       if (filled < buf.byteLength) {
         close();

@@ -73,11 +73,16 @@ export function openSource(source: CheckpointSource, options: StorageOptions = {
     return readableFrom((async function* () {
       const file = await store.openFile(key);
       try {
+        let left = (await file.stat()).size;
         for (;;) {
-          const buf = new Uint8Array(FILE_CHUNK);
+          // What is left, plus one byte that finds the end (or a file that grew) in the same read:
+          // a small file no longer costs a zeroed FILE_CHUNK.
+          const want = Math.min(FILE_CHUNK, left + 1);
+          const buf = new Uint8Array(want);
           const n = await readFull(file, buf);
           if (n > 0) yield buf.subarray(0, n);
-          if (n < FILE_CHUNK) return;
+          if (n < want) return;
+          left = Math.max(0, left - n);
         }
       } finally {
         file.close();

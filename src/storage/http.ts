@@ -5,6 +5,7 @@
  * @module
  */
 import { checkKey, checkRange, clipRange } from "./_validate.ts";
+import { readableFrom } from "../format/_streams.ts";
 import {
   type ByteRange,
   type GetOptions,
@@ -284,7 +285,7 @@ export class HttpStore implements ObjectStore {
       const info = await this.head(key);
       if (!info) throw new ObjectNotFoundError(url);
       const { offset } = clipRange(range, info.size);
-      return { info, offset, length: 0, body: ReadableStream.from<Uint8Array>([]) };
+      return { info, offset, length: 0, body: readableFrom<Uint8Array>([]) };
     }
     const res = await this.#request(url, "GET", range && rangeHeader(range), signal);
     if (res.status === 404 || res.status === 410) {
@@ -299,7 +300,7 @@ export class HttpStore implements ObjectStore {
       if (!info) throw new ObjectNotFoundError(url);
       const { offset, length } = clipRange(range, info.size);
       if (length !== 0) throw new SyntaxError(`Cannot read ${url}: HTTP 416 for a range the object holds`);
-      return { info, offset, length: 0, body: ReadableStream.from<Uint8Array>([]) };
+      return { info, offset, length: 0, body: readableFrom<Uint8Array>([]) };
     }
     if (res.status === 206) {
       const header = res.headers.get("content-range") ?? "";
@@ -330,7 +331,7 @@ export class HttpStore implements ObjectStore {
         info: this.#info(key, res, size),
         offset: want.offset,
         length: want.length,
-        body: exactly(res.body ?? ReadableStream.from<Uint8Array>([]), 0, want.length, url),
+        body: exactly(res.body ?? readableFrom<Uint8Array>([]), 0, want.length, url),
       };
     }
     if (res.status !== 200) {
@@ -339,7 +340,7 @@ export class HttpStore implements ObjectStore {
     }
     // The whole object.
     if (range) this.#rangeIgnored++;
-    const body = res.body ?? ReadableStream.from<Uint8Array>([]);
+    const body = res.body ?? readableFrom<Uint8Array>([]);
     const declared = res.headers.get("content-length");
     const size = declared !== null && /^\d+$/.test(declared) ? Number(declared) : undefined;
     if (size === undefined) {
@@ -350,7 +351,7 @@ export class HttpStore implements ObjectStore {
           info: this.#info(key, res, bytes.byteLength),
           offset: 0,
           length: bytes.byteLength,
-          body: ReadableStream.from([bytes]),
+          body: readableFrom([bytes]),
         };
       }
       if ("suffix" in range) {
@@ -359,7 +360,7 @@ export class HttpStore implements ObjectStore {
           info: this.#info(key, res, total),
           offset: total - tail.byteLength,
           length: tail.byteLength,
-          body: ReadableStream.from([tail]),
+          body: readableFrom([tail]),
         };
       }
       const head = await this.head(key);
@@ -378,7 +379,7 @@ export class HttpStore implements ObjectStore {
       info: this.#info(key, res, size),
       offset: want.offset,
       length: want.length,
-      body: want.length === 0 ? ReadableStream.from<Uint8Array>([]) : exactly(body, want.offset, want.length, url),
+      body: want.length === 0 ? readableFrom<Uint8Array>([]) : exactly(body, want.offset, want.length, url),
     };
   }
 

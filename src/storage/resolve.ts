@@ -1,6 +1,7 @@
 /**
  * Addresses to stores: where a path is accepted, so are `file:` URLs, `http(s)://` URLs (for
- * reads), `s3://bucket/key`, and `{ store, key }` for a backend of your own.
+ * reads), `s3://bucket/key`, `opfs:///dir/key` (the browser's Origin Private File System, in a
+ * page or a worker), and `{ store, key }` for a backend of your own.
  *
  * @module
  */
@@ -95,8 +96,13 @@ function s3Store(url: URL, prefix: string, options: ResolveOptions): ObjectStore
   const bucket = s3Parts(url).bucket;
   let real: Promise<ObjectStore> | undefined;
   const load = () => real ??= import("./s3.ts").then((m) => new m.S3Store({ ...options.s3, bucket, prefix }));
+  return lazyStore(`s3://${bucket}/${prefix}`, load);
+}
+
+/** A writable store named `url` that calls `load()` (once, it caches) on first use and forwards to it. */
+function lazyStore(url: string, load: () => Promise<ObjectStore>): ObjectStore {
   return {
-    url: `s3://${bucket}/${prefix}`,
+    url,
     writable: true,
     get: async (key, o) => await (await load()).get(key, o),
     head: async (key) => await (await load()).head(key),
@@ -113,6 +119,27 @@ function s3Store(url: URL, prefix: string, options: ResolveOptions): ObjectStore
   };
 }
 
+/** The `/`-separated directory path of an `opfs:` URL (`opfs:///runs/demo/`), without slashes around it. */
+function opfsPath(url: URL): string {
+  if (url.host !== "") {
+    throw new TypeError(
+      `Invalid address ${url.href}: an opfs: URL has no host (write opfs:///${url.host}${url.pathname})`,
+    );
+  }
+  return decodeURIComponent(url.pathname).replace(/^\/+/, "");
+}
+
+/**
+ * An OPFS store, its module loaded and its directory opened on first use (resolving an address
+ * is synchronous; opening an OPFS directory is not).
+ */
+function opfsStore(dir: string): ObjectStore {
+  const parts = dir.split("/").filter((p) => p !== "");
+  let real: Promise<ObjectStore> | undefined;
+  const load = () => real ??= import("./opfs.ts").then((m) => m.OpfsStore.open(parts.join("/")));
+  return lazyStore(`opfs:///${parts.map((p) => p + "/").join("")}`, load);
+}
+
 /**
  * The store and key of one object.
  *
@@ -120,6 +147,8 @@ function s3Store(url: URL, prefix: string, options: ResolveOptions): ObjectStore
  * - `https://host/dir/a.ckpt`: an {@linkcode HttpStore} on `https://host/dir/`, key `a.ckpt`
  *   (a query string, such as a pre-signed URL's signature, is kept for every request);
  * - `s3://bucket/run/a.ckpt`: an S3 store on bucket `bucket` and prefix `run/`, key `a.ckpt`;
+ * - `opfs:///runs/demo/a.ckpt`: the Origin Private File System store on directory `runs/demo`
+ *   (created when first used), key `a.ckpt`: in a page or a worker, not in Deno;
  * - `{ store, key }`: as given.
  *
  * @example
@@ -161,15 +190,22 @@ export function resolveObject(address: StorageAddress, options: ResolveOptions =
     if (key === "") throw new TypeError(`Invalid address ${url.href}: names a prefix, not an object`);
     return { store: s3Store(url, path.slice(0, cut + 1), options), key };
   }
+  if (url.protocol === "opfs:") {
+    const path = opfsPath(url);
+    const cut = path.lastIndexOf("/");
+    const key = path.slice(cut + 1);
+    if (key === "") throw new TypeError(`Invalid address ${url.href}: names a directory, not an object`);
+    return { store: opfsStore(path.slice(0, cut + 1)), key };
+  }
   throw new TypeError(
-    `Invalid address ${url.href}: unsupported scheme ${url.protocol} (use a path, file:, http(s): or s3:)`,
+    `Invalid address ${url.href}: unsupported scheme ${url.protocol} (use a path, file:, http(s):, s3: or opfs:)`,
   );
 }
 
 /**
  * A store rooted at a directory-like address: a path or `file:` URL (a {@linkcode FileStore}),
- * `s3://bucket/prefix` (an S3 store on that prefix), `http(s)://host/dir/` (read-only), or a store
- * as given.
+ * `s3://bucket/prefix` (an S3 store on that prefix), `http(s)://host/dir/` (read-only),
+ * `opfs:///dir` (the Origin Private File System, in a browser), or a store as given.
  *
  * @example
  * ```ts
@@ -194,8 +230,9 @@ export function resolveDirectory(address: DirectoryAddress, options: ResolveOpti
     const { key } = s3Parts(url);
     return s3Store(url, key === "" || key.endsWith("/") ? key : `${key}/`, options);
   }
+  if (url.protocol === "opfs:") return opfsStore(opfsPath(url));
   throw new TypeError(
-    `Invalid directory ${url.href}: unsupported scheme ${url.protocol} (use a path, file:, http(s): or s3:)`,
+    `Invalid directory ${url.href}: unsupported scheme ${url.protocol} (use a path, file:, http(s):, s3: or opfs:)`,
   );
 }
 

@@ -9,7 +9,8 @@
  *   left behind and the previous object stays.
  * - Conditional writes: `"create"` sends `If-None-Match: *`, `{ ifMatch }` sends `If-Match` with the
  *   ETag unquoted (Ceph RGW refuses a quoted one). A failed condition is a
- *   {@linkcode PreconditionFailedError}.
+ *   {@linkcode PreconditionFailedError}, unless the object holds exactly the bytes being written:
+ *   a write whose answer was lost, retried, fails the condition it changed itself.
  * - Transient failures (connection errors, 500, 502, 503, 504, 429, SlowDown, timeouts) are
  *   retried with exponential backoff and full jitter, `retries` times; a part's bytes are kept
  *   until the store acknowledges them, so a retried part is sent whole again.
@@ -667,6 +668,12 @@ export class S3Store implements ObjectStore {
     });
     const text = await res.text();
     if (res.status === 412 || res.status === 409 || (res.status === 404 && typeof mode === "object")) {
+      // A write whose answer was lost may have been applied, and its retry (ours, or one the
+      // HTTP client makes on its own, unseen) then fails the condition our own write changed. The
+      // object holding exactly our bytes says so; another writer's would differ (a manager's
+      // commit names its writer), or be the same write.
+      const mine = await this.#holds(key, data, signal);
+      if (mine) return mine;
       const why = mode === "create"
         ? "an object with that key already exists"
         : "the object changed (or was deleted) since version " + (typeof mode === "object" ? mode.ifMatch : "");
@@ -683,6 +690,24 @@ export class S3Store implements ObjectStore {
     const info: ObjectInfo = { key, size: data.byteLength, version: unquote(res.headers.get("etag")) };
     if (info.version === "") return (await this.head(key)) ?? info;
     return info;
+  }
+
+  /** The object's description if it holds exactly `data`, else `undefined`. */
+  async #holds(key: string, data: Uint8Array, signal: AbortSignal | undefined): Promise<ObjectInfo | undefined> {
+    let got: GetResult;
+    try {
+      got = await this.get(key, signal ? { signal } : {});
+    } catch (e) {
+      if (e instanceof ObjectNotFoundError) return undefined;
+      throw e;
+    }
+    if (got.info.size !== data.byteLength) {
+      await got.body.cancel();
+      return undefined;
+    }
+    const bytes = new Uint8Array(await new Response(got.body).arrayBuffer());
+    for (let i = 0; i < bytes.byteLength; i++) if (bytes[i] !== data[i]) return undefined;
+    return got.info;
   }
 
   /**

@@ -209,7 +209,9 @@ export class CheckpointWriter implements AsyncDisposable {
    * Throws at once, capturing nothing, when the writer is closed, when an earlier save failed
    * unobserved (that error), or when an argument is bad (see {@linkcode snapshot}).
    *
-   * @param target Where to write: a path or a `file:` URL (written atomically), or a manager.
+   * @param target Where to write: a path or a `file:` URL (written atomically), in a browser an
+   *   `opfs:///dir/name.ckpt` URL (the worker writes it to the Origin Private File System), or a
+   *   manager.
    * @param state The model, optimizer, step and metadata, as for {@linkcode snapshot}.
    * @param options For a path: codec (by name), compression and sync, over the writer's
    *   `saveOptions`. A manager uses its own.
@@ -220,7 +222,7 @@ export class CheckpointWriter implements AsyncDisposable {
    * Snapshots `state` now and writes it to the file `target` in the background, atomically.
    * See the overload above for the details.
    *
-   * @param target A path or a `file:` URL.
+   * @param target A path or a `file:` URL, or in a browser an `opfs:///dir/name.ckpt` URL.
    * @param state The model, optimizer, step and metadata, as for {@linkcode snapshot}.
    * @param options Codec (by name), compression and sync, over the writer's `saveOptions`.
    * @returns The bytes written and their SHA-256.
@@ -236,7 +238,9 @@ export class CheckpointWriter implements AsyncDisposable {
     if (earlier) throw earlier;
     const manager = isManager(target) ? target : undefined;
     if (!manager && typeof target !== "string" && !(target instanceof URL)) {
-      throw new TypeError("Cannot save checkpoint: target must be a path, a file: URL or a CheckpointManager");
+      throw new TypeError(
+        "Cannot save checkpoint: target must be a path, a file: or opfs: URL, or a CheckpointManager",
+      );
     }
     if (typeof state !== "object" || state === null) throw new TypeError("Cannot save checkpoint: state is required");
     const merged = { ...this.#saveOptions, ...options };

@@ -29,7 +29,12 @@ export type FaultAction =
   /** Read the whole request and never answer (until the proxy closes). */
   | "stall"
   /** Forward the request, relay the first 64 KiB of the response, then drop both connections. */
-  | "cut";
+  | "cut"
+  /**
+   * Forward the request; when the server answers, drop both connections without relaying a byte
+   * (a response lost after the store applied the request).
+   */
+  | "lose";
 
 /** Decides per request; `"pass"` when it returns nothing. */
 export type FaultRule = (request: SeenRequest) => FaultAction | undefined;
@@ -191,6 +196,7 @@ export class FaultProxy {
           relay = this.#relay(server, client, cut).catch(() => {});
         }
         if (action === "cut") cut.after = CUT_AFTER;
+        if (action === "lose") cut.after = 0;
         await writeAll(server, head);
         if (action === "reset") {
           await writeAll(server, await from.take(Math.floor(length / 2)));

@@ -71,3 +71,13 @@ Deno.test("save, load and readCheckpointIndex work on a { store, key } of any st
   assert.deepEqual(index.tensors.map((t) => t.name), ["a", "b"]);
   assert.equal(index.bytes, bytes);
 });
+
+Deno.test("opfs: addresses name the browser's Origin Private File System; in Deno using one says why not", async () => {
+  const { store, key } = resolveObject("opfs:///runs/demo/step-5.ckpt");
+  assert.deepEqual([store.url, key], ["opfs:///runs/demo/", "step-5.ckpt"]);
+  assert.equal(resolveObject("opfs:///a.ckpt").store.url, "opfs:///");
+  assert.equal(resolveDirectory("opfs:///runs/demo").url, "opfs:///runs/demo/");
+  assert.throws(() => resolveObject("opfs://runs/a.ckpt"), /has no host \(write opfs:\/\/\/runs\/a\.ckpt\)/);
+  assert.throws(() => resolveObject("opfs:///runs/"), /names a directory/);
+  await assert.rejects(store.head(key), /no navigator\.storage\.getDirectory\(\)/);
+});

@@ -4,6 +4,7 @@
 // object, and leaves the previous object and no multipart upload behind.
 import assert from "node:assert/strict";
 import { S3Error } from "../../src/storage/s3.ts";
+import { PreconditionFailedError } from "../../src/storage/types.ts";
 import { s3Test } from "../_s3.ts";
 import { bytesOf, randomBytes } from "./_contract.ts";
 import { type FaultAction, FaultProxy, type SeenRequest } from "./_fault_proxy.ts";
@@ -154,3 +155,47 @@ s3Test("S3Store never splices two versions: a resumed download of a replaced obj
     await proxy.close();
   }
 });
+
+s3Test(
+  "a conditional PUT whose response was lost, retried, succeeds when the store holds our bytes; a real conflict still fails",
+  async (b) => {
+    const proxy = new FaultProxy(b.endpoint.endpoint);
+    try {
+      const store = b.store({ endpoint: proxy.endpoint, retries: 3 });
+      const losePut = (times: number) => {
+        let left = times;
+        proxy.rule = (r) => r.method === "PUT" && left-- > 0 ? "lose" : undefined;
+      };
+      // create: the store made the object, the answer never came, the retry meets its own object.
+      const first = randomBytes(3 * KiB, 41);
+      losePut(1);
+      const created = await store.put("cond/index.json", first, { mode: "create" });
+      assert.equal(proxy.count("lose"), 1, "the first answer was lost");
+      assert.deepEqual(await bytesOf((await b.store().get("cond/index.json")).body), first);
+      assert.equal(created.size, first.byteLength);
+
+      // replace-if-unchanged, likewise: the retry's If-Match names the version our write replaced.
+      const second = randomBytes(3 * KiB, 42);
+      losePut(1);
+      const replaced = await store.put("cond/index.json", second, { mode: { ifMatch: created.version! } });
+      assert.equal(proxy.count("lose"), 2);
+      assert.deepEqual(await bytesOf((await b.store().get("cond/index.json")).body), second);
+      assert.equal(replaced.version, (await b.store().head("cond/index.json"))!.version);
+
+      // Another writer's object: the lost answer was a 412, and the retry's 412 is a real conflict.
+      losePut(1);
+      await assert.rejects(
+        () => store.put("cond/index.json", randomBytes(3 * KiB, 43), { mode: "create" }),
+        PreconditionFailedError,
+      );
+      losePut(1);
+      await assert.rejects(
+        () => store.put("cond/index.json", randomBytes(3 * KiB, 44), { mode: { ifMatch: created.version! } }),
+        PreconditionFailedError,
+      );
+      assert.deepEqual(await bytesOf((await b.store().get("cond/index.json")).body), second, "untouched");
+    } finally {
+      await proxy.close();
+    }
+  },
+);

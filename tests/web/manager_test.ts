@@ -44,6 +44,27 @@ browserTest(
       assert.equal(r.keys.filter((k) => k.endsWith(".ckpt")).length, 3, `objects: ${r.keys.join(", ")}`);
     });
 
+    await t.step("an opfs: address opens the same store: open, save, load by address", async () => {
+      const r = await page.evaluate(async () => {
+        const mgr = await m.CheckpointManager.open("opfs:///mgr/by-address", { maxToKeep: 2 });
+        await mgr.save({
+          metadata: { step: 7 },
+          tensors: [{ name: "w", dtype: "float32", shape: [2], data: new Float32Array([1, 2]) }],
+        });
+        const [entry] = await mgr.list();
+        await mgr.close();
+        const store = await m.OpfsStore.open("mgr/by-address");
+        const keys = [];
+        for await (const o of store.list()) keys.push(o.key);
+        const back = await m.loadCheckpoint(entry!.path);
+        return { dir: mgr.dir, path: entry!.path, keys, w: [...back.tensors[0]!.data as Float32Array] };
+      });
+      assert.equal(r.dir, "opfs:///mgr/by-address/");
+      assert.match(r.path, /^opfs:\/\/\/mgr\/by-address\/.*\.ckpt$/);
+      assert.ok(r.keys.some((k) => r.path.endsWith(k)), `objects: ${r.keys.join(", ")}`);
+      assert.deepEqual(r.w, [1, 2]);
+    });
+
     await t.step("latest() verifies: a corrupted newest checkpoint is skipped for the one before", async () => {
       const r = await page.evaluate(async () => {
         const store = await m.OpfsStore.open("mgr/verify");

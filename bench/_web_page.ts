@@ -1,0 +1,170 @@
+/// <reference lib="dom" />
+// The page side of bench/web_compare.ts (bundled with TF.js): each call does one timed operation
+// in the page and returns its milliseconds, so the Deno side can interleave methods and take
+// medians. The same tensors serve every method of a size.
+import * as tf from "@tensorflow/tfjs";
+import { loadCheckpoint, saveCheckpoint, type TensorInput } from "../mod.ts";
+import { OpfsStore } from "../src/storage/opfs.ts";
+import { restore, snapshot, StagingPool } from "../src/tfjs/mod.ts";
+
+const MiB = 2 ** 20;
+let tensors: TensorInput[] = [];
+let store: OpfsStore | undefined;
+let root: FileSystemDirectoryHandle | undefined;
+let model: tf.LayersModel | undefined;
+const pool = new StagingPool();
+/** Keeps what a load returned alive until the next call, so the timing cannot be a dead store. */
+let _retained: unknown;
+
+/** Fills `n` bytes with a cheap pseudo-random pattern (incompressible, deterministic). */
+function noise(n: number, seed: number): Float32Array {
+  const u = new Uint32Array(n / 4);
+  let x = seed | 1;
+  for (let i = 0; i < u.length; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    u[i] = x & 0x3f7fffff; // finite floats in [0, 1)
+  }
+  return new Float32Array(u.buffer);
+}
+
+/** Makes the tensors for one size: `mib` MiB in tensors of `tensorMib` MiB. */
+export function makeTensors(mib: number, tensorMib: number): number {
+  tensors = [];
+  _retained = undefined;
+  for (let i = 0; i * tensorMib < mib; i++) {
+    const bytes = Math.min(tensorMib, mib - i * tensorMib) * MiB;
+    tensors.push({ name: `layer${i}/kernel`, dtype: "float32", shape: [bytes / 4], data: noise(bytes, i + 1) });
+  }
+  return tensors.length;
+}
+
+async function opfs(): Promise<{ store: OpfsStore; root: FileSystemDirectoryHandle }> {
+  root ??= await (await navigator.storage.getDirectory()).getDirectoryHandle("bench", { create: true });
+  store ??= await OpfsStore.open("bench/ckpt");
+  return { store, root };
+}
+
+/** ckpt: encode, hash and write the tensors to OPFS (temporary file, moved over the key). */
+export async function ckptSave(): Promise<number> {
+  const { store } = await opfs();
+  const t0 = performance.now();
+  await saveCheckpoint({ store, key: "a.ckpt" }, { metadata: { step: 1 }, tensors });
+  return performance.now() - t0;
+}
+
+/** ckpt: read from OPFS, decode and check every digest. */
+export async function ckptLoad(): Promise<number> {
+  const { store } = await opfs();
+  _retained = undefined;
+  const t0 = performance.now();
+  const back = await loadCheckpoint({ store, key: "a.ckpt" });
+  const ms = performance.now() - t0;
+  if (back.tensors.length !== tensors.length) throw new Error("ckpt load returned the wrong tensors");
+  _retained = back;
+  return ms;
+}
+
+/** The peer: the same bytes written to one OPFS file, tensor by tensor, no encoding, no hashing. */
+export async function rawWrite(): Promise<number> {
+  const { root } = await opfs();
+  const t0 = performance.now();
+  const w = await (await root.getFileHandle("raw.bin", { create: true })).createWritable();
+  for (const t of tensors) await w.write(t.data as Float32Array<ArrayBuffer>);
+  await w.close();
+  return performance.now() - t0;
+}
+
+/** The peer: the same bytes read back from OPFS into memory, no decoding, no hashing. */
+export async function rawRead(): Promise<number> {
+  const { root } = await opfs();
+  _retained = undefined;
+  const t0 = performance.now();
+  const bytes = await (await (await root.getFileHandle("raw.bin")).getFile()).arrayBuffer();
+  const ms = performance.now() - t0;
+  if (bytes.byteLength !== tensors.reduce((n, t) => n + t.data.byteLength, 0)) throw new Error("short raw read");
+  _retained = bytes;
+  return ms;
+}
+
+/** Builds a tfjs-layers MLP of about `mib` MiB of float32 weights (dense layers of width `width`). */
+export async function makeModel(mib: number, width: number): Promise<number> {
+  model?.dispose();
+  model = undefined;
+  _retained = undefined;
+  await tf.setBackend("cpu");
+  const layers = Math.max(1, Math.round((mib * MiB) / (width * width * 4)));
+  const m = tf.sequential();
+  for (let i = 0; i < layers; i++) {
+    m.add(tf.layers.dense({
+      name: `dense${i}`,
+      units: width,
+      inputShape: i === 0 ? [width] : undefined,
+      kernelInitializer: tf.initializers.randomUniform({ minval: -0.05, maxval: 0.05, seed: i + 1 }),
+    }));
+  }
+  model = m;
+  return m.countParams() * 4;
+}
+
+/** TF.js's own: `model.save("indexeddb://…")` (weights concatenated into one buffer, stored in IndexedDB). */
+export async function idbSave(): Promise<number> {
+  const t0 = performance.now();
+  await model!.save("indexeddb://ckpt-bench");
+  return performance.now() - t0;
+}
+
+/** TF.js's own: `tf.loadLayersModel("indexeddb://…")` (builds the model and sets its weights). */
+export async function idbLoad(): Promise<number> {
+  _retained = undefined;
+  const t0 = performance.now();
+  const m = await tf.loadLayersModel("indexeddb://ckpt-bench");
+  const ms = performance.now() - t0;
+  m.dispose();
+  return ms;
+}
+
+/** ckpt for the same model: `snapshot()` (copies the weights out of TF.js) then a save to OPFS. */
+export async function ckptModelSave(): Promise<number> {
+  const { store } = await opfs();
+  const t0 = performance.now();
+  await saveCheckpoint({ store, key: "model.ckpt" }, await snapshot({ model: model!, step: 1 }));
+  return performance.now() - t0;
+}
+
+/**
+ * ckpt for the same model as a training loop saves it: `snapshot()` into a staging pool (the
+ * buffers of the save before, as `CheckpointWriter` reuses them), then a save to OPFS.
+ */
+export async function ckptModelSavePooled(): Promise<number> {
+  const { store } = await opfs();
+  const t0 = performance.now();
+  const ckpt = await snapshot({ model: model!, step: 1, staging: pool });
+  await saveCheckpoint({ store, key: "model.ckpt" }, ckpt);
+  const ms = performance.now() - t0;
+  pool.release(ckpt);
+  return ms;
+}
+
+/** ckpt for the same model: load and verify from OPFS, then `restore()` into the model. */
+export async function ckptModelLoad(): Promise<number> {
+  const { store } = await opfs();
+  const t0 = performance.now();
+  const report = await restore(await loadCheckpoint({ store, key: "model.ckpt" }), { model: model! });
+  const ms = performance.now() - t0;
+  if (report.missing.length || report.mismatched.length) throw new Error("ckpt restore did not match the model");
+  return ms;
+}
+
+/** Removes what the bench wrote (OPFS directory and the IndexedDB model). */
+export async function cleanUp(): Promise<void> {
+  model?.dispose();
+  model = undefined;
+  tensors = [];
+  _retained = undefined;
+  store = undefined;
+  root = undefined;
+  await (await navigator.storage.getDirectory()).removeEntry("bench", { recursive: true }).catch(() => {});
+  await tf.io.removeModel("indexeddb://ckpt-bench").catch(() => {});
+}

@@ -1,0 +1,213 @@
+/**
+ * Side by side in one headless Chromium session, on the same tensors (`deno task bench:web`):
+ *
+ * - ckpt `saveCheckpoint` to OPFS (encode, SHA-256 per tensor and of the stream, temporary file
+ *   moved over the key) against writing the same bytes to one OPFS file with `createWritable()`,
+ *   no encoding, no hashing; and `loadCheckpoint` from OPFS (decode, every digest checked)
+ *   against reading the file back with `File.arrayBuffer()`;
+ * - TF.js's own `model.save("indexeddb://…")` / `tf.loadLayersModel("indexeddb://…")` against
+ *   ckpt for the same tfjs-layers model (`snapshot()` + save to OPFS; load + `restore()` into the
+ *   model), at sizes below and above 32 MiB, on the cpu backend;
+ * - peak JS memory during a large save: the page's heap plus ArrayBuffer backing stores
+ *   (CDP `Runtime.getHeapUsage`, sampled every 20 ms from here) above what it held before,
+ *   for ckpt's save and for `model.save("indexeddb://…")` of a model of the same size.
+ *
+ * Trials are interleaved (A, B, A, B…), the table gives medians and, per row, ckpt's speed over
+ * the peer's (the peer's time divided by ckpt's: above 1, ckpt is faster). A timing never
+ * fails anything here; the README quotes a run.
+ *
+ *   deno task bench:web [--sizes 64,256] [--model-sizes 8,48,128] [--heap-mib 256] [--trials 5]
+ *
+ * @module
+ */
+import { parseArgs } from "node:util";
+import type { CDPSession, Page } from "puppeteer-core";
+import { CHROMIUM, startWeb } from "../tests/web/_browser.ts";
+
+type Lib = typeof import("./_web_page.ts");
+declare const m: Lib;
+
+const { values } = parseArgs({
+  args: Deno.args,
+  options: {
+    sizes: { type: "string", default: "64,256" },
+    "model-sizes": { type: "string", default: "8,48,128" },
+    "heap-mib": { type: "string", default: "256" },
+    trials: { type: "string", default: "5" },
+    "tensor-mib": { type: "string", default: "4" },
+  },
+});
+const list = (s: string) => s.split(",").filter((x) => x !== "").map(Number);
+const SIZES = list(values.sizes);
+const MODEL_SIZES = list(values["model-sizes"]);
+const HEAP_MIB = Number(values["heap-mib"]);
+const TRIALS = Number(values.trials);
+const TENSOR_MIB = Number(values["tensor-mib"]);
+const MiB = 2 ** 20;
+
+if (!CHROMIUM) {
+  console.error("bench:web needs Chromium (apt-get install chromium, or set CHROMIUM=path)");
+  Deno.exit(1);
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+};
+const mbs = (mib: number, ms: number) => (mib * MiB) / 1e6 / (ms / 1000);
+
+type Op = Exclude<keyof Lib, "makeTensors" | "makeModel" | "cleanUp">;
+const call = (page: Page, op: Op) => page.evaluate((op: Op) => m[op](), op);
+
+/** Runs `ops` interleaved for `TRIALS` rounds (after one untimed warm-up round); medians in ms. */
+async function interleaved(page: Page, ops: Op[]): Promise<Record<string, number>> {
+  for (const op of ops) await call(page, op);
+  const times: Record<string, number[]> = Object.fromEntries(ops.map((op) => [op, []]));
+  for (let i = 0; i < TRIALS; i++) {
+    // Alternate which method goes first, so neither always runs on a warmer or cooler machine.
+    for (const op of i % 2 ? [...ops].reverse() : ops) times[op]!.push(await call(page, op));
+  }
+  return Object.fromEntries(ops.map((op) => [op, median(times[op]!)]));
+}
+
+interface Heap {
+  usedSize: number;
+  backingStorageSize?: number;
+}
+
+/** Heap plus ArrayBuffer backing stores, in bytes. */
+async function heapNow(cdp: CDPSession): Promise<number> {
+  const h = await cdp.send("Runtime.getHeapUsage") as Heap;
+  if (h.backingStorageSize === undefined) {
+    throw new Error("this Chromium's Runtime.getHeapUsage has no backingStorageSize");
+  }
+  return h.usedSize + h.backingStorageSize;
+}
+
+/** Peak of heap + backing stores above the level before `op`, sampled while it runs; in bytes. */
+async function peakDuring(page: Page, cdp: CDPSession, op: Op): Promise<{ peak: number; samples: number }> {
+  await cdp.send("HeapProfiler.collectGarbage");
+  const base = await heapNow(cdp);
+  let peak = base;
+  let samples = 0;
+  let running = true;
+  const sampler = (async () => {
+    while (running) {
+      peak = Math.max(peak, await heapNow(cdp));
+      samples++;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+  try {
+    await call(page, op);
+  } finally {
+    running = false;
+    await sampler;
+  }
+  return { peak: peak - base, samples };
+}
+
+const session = await startWeb({ entries: { bench: "bench/_web_page.ts" } });
+const { page } = session;
+const version = await session.browser.version();
+const rows: string[] = [];
+const row = (...cells: string[]) => {
+  rows.push(`| ${cells.join(" | ")} |`);
+  console.log(rows.at(-1));
+};
+try {
+  const cdp = await page.createCDPSession();
+  console.log(
+    `${version}, headless, ${navigator.hardwareConcurrency} cores, ${new Date().toISOString().slice(0, 10)}; ` +
+      `medians of ${TRIALS} interleaved trials after a warm-up\n`,
+  );
+  row("what", "MiB", "ckpt", "peer", "ckpt speed ÷ peer speed");
+  row("---", "---:", "---:", "---:", "---:");
+  for (const mib of SIZES) {
+    await page.evaluate((mib: number, t: number) => m.makeTensors(mib, t), mib, TENSOR_MIB);
+    const r = await interleaved(page, ["rawWrite", "ckptSave"]);
+    const w = [mbs(mib, r.ckptSave!), mbs(mib, r.rawWrite!)];
+    row(
+      "save to OPFS vs raw `createWritable()` write",
+      String(mib),
+      `${r.ckptSave!.toFixed(0)} ms (${w[0]!.toFixed(0)} MB/s)`,
+      `${r.rawWrite!.toFixed(0)} ms (${w[1]!.toFixed(0)} MB/s)`,
+      `${(w[0]! / w[1]!).toFixed(2)}×`,
+    );
+    const l = await interleaved(page, ["rawRead", "ckptLoad"]);
+    const rd = [mbs(mib, l.ckptLoad!), mbs(mib, l.rawRead!)];
+    row(
+      "load + verify from OPFS vs raw `File.arrayBuffer()`",
+      String(mib),
+      `${l.ckptLoad!.toFixed(0)} ms (${rd[0]!.toFixed(0)} MB/s)`,
+      `${l.rawRead!.toFixed(0)} ms (${rd[1]!.toFixed(0)} MB/s)`,
+      `${(rd[0]! / rd[1]!).toFixed(2)}×`,
+    );
+  }
+  await page.evaluate(() => m.makeTensors(0, 1));
+  for (const mib of MODEL_SIZES) {
+    const bytes = await page.evaluate((mib: number) => m.makeModel(mib, mib >= 32 ? 2048 : 1024), mib);
+    const size = (bytes / MiB).toFixed(0);
+    const s = await interleaved(page, ["idbSave", "ckptModelSave", "ckptModelSavePooled"]);
+    row(
+      "tfjs model: `snapshot` + save to OPFS vs `model.save('indexeddb://…')`",
+      size,
+      `${s.ckptModelSave!.toFixed(0)} ms`,
+      `${s.idbSave!.toFixed(0)} ms`,
+      `${(s.idbSave! / s.ckptModelSave!).toFixed(2)}×`,
+    );
+    row(
+      "the same, `snapshot` into a `StagingPool` (reused buffers, as in a training loop)",
+      size,
+      `${s.ckptModelSavePooled!.toFixed(0)} ms`,
+      `${s.idbSave!.toFixed(0)} ms`,
+      `${(s.idbSave! / s.ckptModelSavePooled!).toFixed(2)}×`,
+    );
+    const l = await interleaved(page, ["idbLoad", "ckptModelLoad"]);
+    row(
+      "tfjs model: load + verify + `restore` vs `tf.loadLayersModel('indexeddb://…')`",
+      size,
+      `${l.ckptModelLoad!.toFixed(0)} ms`,
+      `${l.idbLoad!.toFixed(0)} ms`,
+      `${(l.idbLoad! / l.ckptModelLoad!).toFixed(2)}×`,
+    );
+  }
+  if (HEAP_MIB > 0) {
+    await page.evaluate(() => m.makeModel(0, 1));
+    await page.evaluate((mib: number, t: number) => m.makeTensors(mib, t), HEAP_MIB, TENSOR_MIB);
+    await call(page, "ckptSave");
+    const peaks: number[] = [];
+    let samples = Infinity;
+    for (let i = 0; i < 3; i++) {
+      const p = await peakDuring(page, cdp, "ckptSave");
+      peaks.push(p.peak);
+      samples = Math.min(samples, p.samples);
+    }
+    row(
+      "peak heap + ArrayBuffers above the tensors during a save to OPFS",
+      String(HEAP_MIB),
+      `${(median(peaks) / MiB).toFixed(1)} MiB (≥ ${samples} samples per save)`,
+      "",
+      "",
+    );
+    await page.evaluate(() => m.makeTensors(0, 1));
+    await page.evaluate((mib: number) => m.makeModel(mib, 2048), HEAP_MIB);
+    const idb: number[] = [];
+    const ours: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      idb.push((await peakDuring(page, cdp, "idbSave")).peak);
+      ours.push((await peakDuring(page, cdp, "ckptModelSave")).peak);
+    }
+    row(
+      "tfjs model: peak above the model, `snapshot` + save vs `model.save('indexeddb://…')`",
+      String(HEAP_MIB),
+      `${(median(ours) / MiB).toFixed(1)} MiB`,
+      `${(median(idb) / MiB).toFixed(1)} MiB`,
+      `${(median(ours) / median(idb)).toFixed(2)}× the memory`,
+    );
+  }
+  await page.evaluate(() => m.cleanUp());
+} finally {
+  await session.close();
+}

@@ -1,0 +1,163 @@
+// Background saving in a page with the TF.js adapter, in headless Chromium: CheckpointWriter
+// snapshots the model on the page's thread, its Web Worker encodes, hashes and writes the
+// checkpoint into OPFS while training steps go on, and the checkpoint restores bit for bit into a
+// fresh model. On the cpu backend, and on webgpu where Chromium offers an adapter.
+import assert from "node:assert/strict";
+import { browserTest } from "./_browser.ts";
+
+type Lib = typeof import("./page/tfjs_entry.ts");
+declare const m: Lib;
+
+/** What the page reports: why it skipped, or what it saw. */
+type Outcome = { skipped: string } | {
+  workers: string[];
+  stepsWhileSaving: number;
+  bytes: number;
+  atSave: string[];
+  afterTraining: string[];
+  restored: string[];
+  iterations: number[];
+  missing: string[];
+  mismatched: number;
+};
+
+browserTest(
+  "CheckpointWriter in a page: a Web Worker writes to OPFS while training goes on",
+  { entries: { tfjs: "tests/web/page/tfjs_entry.ts" } },
+  async (t, ctx) => {
+    await t.step("a BackgroundWriter's save posted as its worker starts is written to OPFS", async () => {
+      // The worker is still loading (its SHA-256 compiles WebAssembly at the top level) when the
+      // request arrives: it must not be lost.
+      const r = await ctx.page.evaluate(async () => {
+        const writer = new m.BackgroundWriter();
+        const data = new Float32Array(1024).map((_, i) => i);
+        const saved = await Promise.race([
+          writer.save("opfs:///background/first.ckpt", {
+            metadata: { step: 1 },
+            tensors: [{ name: "w", dtype: "float32", shape: [1024], data }],
+          }),
+          new Promise<undefined>((r) => setTimeout(() => r(undefined), 60_000)),
+        ]);
+        if (!saved) return { error: "the save did not settle within 60 s" }; // (close() would wait for it)
+        await writer.close();
+        const back = await m.loadCheckpoint("opfs:///background/first.ckpt", { sha256: saved.digest });
+        return { error: "", sum: (back.tensors[0]!.data as Float32Array).reduce((a, b) => a + b, 0) };
+      });
+      assert.deepEqual(r, { error: "", sum: (1023 * 1024) / 2 });
+    });
+
+    for (const backend of ["cpu", "webgpu"]) {
+      await t.step(backend, async () => {
+        const r: Outcome = await ctx.page.evaluate(async (backend: string): Promise<Outcome> => {
+          const { tf } = m;
+          if (backend === "webgpu") {
+            const gpu = (navigator as { gpu?: { requestAdapter(): Promise<unknown> } }).gpu;
+            if (!gpu) return { skipped: "this Chromium has no navigator.gpu" };
+            if (!(await gpu.requestAdapter())) return { skipped: "navigator.gpu.requestAdapter() gave no adapter" };
+          }
+          if (!(await tf.setBackend(backend).catch(() => false))) return { skipped: `tf.setBackend failed` };
+          await tf.ready();
+          const build = () => {
+            const init = (n: number) => tf.initializers.glorotUniform({ seed: n });
+            const model = tf.sequential({
+              layers: [
+                tf.layers.dense({
+                  name: "fc1",
+                  units: 1024,
+                  inputShape: [1024],
+                  activation: "relu",
+                  kernelInitializer: init(1),
+                }),
+                tf.layers.dense({ name: "fc2", units: 1024, activation: "relu", kernelInitializer: init(2) }),
+                tf.layers.dense({ name: "out", units: 1, kernelInitializer: init(3) }),
+              ],
+            });
+            const optimizer = tf.train.adam(0.001);
+            model.compile({ optimizer, loss: "meanSquaredError" });
+            return { model, optimizer };
+          };
+          const hex = (b: ArrayBuffer) => [...new Uint8Array(b)].map((x) => x.toString(16).padStart(2, "0")).join("");
+          const digests = async (ts: { data(): Promise<ArrayLike<number>> }[]) => {
+            const out = [];
+            for (const x of ts) {
+              const d = (await x.data()) as Float32Array;
+              out.push(hex(await crypto.subtle.digest("SHA-256", d.slice())));
+            }
+            return out;
+          };
+          const state = async (s: ReturnType<typeof build>) => [
+            ...await digests(s.model.getWeights()),
+            ...await digests((await s.optimizer.getWeights()).map((w) => w.tensor)),
+          ];
+          const x = tf.randomNormal([32, 1024], 0, 1, "float32", 7);
+          const y = tf.randomNormal([32, 1], 0, 1, "float32", 8);
+          const a = build();
+          for (let i = 0; i < 3; i++) await a.model.trainOnBatch(x, y);
+          const atSave = await state(a);
+
+          const url = `opfs:///background/${backend}/step-3.ckpt`;
+          const workers: string[] = [];
+          const RealWorker = globalThis.Worker;
+          globalThis.Worker = class extends RealWorker {
+            constructor(u: string | URL, o?: WorkerOptions) {
+              workers.push(String(u));
+              super(u, o);
+            }
+          };
+          const writer = new m.CheckpointWriter();
+          globalThis.Worker = RealWorker;
+          let saved = false;
+          const saving = writer.save(url, { model: a.model, optimizer: a.optimizer, step: 3 });
+          saving.then(() => saved = true, () => saved = true);
+          // Training goes on while the worker encodes, hashes and writes.
+          let stepsWhileSaving = 0;
+          const giveUp = performance.now() + 120_000; // a hung worker fails the test, not the protocol
+          while (!saved) {
+            if (performance.now() > giveUp) {
+              throw new Error(`no answer from the worker after ${stepsWhileSaving} steps`);
+            }
+            await a.model.trainOnBatch(x, y);
+            stepsWhileSaving++;
+            await new Promise((r) => setTimeout(r, 0)); // lets the worker's reply in
+          }
+          const result = await saving;
+          await writer.close();
+          const afterTraining = await state(a);
+
+          const b = build();
+          const loaded = await m.loadCheckpoint(url, { sha256: result.digest });
+          const report = await m.restore(loaded, { model: b.model, optimizer: b.optimizer });
+          const restored = await state(b);
+          const iterations = [a.optimizer.iterations, b.optimizer.iterations];
+          a.model.dispose();
+          b.model.dispose();
+          x.dispose();
+          y.dispose();
+          return {
+            workers,
+            stepsWhileSaving,
+            bytes: result.bytes,
+            atSave,
+            afterTraining,
+            restored,
+            iterations,
+            missing: report.missing,
+            mismatched: report.mismatched.length,
+          };
+        }, backend);
+        if ("skipped" in r) {
+          console.log(`${backend} skipped: ${r.skipped}`);
+          return;
+        }
+        assert.equal(r.workers.length, 1);
+        assert.match(r.workers[0]!, /\/ckpt-worker\.js$/, "the built worker, beside the page's chunks");
+        assert.ok(r.stepsWhileSaving >= 1, "training steps ran while the worker wrote");
+        assert.ok(r.bytes > 3 * 4 * 2 ** 20, `${r.bytes} bytes: weights and both Adam moments`);
+        assert.deepEqual([r.missing, r.mismatched], [[], 0]);
+        assert.deepEqual(r.restored, r.atSave, "the restored model and optimizer are the state at save(), bit for bit");
+        assert.notDeepEqual(r.afterTraining, r.atSave, "training moved on after the snapshot");
+        assert.deepEqual(r.iterations, [3 + r.stepsWhileSaving, 3]);
+      });
+    }
+  },
+);

@@ -1,0 +1,6 @@
+// What the TF.js browser tests' pages import: TF.js (with the WebGPU backend), the library and
+// its TF.js adapter, as one module.
+export * as tf from "@tensorflow/tfjs";
+import "@tensorflow/tfjs-backend-webgpu";
+export * from "./core_entry.ts";
+export { CheckpointWriter, restore, snapshot } from "../../../src/tfjs/mod.ts";
