@@ -9,7 +9,8 @@
  *   left behind and the previous object stays.
  * - Conditional writes: `"create"` sends `If-None-Match: *`, `{ ifMatch }` sends `If-Match` with the
  *   ETag unquoted (Ceph RGW refuses a quoted one). A failed condition is a
- *   {@linkcode PreconditionFailedError}.
+ *   {@linkcode PreconditionFailedError}, unless the object holds exactly the bytes being written:
+ *   a write whose answer was lost, retried, fails the condition it changed itself.
  * - Transient failures (connection errors, 500, 502, 503, 504, 429, SlowDown, timeouts) are
  *   retried with exponential backoff and full jitter, `retries` times; a part's bytes are kept
  *   until the store acknowledges them, so a retried part is sent whole again.
@@ -677,13 +678,12 @@ export class S3Store implements ObjectStore {
     });
     const text = await res.text();
     if (res.status === 412 || res.status === 409 || (res.status === 404 && typeof mode === "object")) {
-      // A retry may fail its condition because of our own earlier attempt, applied by the store
-      // but whose answer was lost (a reset connection, a timeout). The retry may be ours or the
-      // HTTP client's own (fetch and node:http resend a request whose reused connection closed
-      // without an answer), so every failed condition is checked: an object holding exactly the
-      // bytes we sent is our write, and it succeeded.
-      const ours = await this.#holds(key, data, signal);
-      if (ours) return ours;
+      // A write whose answer was lost may have been applied, and its retry (ours, or one the
+      // HTTP client makes on its own, unseen) then fails the condition our own write changed. The
+      // object holding exactly our bytes says so; another writer's would differ (a manager's
+      // commit names its writer), or be the same write.
+      const mine = await this.#holds(key, data, signal);
+      if (mine) return mine;
       const why = mode === "create"
         ? "an object with that key already exists"
         : "the object changed (or was deleted) since version " + (typeof mode === "object" ? mode.ifMatch : "");
@@ -702,11 +702,7 @@ export class S3Store implements ObjectStore {
     return info;
   }
 
-  /**
-   * The object's description when it holds exactly `data` (compared byte for byte), else
-   * `undefined`: after a conditional PUT whose retry failed its condition, tells our own applied
-   * write from another writer's.
-   */
+  /** The object's description if it holds exactly `data`, else `undefined`. */
   async #holds(key: string, data: Uint8Array, signal: AbortSignal | undefined): Promise<ObjectInfo | undefined> {
     let got: GetResult;
     try {
@@ -719,15 +715,9 @@ export class S3Store implements ObjectStore {
       await got.body.cancel();
       return undefined;
     }
-    let at = 0;
-    for await (const chunk of got.body) {
-      if (at + chunk.byteLength > data.byteLength) return undefined;
-      for (let i = 0; i < chunk.byteLength; i++) {
-        if (chunk[i] !== data[at + i]) return undefined; // leaving the loop cancels the body
-      }
-      at += chunk.byteLength;
-    }
-    return at === data.byteLength ? got.info : undefined;
+    const bytes = new Uint8Array(await new Response(got.body).arrayBuffer());
+    for (let i = 0; i < bytes.byteLength; i++) if (bytes[i] !== data[i]) return undefined;
+    return got.info;
   }
 
   /**

@@ -111,8 +111,16 @@ async function runShard(): Promise<{ summary: Summary; failed: boolean }> {
   let peakRss = 0;
 
   async function one(t: Target, i: number): Promise<Failure[]> {
-    const c = makeCase(seeds, t, seed, i);
-    const { failures, accepted } = await check(c, tmp, depth);
+    let c, failures: Failure[], accepted: boolean;
+    try {
+      c = makeCase(seeds, t, seed, i);
+      ({ failures, accepted } = await check(c, tmp, depth));
+    } catch (e) {
+      // The harness's own bug (a mutator, the oracle): report it and go on with the run.
+      failed++;
+      console.log(`FAIL ${t} iteration ${i}: harness error ${e instanceof Error ? e.stack : String(e)}`);
+      return [];
+    }
     const s = stats[t];
     s.inputs++;
     if (accepted) s.accepted++;

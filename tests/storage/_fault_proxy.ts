@@ -31,8 +31,8 @@ export type FaultAction =
   /** Forward the request, relay the first 64 KiB of the response, then drop both connections. */
   | "cut"
   /**
-   * Forward the whole request (on a connection of its own), wait until the server answers, then
-   * drop the client's connection without relaying a byte: the request was applied, its answer lost.
+   * Forward the request; when the server answers, drop both connections without relaying a byte
+   * (a response lost after the store applied the request).
    */
   | "lose";
 
@@ -191,23 +191,12 @@ export class FaultProxy {
           await this.#closed.promise; // never answers, until the proxy closes
           return;
         }
-        if (action === "lose") {
-          const own = this.#track(await Deno.connect(this.#upstream));
-          try {
-            await writeAll(own, head);
-            await writeAll(own, await from.take(length));
-            // The answer's first bytes: the server has applied the request.
-            await own.read(new Uint8Array(64 * 1024));
-          } finally {
-            this.#drop(own);
-          }
-          return;
-        }
         if (!server) {
           server = this.#track(await Deno.connect(this.#upstream));
           relay = this.#relay(server, client, cut).catch(() => {});
         }
         if (action === "cut") cut.after = CUT_AFTER;
+        if (action === "lose") cut.after = 0;
         await writeAll(server, head);
         if (action === "reset") {
           await writeAll(server, await from.take(Math.floor(length / 2)));

@@ -157,45 +157,43 @@ s3Test("S3Store never splices two versions: a resumed download of a replaced obj
 });
 
 s3Test(
-  "S3Store conditional PUT whose answer was lost: the retry's failed condition is our own write, not a second writer",
+  "a conditional PUT whose response was lost, retried, succeeds when the store holds our bytes; a real conflict still fails",
   async (b) => {
     const proxy = new FaultProxy(b.endpoint.endpoint);
     try {
-      const store = b.store({ endpoint: proxy.endpoint, retries: 3, timeout: 2000 });
-      const isPut = (r: SeenRequest) => r.method === "PUT";
-      const first = new TextEncoder().encode('{"writer":"a","n":1}');
-      proxy.rule = once(isPut, "lose");
-      const created = await store.put("run/index.json", first, { mode: "create" });
-      assert.equal(proxy.count("lose"), 1, "the create's first answer was lost");
-      assert.equal(proxy.log.filter((l) => isPut(l.request)).length, 2, "the create was sent twice");
-      assert.deepEqual(await bytesOf((await store.get("run/index.json")).body), first);
-
-      const second = new TextEncoder().encode('{"writer":"a","n":2}');
-      proxy.rule = once(isPut, "lose");
-      const replaced = await store.put("run/index.json", second, { mode: { ifMatch: created.version } });
-      assert.equal(proxy.count("lose"), 2);
-      assert.notEqual(replaced.version, created.version);
-      assert.deepEqual(await bytesOf((await store.get("run/index.json")).body), second);
-      // The version given back is the object's: the next commit's condition holds.
-      await store.put("run/index.json", first, { mode: { ifMatch: replaced.version } });
-
-      // A real second writer is still one: the object holds other bytes than the lost write's.
-      const current = (await store.head("run/index.json"))!.version;
-      proxy.rule = (r) => {
-        if (!isPut(r) || proxy.count("lose") > 2) return;
-        // Another writer commits between our lost attempt and its retry.
-        return "lose";
+      const store = b.store({ endpoint: proxy.endpoint, retries: 3 });
+      const losePut = (times: number) => {
+        let left = times;
+        proxy.rule = (r) => r.method === "PUT" && left-- > 0 ? "lose" : undefined;
       };
-      const other = b.store();
-      const race = store.put("run/index.json", second, { mode: { ifMatch: current } });
-      // Wait for the lost attempt, then write over it as the other writer.
-      while (proxy.count("lose") < 3) await new Promise((r) => setTimeout(r, 10));
-      await other.put("run/index.json", new TextEncoder().encode('{"writer":"b"}'));
-      await assert.rejects(race, PreconditionFailedError);
-      assert.deepEqual(
-        new TextDecoder().decode(await bytesOf((await store.get("run/index.json")).body)),
-        '{"writer":"b"}',
+      // create: the store made the object, the answer never came, the retry meets its own object.
+      const first = randomBytes(3 * KiB, 41);
+      losePut(1);
+      const created = await store.put("cond/index.json", first, { mode: "create" });
+      assert.equal(proxy.count("lose"), 1, "the first answer was lost");
+      assert.deepEqual(await bytesOf((await b.store().get("cond/index.json")).body), first);
+      assert.equal(created.size, first.byteLength);
+
+      // replace-if-unchanged, likewise: the retry's If-Match names the version our write replaced.
+      const second = randomBytes(3 * KiB, 42);
+      losePut(1);
+      const replaced = await store.put("cond/index.json", second, { mode: { ifMatch: created.version! } });
+      assert.equal(proxy.count("lose"), 2);
+      assert.deepEqual(await bytesOf((await b.store().get("cond/index.json")).body), second);
+      assert.equal(replaced.version, (await b.store().head("cond/index.json"))!.version);
+
+      // Another writer's object: the lost answer was a 412, and the retry's 412 is a real conflict.
+      losePut(1);
+      await assert.rejects(
+        () => store.put("cond/index.json", randomBytes(3 * KiB, 43), { mode: "create" }),
+        PreconditionFailedError,
       );
+      losePut(1);
+      await assert.rejects(
+        () => store.put("cond/index.json", randomBytes(3 * KiB, 44), { mode: { ifMatch: created.version! } }),
+        PreconditionFailedError,
+      );
+      assert.deepEqual(await bytesOf((await b.store().get("cond/index.json")).body), second, "untouched");
     } finally {
       await proxy.close();
     }
