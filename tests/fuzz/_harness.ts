@@ -589,7 +589,7 @@ function mutateSafetensors(r: Rand, src: Uint8Array): [Uint8Array, string] {
 function mutateTfjs(r: Rand, files: Record<string, Uint8Array>): [Record<string, Uint8Array>, string, boolean] {
   const out = { ...files };
   const shards = Object.keys(files).filter((f) => f !== "model.json");
-  let model: Record<string, unknown>;
+  let model: Record<string, unknown> | null;
   try {
     model = JSON.parse(text.decode(files["model.json"]));
   } catch {
@@ -602,7 +602,10 @@ function mutateTfjs(r: Rand, files: Record<string, Uint8Array>): [Record<string,
     out[s] = b;
     // Recompute the shard digests the "ckpt" record holds: then the manifest is what is tested.
     if (r() < 0.5) {
-      const ckpt = model.ckpt as { shards?: { path: string; bytes: number; sha256: string }[] } | undefined;
+      // An earlier mutation of this case may have left model.json any JSON value (null, say).
+      const ckpt = (model !== null && typeof model === "object" ? model.ckpt : undefined) as
+        | { shards?: { path: string; bytes: number; sha256: string }[] }
+        | undefined;
       for (const e of Array.isArray(ckpt?.shards) ? ckpt.shards : []) {
         const f = typeof e?.path === "string" && Object.hasOwn(out, e.path) ? out[e.path] : undefined;
         if (f) {

@@ -158,9 +158,20 @@ async function runShard(): Promise<{ summary: Summary; failed: boolean }> {
     console.log(`  saved ${where}.*  (${c.how})`);
   }
 
+  function harnessError(t: Target, i: number, e: unknown) {
+    // The harness's own bug (a mutator, the oracle): report it and go on with the run.
+    failed++;
+    console.log(`FAIL ${t} iteration ${i}: harness error ${e instanceof Error ? e.stack : String(e)}`);
+  }
+
   async function one(t: Target, i: number): Promise<void> {
-    const c = makeCase(seeds, t, seed, i);
-    const { failures, accepted } = await check(c, tmp, depth);
+    let c: Case, failures: Failure[], accepted: boolean;
+    try {
+      c = makeCase(seeds, t, seed, i);
+      ({ failures, accepted } = await check(c, tmp, depth));
+    } catch (e) {
+      return harnessError(t, i, e);
+    }
     const s = stats[t];
     s.inputs++;
     if (accepted) s.accepted++;
@@ -173,8 +184,13 @@ async function runShard(): Promise<{ summary: Summary; failed: boolean }> {
       for (const t of targets) {
         resetPeak();
         const before = rss()!.now;
-        const c = makeCase(seeds, t, seed, i);
-        await check(c, tmp, depth);
+        let c: Case;
+        try {
+          c = makeCase(seeds, t, seed, i);
+          await check(c, tmp, depth);
+        } catch {
+          continue; // reported as a harness error on its first run
+        }
         const rise = rss()!.peak - before;
         if (rise > ALLOCATION_SLACK) {
           stats[t]["allocation beyond caps"]++;
