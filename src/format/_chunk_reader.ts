@@ -96,6 +96,19 @@ export class ChunkReader {
     );
   }
 
+  /**
+   * Stops the source early: returns its iterator, so that a generator's `finally` (closing the
+   * file it reads) runs now. For a reader left unfinished, after an error or on purpose; a source
+   * already ended is left as is.
+   */
+  async close(): Promise<void> {
+    if (this.#done) return;
+    this.#done = true;
+    this.#chunks = [];
+    this.#first = this.#buffered = this.#head = 0;
+    await this.#it.return?.();
+  }
+
   /** True when no byte is left. */
   async atEnd(): Promise<boolean> {
     if (this.#buffered - this.#head > 0) return false;

@@ -87,14 +87,20 @@ async function peek(stream: ReadableStream<Uint8Array>): Promise<[Uint8Array, Re
   const reader = stream.getReader();
   const chunks: Uint8Array[] = [];
   let have = 0;
-  while (have < DETECT_BYTES) {
-    const r = await reader.read();
-    if (r.done) break;
-    if (!(r.value instanceof Uint8Array)) {
-      throw new TypeError("Cannot decode checkpoint: stream chunk is not a Uint8Array");
+  try {
+    while (have < DETECT_BYTES) {
+      const r = await reader.read();
+      if (r.done) break;
+      if (!(r.value instanceof Uint8Array)) {
+        throw new TypeError("Cannot decode checkpoint: stream chunk is not a Uint8Array");
+      }
+      chunks.push(r.value);
+      have += r.value.byteLength;
     }
-    chunks.push(r.value);
-    have += r.value.byteLength;
+  } catch (e) {
+    await reader.cancel().catch(() => {});
+    reader.releaseLock();
+    throw e;
   }
   const head = new Uint8Array(Math.min(have, DETECT_BYTES));
   let at = 0;
@@ -103,26 +109,35 @@ async function peek(stream: ReadableStream<Uint8Array>): Promise<[Uint8Array, Re
     head.set(c.subarray(0, head.byteLength - at), at);
     at += Math.min(c.byteLength, head.byteLength - at);
   }
-  async function* rest(): AsyncGenerator<Uint8Array> {
-    let finished = false;
-    try {
-      yield* chunks;
-      chunks.length = 0;
-      for (;;) {
-        const r = await reader.read();
-        if (r.done) {
-          finished = true;
-          return;
-        }
-        yield r.value;
+  // The replay is a stream of its own rather than a generator: cancelling a generator that never
+  // started skips its `finally`, so a replay refused before its first read (bytes no codec
+  // recognises) left the source, and the file under it, open.
+  let released = false;
+  const release = async (cancel: boolean) => {
+    if (released) return;
+    released = true;
+    if (cancel) await reader.cancel().catch(() => {});
+    reader.releaseLock();
+  };
+  const replay = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const held = chunks.shift();
+      if (held) return controller.enqueue(held);
+      let r: ReadableStreamReadResult<Uint8Array>;
+      try {
+        r = await reader.read();
+      } catch (e) {
+        await release(true);
+        throw e;
       }
-    } finally {
-      // Stopped early (an error downstream, or a cancel): stop the source too, so a file closes now.
-      if (!finished) await reader.cancel().catch(() => {});
-      reader.releaseLock();
-    }
-  }
-  const replay = readableFrom(rest());
+      if (r.done) {
+        await release(false);
+        controller.close();
+      } else controller.enqueue(r.value);
+    },
+    // Stopped early (an error downstream, or a cancel): stop the source too, so a file closes now.
+    cancel: () => release(true),
+  }, { highWaterMark: 0 });
   return [head, replay];
 }
 

@@ -603,20 +603,25 @@ export async function readTfjsArtifacts(modelJson: string | URL, options: ReadTf
       shardChunks(root, g.paths, record, options.allowOutsideShards ?? false),
       "TF.js weights",
     );
-    for (const spec of g.weights) {
-      const bytes = await reader.readExact(weightByteLength(spec), `weight ${JSON.stringify(spec.name)}`);
-      const original = own(record?.dtypes, spec.name);
-      const t = weightToTensor(spec, bytes, original);
-      const group = own(record?.groups, spec.name);
-      if (group !== undefined) t.group = group;
-      tensors.push(t);
-    }
-    if (!(await reader.atEnd())) {
-      throw new SyntaxError(
-        `Cannot decode TF.js artifacts: shards ${
-          g.paths.join(", ")
-        } hold bytes after the last weight at offset ${reader.position}`,
-      );
+    try {
+      for (const spec of g.weights) {
+        const bytes = await reader.readExact(weightByteLength(spec), `weight ${JSON.stringify(spec.name)}`);
+        const original = own(record?.dtypes, spec.name);
+        const t = weightToTensor(spec, bytes, original);
+        const group = own(record?.groups, spec.name);
+        if (group !== undefined) t.group = group;
+        tensors.push(t);
+      }
+      if (!(await reader.atEnd())) {
+        throw new SyntaxError(
+          `Cannot decode TF.js artifacts: shards ${
+            g.paths.join(", ")
+          } hold bytes after the last weight at offset ${reader.position}`,
+        );
+      }
+    } finally {
+      // A refused group leaves its shard reader mid-file: close the open shard now.
+      await reader.close();
     }
   }
   return { metadata, tensors };

@@ -146,3 +146,16 @@ Deno.test("a Response that is not ok, or whose body was read, is a TypeError nam
     (e: Error) => e instanceof TypeError && /already read/.test(e.message),
   );
 });
+
+Deno.test("bytes no codec recognises: the source stream is cancelled (so a file it reads closes)", async () => {
+  let cancelled = false;
+  const source = new ReadableStream<Uint8Array>({
+    pull: (c) => c.enqueue(new Uint8Array(100)),
+    cancel: () => void (cancelled = true),
+  });
+  await assert.rejects(
+    loadCheckpoint(source),
+    /^SyntaxError: Cannot decode checkpoint: unrecognised format at offset 0 /,
+  );
+  assert.ok(cancelled, "source left open");
+});

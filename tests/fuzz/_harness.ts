@@ -78,7 +78,13 @@ export interface Case {
 
 /** What went wrong with one input. */
 export interface Failure {
-  kind: "non-domain error" | "hang" | "silent corruption" | "readers disagree" | "allocation beyond caps";
+  kind:
+    | "non-domain error"
+    | "hang"
+    | "silent corruption"
+    | "readers disagree"
+    | "allocation beyond caps"
+    | "file left open";
   reader: string;
   detail: string;
 }
@@ -973,6 +979,7 @@ export interface Stats {
   "silent corruption": number;
   "readers disagree": number;
   "allocation beyond caps": number;
+  "file left open": number;
 }
 
 /** Fresh counters. */
@@ -985,5 +992,6 @@ export function newStats(): Stats {
     "silent corruption": 0,
     "readers disagree": 0,
     "allocation beyond caps": 0,
+    "file left open": 0,
   };
 }

@@ -10,7 +10,8 @@
 // process checks its peak RSS (/proc/self/status, reset through /proc/self/clear_refs: Linux, and
 // Deno allows it only with --allow-all) after every batch of 32 iterations; a batch whose peak rose
 // more than ALLOCATION_SLACK above where it started is replayed input by input, and the input that
-// did it is saved like any other failure.
+// did it is saved like any other failure. Files left open are found the same way, by counting
+// /proc/self/fd after each batch.
 // Prints a summary per target (inputs, inputs/s, findings) and exits 1 if anything failed.
 import {
   ALLOCATION_SLACK,
@@ -56,7 +57,7 @@ interface Summary {
   seconds: number;
   peakRss: number;
   depth: Depth;
-  /** Whether peak RSS was checked per batch (Linux). */
+  /** Whether peak RSS and open files were checked per batch (Linux). */
   watchMemory: boolean;
   jobs: number;
   stats: Record<string, Stats>;
@@ -135,7 +136,18 @@ function resetPeak(): boolean {
   }
 }
 
-/** Iterations per batch: the peak RSS is checked after each. */
+/** File descriptors this process holds (Linux), or undefined where /proc is not there. */
+function openFiles(): number | undefined {
+  try {
+    let n = 0;
+    for (const _ of Deno.readDirSync("/proc/self/fd")) n++;
+    return n;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Iterations per batch: the peak RSS and the open files are checked after each. */
 const BATCH = 32;
 
 /** One process's share: iterations shard, shard + jobs, … until the deadline. */
@@ -148,6 +160,10 @@ async function runShard(): Promise<{ summary: Summary; failed: boolean }> {
   // Allocation beyond the caps: each batch's peak RSS against its starting RSS; a batch that rose
   // more than ALLOCATION_SLACK is replayed input by input to find the one that did it.
   const watchMemory = rss() !== undefined && resetPeak();
+  // Files left open: a batch that ends holding more file descriptors than it started with is
+  // replayed the same way (a reader that refused an input without closing its file: 20 000 of
+  // them ended a long run with EMFILE before this check).
+  const watchFiles = openFiles() !== undefined;
 
   async function report(t: Target, c: Case, failures: Failure[]) {
     failed++;
@@ -179,11 +195,13 @@ async function runShard(): Promise<{ summary: Summary; failed: boolean }> {
     if (failures.length) await report(t, c, failures);
   }
 
-  async function replay(batch: number[]): Promise<void> {
+  // Replays a batch input by input, measuring each: peak RSS (memory) and open files (files).
+  async function replay(batch: number[], memory: boolean, files: boolean): Promise<void> {
     for (const i of batch) {
       for (const t of targets) {
-        resetPeak();
-        const before = rss()!.now;
+        if (memory) resetPeak();
+        const before = memory ? rss()!.now : 0;
+        const fdsBefore = files ? openFiles()! : 0;
         let c: Case;
         try {
           c = makeCase(seeds, t, seed, i);
@@ -191,15 +209,25 @@ async function runShard(): Promise<{ summary: Summary; failed: boolean }> {
         } catch {
           continue; // reported as a harness error on its first run
         }
-        const rise = rss()!.peak - before;
+        const found: Failure[] = [];
+        const rise = memory ? rss()!.peak - before : 0;
         if (rise > ALLOCATION_SLACK) {
-          stats[t]["allocation beyond caps"]++;
-          await report(t, c, [{
+          found.push({
             kind: "allocation beyond caps",
             reader: "all",
             detail: `peak RSS rose ${(rise / 2 ** 20).toFixed(0)} MiB decoding one input under FUZZ_LIMITS`,
-          }]);
+          });
         }
+        const left = files ? openFiles()! - fdsBefore : 0;
+        if (left > 0) {
+          found.push({
+            kind: "file left open",
+            reader: "all",
+            detail: `${left} more file descriptors after its reads`,
+          });
+        }
+        for (const kind of new Set(found.map((f) => f.kind))) stats[t][kind]++;
+        if (found.length) await report(t, c, found);
       }
     }
   }
@@ -207,24 +235,26 @@ async function runShard(): Promise<{ summary: Summary; failed: boolean }> {
   const started = Date.now();
   try {
     if (iteration !== undefined) {
-      if (watchMemory) await replay([Number(iteration)]);
+      await replay([Number(iteration)], watchMemory, watchFiles);
       for (const t of targets) await one(t, Number(iteration));
     } else {
       const deadline = started + minutes * 60_000;
       let lastReport = started;
       let batch: number[] = [];
       let batchStart = rss()?.now ?? 0;
+      let filesStart = openFiles() ?? 0;
       for (let i = shard; Date.now() < deadline; i += jobs) {
         for (const t of targets) await one(t, i);
         batch.push(i);
         if (batch.length < BATCH) continue;
         const m = rss();
-        if (m) {
-          peakRss = Math.max(peakRss, m.peak);
-          if (watchMemory && m.peak - batchStart > ALLOCATION_SLACK) await replay(batch);
-          if (watchMemory) resetPeak();
-          batchStart = rss()!.now;
-        }
+        if (m) peakRss = Math.max(peakRss, m.peak);
+        const memory = watchMemory && m !== undefined && m.peak - batchStart > ALLOCATION_SLACK;
+        const files = watchFiles && openFiles()! > filesStart;
+        if (memory || files) await replay(batch, memory, files);
+        if (watchMemory) resetPeak();
+        batchStart = rss()?.now ?? 0;
+        filesStart = openFiles() ?? 0;
         batch = [];
         if (Date.now() - lastReport > 60_000) {
           lastReport = Date.now();
@@ -237,7 +267,10 @@ async function runShard(): Promise<{ summary: Summary; failed: boolean }> {
     await Deno.remove(tmp, { recursive: true });
   }
   const seconds = (Date.now() - started) / 1000;
-  return { summary: { seed, seconds, peakRss, depth, jobs, stats, watchMemory }, failed: failed > 0 };
+  return {
+    summary: { seed, seconds, peakRss, depth, jobs, stats, watchMemory: watchMemory && watchFiles },
+    failed: failed > 0,
+  };
 }
 
 const { summary, failed } = jobs > 1 && arg("shard") === undefined && iteration === undefined
@@ -252,17 +285,19 @@ if (arg("shard") === undefined) {
   );
   console.log(
     "| target | inputs | inputs/s | accepted | non-domain errors | hangs | silent corruptions | readers disagree | " +
-      "allocation beyond caps |",
+      "allocation beyond caps | files left open |",
   );
-  console.log("| --- | --: | --: | --: | --: | --: | --: | --: | --: |");
+  console.log("| --- | --: | --: | --: | --: | --: | --: | --: | --: | --: |");
   for (const [t, s] of Object.entries(stats)) {
     console.log(
       `| ${t} | ${s.inputs} | ${(s.inputs / seconds).toFixed(1)} | ${s.accepted} | ${
         s["non-domain error"]
-      } | ${s.hang} | ${s["silent corruption"]} | ${s["readers disagree"]} | ${s["allocation beyond caps"]} |`,
+      } | ${s.hang} | ${s["silent corruption"]} | ${s["readers disagree"]} | ${s["allocation beyond caps"]} | ${
+        s["file left open"]
+      } |`,
     );
   }
-  if (!summary.watchMemory) console.log("(peak RSS not checked per batch: needs Linux /proc/self/clear_refs)");
+  if (!summary.watchMemory) console.log("(peak RSS and open files not checked per batch: needs Linux /proc)");
 }
 console.log(JSON.stringify(summary));
 Deno.exit(failed ? 1 : 0);
