@@ -1,7 +1,7 @@
 /// <reference lib="dom" />
-// The browser demo (deno task web) driven in headless Chromium: it trains, checkpoints into OPFS,
-// and after a reload resumes from the newest checkpoint, on each TF.js backend Chromium offers
-// here. Screenshots of every stage are written under the test's temp dir when a stage fails.
+// The browser demo (deno task web) driven in headless Chromium: it trains, checkpoints into OPFS
+// from the library's Web Worker, and after a reload resumes from the newest checkpoint, on each
+// TF.js backend Chromium offers here. Screenshots of every stage are written under the test's temp dir when a stage fails.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { Page } from "puppeteer-core";
@@ -37,6 +37,8 @@ Deno.test({
       for (const backend of ["cpu", "wasm", "webgl"]) {
         const shots: [string, Uint8Array][] = [];
         const page = await browser.newPage();
+        const requested: string[] = [];
+        page.on("request", (r) => void requested.push(r.url()));
         const shoot = async (stage: string) => shots.push([stage, await page.screenshot({ type: "png" })]);
         const ok = await t.step(backend, async () => {
           try {
@@ -54,6 +56,7 @@ Deno.test({
             await page.waitForFunction("window.demo.saved >= 20", { timeout: 180_000 });
             await shoot("saved");
             const saved = await page.evaluate(() => demo.saved);
+            assert.ok(requested.some((u) => u.endsWith("/ckpt-worker.js")), "the saves ran in the library's worker");
             await page.evaluate(() => localStorage.removeItem("ckpt-demo-training"));
             await page.goto(`${server.url}${q}`); // a reload, without autostart
             await page.waitForFunction("window.demo && (window.demo.ready || window.demo.error)", { timeout: 120_000 });
