@@ -11,7 +11,7 @@
  * import assert from "node:assert/strict";
  *
  * const path = await Deno.makeTempFile({ suffix: ".ckpt" });
- * const { sha256 } = await saveCheckpoint(path, {
+ * const { digest } = await saveCheckpoint(path, {
  *   metadata: { step: 100, metrics: { loss: 0.125 } },
  *   tensors: [
  *     { name: "dense/kernel", dtype: "float32", shape: [2, 2], data: new Float32Array([1, 2, 3, 4]) },
@@ -19,7 +19,7 @@
  *   ],
  * }, { compression: "gzip" });
  *
- * const back = await loadCheckpoint(path, { sha256 });
+ * const back = await loadCheckpoint(path, { sha256: digest });
  * assert.equal(back.metadata.step, 100);
  * assert.deepEqual(back.tensors[0]!.data, new Float32Array([1, 2, 3, 4]));
  * await Deno.remove(path);

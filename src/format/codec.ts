@@ -51,6 +51,15 @@ export interface EncoderOptions {
    * @default {"none"}
    */
   compression?: "none" | "bytegroup";
+  /**
+   * Whether each chunk of the readable side may be overwritten once the next one is read: for a
+   * consumer that copies every chunk before it reads the next (a file written through staging
+   * buffers). The binary codec's byte-grouped encoder then splits every tensor into the same
+   * reused buffers instead of fresh memory; a consumer that keeps chunks must leave this off.
+   *
+   * @default {false}
+   */
+  transientChunks?: boolean;
 }
 
 /** An encoder: records in, bytes out. */

@@ -248,7 +248,10 @@ export async function saveCheckpoint(
     ? new WorkerHash()
     : undefined;
   try {
-    const encoded = encodeWithDigest(checkpoint, options, { digest: askedFile && !worker });
+    // A local file's writer copies each chunk into its staging buffers before the next is read
+    // (the loop below reads one chunk at a time), so the encoder may reuse its buffers.
+    const transientChunks = store instanceof FileStore;
+    const encoded = encodeWithDigest(checkpoint, options, { digest: askedFile && !worker, transientChunks });
     const { readable } = encoded;
     const hash = !worker && encoded.sha256 === undefined && (askedFile || encoded.digest === undefined)
       ? sha256()
@@ -262,15 +265,12 @@ export async function saveCheckpoint(
     const writer = await store.writer(key, writeOptions);
     let bytes = 0;
     try {
-      await readable.pipeTo(
-        new WritableStream({
-          async write(chunk) {
-            hash?.update(chunk);
-            bytes += chunk.byteLength;
-            await writer.write(chunk);
-          },
-        }),
-      );
+      // Each chunk is written (copied by the writer) before the next one is read.
+      for await (const chunk of readable) {
+        hash?.update(chunk);
+        bytes += chunk.byteLength;
+        await writer.write(chunk);
+      }
     } catch (e) {
       await writer.abort(e);
       throw e;

@@ -39,7 +39,7 @@ import { saveCheckpoint, type SaveOptions, type SaveResult } from "../io/save.ts
 import type { Checkpoint, CheckpointInput, TensorInput } from "../format/types.ts";
 import { sha256 } from "../format/_hash.ts";
 import { SavePromise } from "../background/_protocol.ts";
-import { FileStore } from "../storage/file.ts";
+import { FileStore, makeDirectory } from "../storage/file.ts";
 import { objectAddress, resolveDirectory } from "../storage/resolve.ts";
 import { type ObjectStore, PreconditionFailedError, type PutMode } from "../storage/types.ts";
 import {
@@ -193,7 +193,7 @@ export class CheckpointManager {
     const path = resolve(dir);
     if (!o.readOnly) {
       try {
-        await Deno.mkdir(path, { recursive: true });
+        await makeDirectory(path, o.sync);
       } catch (e) {
         throw ioError(`Cannot create checkpoint directory ${path}`, e);
       }

@@ -60,6 +60,27 @@ async function statOrUndefined(path: string): Promise<Deno.FileInfo | undefined>
   }
 }
 
+/**
+ * Creates `path` and its missing parents (as `mkdir -p`); with `sync`, each new directory is made
+ * durable by flushing its parent, where its entry lives. Errors are the file system's.
+ */
+export async function makeDirectory(path: string, sync: boolean): Promise<void> {
+  const missing: string[] = [];
+  for (let p = resolve(path); !(await statOrUndefined(p)); p = dirname(p)) {
+    missing.push(p);
+    if (dirname(p) === p) break;
+  }
+  for (const p of missing.reverse()) {
+    try {
+      await Deno.mkdir(p);
+    } catch (e) {
+      if (e instanceof Deno.errors.AlreadyExists) continue; // made meanwhile, by someone else
+      throw e;
+    }
+    if (sync) await syncDir(dirname(p));
+  }
+}
+
 async function syncDir(dir: string): Promise<void> {
   const d = await Deno.open(dir, { read: true });
   try {
@@ -356,18 +377,24 @@ export class FileStore implements ObjectStore {
    * The directory that holds `key`, made (below the root) if needed. The root itself must exist:
    * a missing root is the file system's `NotFound`, as for a bucket that does not exist.
    */
-  async #parent(key: string): Promise<string> {
+  async #parent(key: string, sync = true): Promise<string> {
     const segments = key.split("/").slice(0, -1);
     let dir = this.root;
     if (segments.length === 0) return dir;
     if (!(await statOrUndefined(this.root))) await Deno.stat(this.root); // throws NotFound naming the root
     for (const s of segments) {
+      const up = dir;
       dir = join(dir, s);
+      let created = true;
       try {
         await Deno.mkdir(dir);
       } catch (e) {
         if (!(e instanceof Deno.errors.AlreadyExists)) throw e;
+        created = false;
       }
+      // A new directory's entry lives in its parent: flush the parent, or a crash after a commit
+      // could lose the directory (a blob shard, say) with everything the commit put in it.
+      if (created && sync) await syncDir(up);
     }
     return dir;
   }
@@ -398,7 +425,7 @@ export class FileStore implements ObjectStore {
     }
     options.signal?.throwIfAborted();
     await this.#stat(key, "write");
-    const dir = await this.#parent(key);
+    const dir = await this.#parent(key, options.sync ?? true);
     const tmp = tempPath(path);
     let file: Deno.FsFile | undefined;
     let reused = false;

@@ -37,14 +37,26 @@ export const TARGETS = [
 /** One decoder. */
 export type Target = typeof TARGETS[number];
 
-/** Caps for fuzzing: far above any seed, far below what would hurt the machine. */
+/**
+ * Caps for fuzzing, small enough that an allocation beyond them stands out: every seed fits many
+ * times over (the largest decodes to 17 KiB), while a length field that escaped its check would
+ * ask for far more than these. The run measures each batch's peak RSS against them (see
+ * {@linkcode ALLOCATION_SLACK}).
+ */
 export const FUZZ_LIMITS: DecodeLimits = {
-  maxTensorBytes: 64 * 2 ** 20,
-  maxHeaderBytes: 4 * 2 ** 20,
-  maxLineBytes: 4 * 2 ** 20,
-  maxDecodedBytes: 256 * 2 ** 20,
+  maxTensorBytes: 2 ** 20,
+  maxHeaderBytes: 256 * 2 ** 10,
+  maxLineBytes: 256 * 2 ** 10,
+  maxDecodedBytes: 4 * 2 ** 20,
   maxCompressionRatio: 2000,
 };
+
+/**
+ * How far a process's peak RSS may rise above its resident size while decoding inputs under
+ * {@linkcode FUZZ_LIMITS} (4 MiB decoded at most per input): more means something allocated beyond
+ * the caps. Generous, since V8 grows its heap in steps of its own.
+ */
+export const ALLOCATION_SLACK = 96 * 2 ** 20;
 
 /** Milliseconds a single read may take before it counts as a hang. */
 export const HANG_MS = 20_000;
@@ -66,7 +78,7 @@ export interface Case {
 
 /** What went wrong with one input. */
 export interface Failure {
-  kind: "non-domain error" | "hang" | "silent corruption" | "readers disagree";
+  kind: "non-domain error" | "hang" | "silent corruption" | "readers disagree" | "allocation beyond caps";
   reader: string;
   detail: string;
 }
@@ -79,6 +91,17 @@ const text = new TextDecoder();
 
 // ---------------------------------------------------------------------------------------------
 // Seeds
+
+/**
+ * A temporary directory for the files readers are given, on tmpfs (`/dev/shm`) where there is
+ * one: the path readers and TF.js artifacts then cost no disk writes.
+ */
+export async function fuzzTempDir(prefix: string): Promise<string> {
+  try {
+    if ((await Deno.stat("/dev/shm")).isDirectory) return await Deno.makeTempDir({ dir: "/dev/shm", prefix });
+  } catch { /* no tmpfs here, or not writable: the default temporary directory */ }
+  return await Deno.makeTempDir({ prefix });
+}
 
 async function collect(s: ReadableStream<Uint8Array>): Promise<Uint8Array> {
   return new Uint8Array(await new Response(s).arrayBuffer());
@@ -468,13 +491,8 @@ function fixJsonLines(lines: string[]): string[] {
   let rec: ReturnType<typeof createHash> | undefined;
   const out: string[] = [];
   for (const [i, line] of lines.entries()) {
-    let key: string | undefined;
-    let value: unknown;
-    try {
-      const v = JSON.parse(line);
-      key = Object.keys(v)[0];
-      value = v[key!];
-    } catch { /* not JSON: kept as is */ }
+    // The line's first key, without parsing its data (parsing every line cost more than decoding).
+    const key = /^\{"(metadata|tensor|data|sha256|end)":/.exec(line)?.[1];
     let l = line;
     if (key === "metadata" || key === "tensor") rec = createHash("sha256").update(l + "\n");
     else if (key === "data") rec?.update(l + "\n");
@@ -482,7 +500,10 @@ function fixJsonLines(lines: string[]): string[] {
       l = `{"sha256":"${rec.digest("hex")}"}`;
       rec = undefined;
     } else if (key === "end" && i === lines.length - 1) {
-      const e = value as Record<string, unknown>;
+      let e: Record<string, unknown> | undefined;
+      try {
+        e = JSON.parse(line).end;
+      } catch { /* not JSON: the count is then 0 */ }
       l = `{"end":{"tensors":${JSON.stringify(e?.tensors ?? 0)},"sha256":"${stream.digest("hex")}"}}`;
       out.push(l);
       return out;
@@ -568,7 +589,7 @@ function mutateSafetensors(r: Rand, src: Uint8Array): [Uint8Array, string] {
 function mutateTfjs(r: Rand, files: Record<string, Uint8Array>): [Record<string, Uint8Array>, string, boolean] {
   const out = { ...files };
   const shards = Object.keys(files).filter((f) => f !== "model.json");
-  let model: Record<string, unknown>;
+  let model: Record<string, unknown> | null;
   try {
     model = JSON.parse(text.decode(files["model.json"]));
   } catch {
@@ -581,7 +602,10 @@ function mutateTfjs(r: Rand, files: Record<string, Uint8Array>): [Record<string,
     out[s] = b;
     // Recompute the shard digests the "ckpt" record holds: then the manifest is what is tested.
     if (r() < 0.5) {
-      const ckpt = model.ckpt as { shards?: { path: string; bytes: number; sha256: string }[] } | undefined;
+      // An earlier mutation of this case may have left model.json any JSON value (null, say).
+      const ckpt = (model !== null && typeof model === "object" ? model.ckpt : undefined) as
+        | { shards?: { path: string; bytes: number; sha256: string }[] }
+        | undefined;
       for (const e of Array.isArray(ckpt?.shards) ? ckpt.shards : []) {
         const f = typeof e?.path === "string" && Object.hasOwn(out, e.path) ? out[e.path] : undefined;
         if (f) {
@@ -696,27 +720,46 @@ async function outcome(f: () => Promise<Checkpoint>, what: string): Promise<Outc
 }
 
 /**
- * How much of the reader set each input gets. `thorough`: every reader on every input, chunks of
- * 1 byte, up to 16 and up to 4 KiB equally often. `fast` (long runs): the whole and chunked reads
- * and random access through a {@linkcode MemoryStore} on every input, the path readers on one input
- * in 16, and 1-byte chunks on one in 32 (they cost ten times the rest; the chunk reader they test
- * is shared by every codec), chunks up to 16 bytes on one in 8. Either way the choice is drawn
- * from the iteration's own PRNG, so `--iteration I` replays the same readers.
+ * How much of the reader set each input gets. `thorough`: every reader on every input, the whole
+ * input in chunks of 1 byte, up to 16 bytes or up to 4 KiB equally often. `fast` (long runs): the
+ * whole and chunked reads and random access through a {@linkcode MemoryStore} on every input; the
+ * path readers on one input in 32; small chunks in a window: on one input in 16, 256 bytes from a
+ * random offset arrive one byte per chunk, on one in 8 a random KiB arrives in chunks of up to 16
+ * bytes, the rest of the input in chunks of up to 4 KiB (a chunk costs the streams about 10 µs
+ * whatever its size, so 1-byte chunks through a whole input cost ten times every other reader
+ * together; the window still puts every boundary of every structure under small chunks, across
+ * inputs). Either way the choice is drawn from the iteration's own PRNG, so `--iteration I`
+ * replays the same readers.
  */
 export type Depth = "thorough" | "fast";
 
-function chunkStyle(r: Rand, depth: Depth): number {
-  if (depth === "thorough") return int(r, 3);
-  const x = r();
-  return x < 1 / 32 ? 0 : x < 1 / 32 + 1 / 8 ? 1 : 2;
+/** Chunk sizes for one input: `small` bytes at most per chunk within [from, to), 4 KiB elsewhere. */
+interface Chunking {
+  small: number;
+  from: number;
+  to: number;
 }
 
-function chunkStream(r: Rand, b: Uint8Array, style: number): ReadableStream<Uint8Array> {
+function chunking(r: Rand, depth: Depth, n: number): Chunking {
+  if (depth === "thorough") {
+    const small = [1, 16, 4096][int(r, 3)]!;
+    return { small, from: 0, to: n };
+  }
+  const x = r();
+  const [small, width] = x < 1 / 16 ? [1, 256] : x < 1 / 16 + 1 / 8 ? [16, 1024] : [4096, 0];
+  const from = int(r, Math.max(1, n - width + 1));
+  return { small, from, to: from + width };
+}
+
+function chunkStream(r: Rand, b: Uint8Array, how: Chunking): ReadableStream<Uint8Array> {
   let at = 0;
   return new ReadableStream({
     pull(c) {
       if (at >= b.byteLength) return c.close();
-      const n = style === 0 ? 1 : style === 1 ? 1 + int(r, 16) : 1 + int(r, 4096);
+      const inWindow = at >= how.from && at < how.to;
+      // Outside the window, stop at its start so that it begins on a chunk boundary.
+      const most = inWindow ? how.small : at < how.from ? Math.min(4096, how.from - at) : 4096;
+      const n = 1 + int(r, most);
       c.enqueue(b.slice(at, at + n));
       at += n;
     },
@@ -770,18 +813,21 @@ export async function check(
   const failures: Failure[] = [];
   const results: [string, Outcome][] = [];
   if ("files" in c.input) {
-    const dir = `${tmp}/a${c.iteration}`;
-    await Deno.mkdir(dir);
+    // One directory for every input (on tmpfs where there is one, see fuzzTempDir): the files
+    // are written, read and removed; a fresh directory per input cost more than the read.
+    const dir = `${tmp}/tfjs`;
+    await Deno.mkdir(dir, { recursive: true });
+    const names = Object.keys(c.input.files);
     try {
-      for (const [name, b] of Object.entries(c.input.files)) await Deno.writeFile(`${dir}/${name}`, b);
+      for (const name of names) await Deno.writeFile(`${dir}/${name}`, c.input.files[name]!);
       results.push(["tfjs", await outcome(() => readTfjsArtifacts(`${dir}/model.json`, FUZZ_LIMITS), "tfjs")]);
     } finally {
-      await Deno.remove(dir, { recursive: true });
+      for (const name of names) await Deno.remove(`${dir}/${name}`);
     }
   } else {
     const b = c.input.bytes;
-    const style = chunkStyle(r, depth);
-    const viaPath = depth === "thorough" || r() < 1 / 16;
+    const style = chunking(r, depth, b.byteLength);
+    const viaPath = depth === "thorough" || r() < 1 / 32;
     const name = c.seed.tensors.length ? pick(r, c.seed.tensors).name : "w";
     const byName = c.target === "binary" || c.target === "bytegroup" || c.target === "safetensors";
     results.push(["whole", await outcome(() => loadCheckpoint(b, FUZZ_LIMITS), "whole")]);
@@ -926,9 +972,18 @@ export interface Stats {
   hang: number;
   "silent corruption": number;
   "readers disagree": number;
+  "allocation beyond caps": number;
 }
 
 /** Fresh counters. */
 export function newStats(): Stats {
-  return { inputs: 0, accepted: 0, "non-domain error": 0, hang: 0, "silent corruption": 0, "readers disagree": 0 };
+  return {
+    inputs: 0,
+    accepted: 0,
+    "non-domain error": 0,
+    hang: 0,
+    "silent corruption": 0,
+    "readers disagree": 0,
+    "allocation beyond caps": 0,
+  };
 }

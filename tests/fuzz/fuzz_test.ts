@@ -3,14 +3,14 @@
 // catches what it must.
 import assert from "node:assert/strict";
 import { encodeCheckpoint, loadCheckpoint } from "../../mod.ts";
-import { type Case, check, isDomainError, makeCase, makeSeeds, TARGETS } from "./_harness.ts";
+import { type Case, check, fuzzTempDir, isDomainError, makeCase, makeSeeds, TARGETS } from "./_harness.ts";
 
 const SEED = 20261202;
 const PER_TARGET = 15;
 
 Deno.test("fuzz: 15 mutated inputs per decoder (fixed seed) are each decoded exactly or rejected with ckpt's errors", async () => {
   const seeds = await makeSeeds();
-  const tmp = await Deno.makeTempDir({ prefix: "ckpt-fuzz-test-" });
+  const tmp = await fuzzTempDir("ckpt-fuzz-test-");
   const problems: string[] = [];
   try {
     for (const target of TARGETS) {

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { pathToFileURL as toFileUrl } from "node:url";
-import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
+import { encodeCheckpoint, loadCheckpoint, saveCheckpoint } from "../../mod.ts";
 import type { CheckpointInput, TensorInput } from "../../src/format/types.ts";
 import { assertSameCheckpoint, edgeCheckpoint } from "../_util.ts";
 
@@ -127,6 +128,48 @@ Deno.test("concurrent saves never share staging buffers, and reused ones leave n
     };
     await saveCheckpoint(join(dir, "s.ckpt"), small);
     assertSameCheckpoint(await loadCheckpoint(join(dir, "s.ckpt")), small);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a byte-grouped save to a file, whose encoder reuses its plane buffers, writes what encodeCheckpoint gives", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    // Tensors of different sizes and contents, so a plane left over from the previous tensor
+    // would show: compressible weights, incompressible noise, and float16.
+    const weights = (n: number, seed: number) => {
+      const a = new Float32Array(n);
+      for (let i = 0; i < n; i++) a[i] = Math.sin(i * 0.37 + seed) * 0.02;
+      return a;
+    };
+    const noise = new Float32Array(new Uint32Array(300_001).map((_, i) => Math.imul(i + 7, 2654435761)).buffer);
+    const tensors: TensorInput[] = [
+      { name: "a", dtype: "float32", shape: [400_000], data: weights(400_000, 1) },
+      { name: "noise", dtype: "float32", shape: [300_001], data: noise },
+      { name: "b", dtype: "float32", shape: [150_003], data: weights(150_003, 2) },
+      {
+        name: "h",
+        dtype: "float16",
+        shape: [200_000],
+        data: new Uint16Array(200_000).map((_, i) => (i * 31) & 0x3fff),
+      },
+      { name: "c", dtype: "float32", shape: [400_000], data: weights(400_000, 3) },
+    ];
+    const checkpoint: CheckpointInput = { metadata: { step: 3 }, tensors };
+    const path = join(dir, "g.ckpt");
+    const saved = await saveCheckpoint(path, checkpoint, { compression: "bytegroup", sha256sum: true });
+    const expected = new Uint8Array(
+      await new Response(encodeCheckpoint(checkpoint, { compression: "bytegroup" })).arrayBuffer(),
+    );
+    const written = await Deno.readFile(path);
+    assert.ok(written.byteLength < 0.95 * tensors.reduce((n, t) => n + t.data.byteLength, 0));
+    // Compared by digest: a diff of two megabyte arrays would take minutes to print.
+    assert.equal(
+      createHash("sha256").update(written).digest("hex"),
+      createHash("sha256").update(expected).digest("hex"),
+    );
+    assertSameCheckpoint(await loadCheckpoint(path, { sha256: saved.sha256 }), checkpoint);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

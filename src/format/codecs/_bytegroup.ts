@@ -196,18 +196,23 @@ async function candidates(bytes: Uint8Array, width: number, backend?: DeflateBac
  * The byte-grouped body of a float tensor's `bytes` as parts to write in order (plane table, then
  * the planes), or `undefined` when it would not be smaller than the raw bytes (or the dtype is not
  * a float): the caller then writes the tensor raw. With `scratch`, the planes to be deflated are
- * split into buffers kept from one call to the next.
+ * split into buffers kept from one call to the next; with `transient` too, so are the planes
+ * stored as they are (the parts are then valid only until the next call with that scratch).
  */
 export async function encodeByteGroups(
   dtype: DType,
   bytes: Uint8Array,
-  options: { scratch?: PlaneScratch; backend?: DeflateBackend } = {},
+  options: { scratch?: PlaneScratch; backend?: DeflateBackend; transient?: boolean } = {},
 ): Promise<{ parts: Uint8Array[]; byteLength: number } | undefined> {
   const width = FLOAT_WIDTH[dtype];
   if (width === undefined || bytes.byteLength === 0) return undefined;
-  const { scratch = new PlaneScratch(), backend } = options;
+  const { scratch = new PlaneScratch(), backend, transient = false } = options;
   const deflate = await candidates(bytes, width, backend);
-  const planes = splitPlanes(bytes, width, (k, n) => deflate[k] ? scratch.take(k, n) : new Uint8Array(n));
+  const planes = splitPlanes(
+    bytes,
+    width,
+    (k, n) => deflate[k] || transient ? scratch.take(k, n) : new Uint8Array(n),
+  );
   const stored: [number, Uint8Array][] = [];
   for (const [k, plane] of planes.entries()) {
     if (!deflate[k]) {
@@ -216,7 +221,8 @@ export async function encodeByteGroups(
     }
     const packed = await deflateRaw(plane, backend);
     // A scratch plane that does not shrink after all is written as a copy of its own.
-    stored.push(packed.byteLength < plane.byteLength ? [PLANE_DEFLATE, packed] : [PLANE_STORED, plane.slice()]);
+    const own = transient ? plane : plane.slice();
+    stored.push(packed.byteLength < plane.byteLength ? [PLANE_DEFLATE, packed] : [PLANE_STORED, own]);
   }
   const table = new Uint8Array(BYTEGROUP_HEADER_BYTES + width * PLANE_ENTRY_BYTES);
   const v = new DataView(table.buffer);

@@ -90,6 +90,7 @@ async function* encodeRecords(
   records: AsyncIterable<CheckpointRecord>,
   settle: EncoderDigests,
   byteGroup = false,
+  transient = false,
 ): AsyncGenerator<Uint8Array> {
   // stream: every byte before the footer except tensor bodies (their record digests stand in);
   // file: every byte, for the caller's whole-file digest (what sha256sum prints), when asked.
@@ -120,7 +121,7 @@ async function* encodeRecords(
       const start = position;
       const body = bytesOf(t.data);
       const h = sha256();
-      const grouped = byteGroup ? await encodeByteGroups(t.dtype, body, { scratch }) : undefined;
+      const grouped = byteGroup ? await encodeByteGroups(t.dtype, body, { scratch, transient }) : undefined;
       const encoding = grouped ? BYTEGROUP_ENCODING : undefined;
       const head = tensorHead(t, encoding);
       yield emit(encodeRecordPrefix(RecordKind.tensor, head, grouped?.byteLength ?? body.byteLength, position), h);
@@ -276,7 +277,11 @@ export const binaryCodec: Codec = Object.freeze({
   },
   encoder(options?: EncoderOptions): CheckpointEncoder {
     const byteGroup = options?.compression === "bytegroup";
-    return digestingEncoder((records, settle) => encodeRecords(records, settle, byteGroup), options?.digest ?? true);
+    const transient = options?.transientChunks ?? false;
+    return digestingEncoder(
+      (records, settle) => encodeRecords(records, settle, byteGroup, transient),
+      options?.digest ?? true,
+    );
   },
   decoder(limits?: DecoderOptions): CheckpointDecoder {
     return digestingDecoder((chunks, digest) => decodeRecords(chunks, limits, undefined, digest));

@@ -1,0 +1,102 @@
+// A directory the file store or the manager creates is durable only once its parent is flushed:
+// its entry lives there. A real subprocess runs under strace (`-y` names each file descriptor's
+// path), and the test reads the system calls: every mkdir is followed by an fsync of the new
+// directory's parent. Needs strace (Debian's `strace`, which .ci/run installs); with CI=true a
+// missing strace fails the test, elsewhere it skips saying so.
+import assert from "node:assert/strict";
+import { dirname, join } from "node:path";
+
+const strace = await new Deno.Command("strace", { args: ["-V"], stdout: "null", stderr: "null" }).output()
+  .then((o) => o.success, () => false);
+const inCI = Deno.env.get("CI") === "true";
+if (!strace && !inCI) {
+  console.log("skipping the directory durability tests: strace is not installed (apt-get install strace)");
+}
+
+const CHILD = `
+import { FileStore } from ${JSON.stringify(new URL("../../src/storage/file.ts", import.meta.url).href)};
+import { CheckpointManager } from ${JSON.stringify(new URL("../../mod.ts", import.meta.url).href)};
+const [root, how] = Deno.args;
+if (how === "store") {
+  await new FileStore(root).put("blobs/ab/abcdef", new Uint8Array([1, 2, 3]));
+  const w = await new FileStore(root).writer("runs/x/step-1.ckpt");
+  await w.write(new Uint8Array([4]));
+  await w.close();
+} else {
+  await using m = await CheckpointManager.open(root + "/deep/er/run", { incremental: true });
+  await m.save({ metadata: { step: 1 }, tensors: [{ name: "w", dtype: "uint8", shape: [1], data: new Uint8Array([7]) }] });
+}
+`;
+
+/** The directories created, in order, and the directories flushed after each, from strace's log. */
+async function trace(
+  how: "store" | "manager",
+): Promise<{ root: string; created: string[]; flushedAfter: Map<string, Set<string>> }> {
+  const root = await Deno.realPath(await Deno.makeTempDir({ prefix: "ckpt-durable-" }));
+  const child = join(root, "child.ts");
+  await Deno.writeTextFile(child, CHILD);
+  const log = join(root, "strace.log");
+  await Deno.mkdir(join(root, "data"));
+  try {
+    const out = await new Deno.Command("strace", {
+      args: [
+        "-f",
+        "-y",
+        "-e",
+        "trace=mkdir,mkdirat,fsync,fdatasync",
+        "-o",
+        log,
+        Deno.execPath(),
+        "run",
+        "-A",
+        child,
+        join(root, "data"),
+        how,
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.ok(out.success, new TextDecoder().decode(out.stderr));
+    const created: string[] = [];
+    const flushedAfter = new Map<string, Set<string>>();
+    for (const line of (await Deno.readTextFile(log)).split("\n")) {
+      const mk = line.match(/mkdir(?:at)?\((?:[^,]*, )?"([^"]+)".*\) = 0/);
+      if (mk && mk[1]!.startsWith(join(root, "data"))) {
+        created.push(mk[1]!);
+        flushedAfter.set(mk[1]!, new Set());
+        continue;
+      }
+      const fs = line.match(/\bf(?:data)?sync\(\d+<([^>]+)>\) = 0/);
+      if (fs) { for (const dir of created) flushedAfter.get(dir)!.add(fs[1]!); }
+    }
+    return { root: join(root, "data"), created, flushedAfter };
+  } finally {
+    await Deno.remove(root, { recursive: true }).catch(() => {});
+  }
+}
+
+function assertParentsFlushed(t: Awaited<ReturnType<typeof trace>>, expected: string[]): void {
+  for (const dir of expected) assert.ok(t.created.includes(join(t.root, dir)), `${dir} was created: ${t.created}`);
+  for (const dir of t.created) {
+    assert.ok(
+      t.flushedAfter.get(dir)!.has(dirname(dir)),
+      `the parent of the new directory ${dir} is flushed after its mkdir (flushed: ${[...t.flushedAfter.get(dir)!]})`,
+    );
+  }
+}
+
+Deno.test({
+  name: "FileStore flushes the parent of every directory it creates (blob shards, nested keys)",
+  ignore: !strace && !inCI,
+  async fn() {
+    assertParentsFlushed(await trace("store"), ["blobs", "blobs/ab", "runs", "runs/x"]);
+  },
+});
+
+Deno.test({
+  name: "CheckpointManager flushes the parents of the directories it creates for a new run",
+  ignore: !strace && !inCI,
+  async fn() {
+    assertParentsFlushed(await trace("manager"), ["deep", "deep/er", "deep/er/run"]);
+  },
+});
