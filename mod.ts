@@ -96,14 +96,17 @@ export {
 } from "./src/manager/mod.ts";
 export {
   createSafetensorsCodec,
-  readSafetensorsHeader,
-  readSafetensorsTensors,
   safetensorsCodec,
   type SafetensorsCodecOptions,
   type SafetensorsEntry,
   type SafetensorsHeader,
   type SafetensorsTensorDescriptor,
 } from "./src/interop/safetensors.ts";
+export {
+  readSafetensorsHeader,
+  type ReadSafetensorsOptions,
+  readSafetensorsTensors,
+} from "./src/interop/safetensors_read.ts";
 export { readSha256Sidecar, type SidecarOptions, writeSha256Sidecar } from "./src/interop/sidecar.ts";
 export {
   type ByteRange,

@@ -107,6 +107,10 @@ rgw_data = $DIR/rgw
 rgw_thread_pool_size = 64
 rgw_enable_usage_log = false
 rgw_multipart_min_part_size = 65536
+# Space of deleted and overwritten objects is reclaimed after a minute, not RGW's default two
+# hours: repeated 1 GiB bench saves filled the 20 GiB OSD (then every PUT hangs, HEALTH_ERR full).
+rgw_gc_obj_min_wait = 60
+rgw_gc_processor_period = 60
 EOF
 }
 

@@ -6,11 +6,8 @@
  */
 import { dirname } from "node:path";
 import { type Codec, type CodecName, type Compression, readCheckpointIndex, saveCheckpoint } from "../../mod.ts";
-import {
-  createSafetensorsCodec,
-  readSafetensorsHeader,
-  type SafetensorsTensorDescriptor,
-} from "../interop/safetensors.ts";
+import { createSafetensorsCodec, type SafetensorsTensorDescriptor } from "../interop/safetensors.ts";
+import { readSafetensorsHeader } from "../interop/safetensors_read.ts";
 import { choiceOption, type Command, type Values } from "./_command.ts";
 import { BadCheckpointError, type CliIO, EXIT, FileError, isOsError, isRemote, osReason, UsageError } from "./_io.ts";
 import { indexedKind, openCheckpoint, readError } from "./_source.ts";

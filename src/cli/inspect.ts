@@ -5,7 +5,7 @@
  * @module
  */
 import { type Compression, DTYPES, type Metadata, readCheckpointIndex } from "../../mod.ts";
-import { readSafetensorsHeader } from "../interop/safetensors.ts";
+import { readSafetensorsHeader } from "../interop/safetensors_read.ts";
 import type { Command, Values } from "./_command.ts";
 import { type CliIO, EXIT, humanBytes, jsonNumber, numberText, safeText, shapeText, table, write } from "./_io.ts";
 import { hasDigests, indexedKind, openCheckpoint, readError } from "./_source.ts";

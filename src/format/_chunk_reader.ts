@@ -132,12 +132,13 @@ export class ChunkReader {
   }
 
   /**
-   * Exactly `n` bytes: a view into a chunk when they lie in one, else one joined copy. Memory
+   * Exactly `n` bytes: a view into a chunk when they lie in one, else one joined copy (each piece
+   * fed to `hash` as it is taken, if given). Memory
    * grows with the bytes that arrive, never with `n` alone: the copy is allocated once half of
    * the bytes have arrived (so a hostile length cannot make the reader allocate more than twice
    * what the source really sent), and later chunks are copied in as they come and let go.
    */
-  async readExact(n: number, what: string, into?: (n: number) => Uint8Array): Promise<Uint8Array> {
+  async readExact(n: number, what: string, into?: (n: number) => Uint8Array, hash?: Hash): Promise<Uint8Array> {
     if (n === 0) return new Uint8Array(0);
     while (this.#buffered - this.#head < n && this.#buffered - this.#head < n / 2) {
       if (!(await this.#fill())) this.#fail(n, what);
@@ -146,6 +147,7 @@ export class ChunkReader {
     if (first !== undefined && first.byteLength - this.#head >= n) {
       const out = first.subarray(this.#head, this.#head + n);
       this.#consume(n);
+      hash?.update(out);
       return out;
     }
     const start = this.#position;
@@ -155,7 +157,11 @@ export class ChunkReader {
       while (filled < n && this.#buffered - this.#head > 0) {
         const c = this.#chunks[this.#first]!;
         const take = Math.min(c.byteLength - this.#head, n - filled);
-        out.set(c.subarray(this.#head, this.#head + take), filled);
+        const piece = c.subarray(this.#head, this.#head + take);
+        out.set(piece, filled);
+        // Hashed piece by piece, as it is copied: the bytes are still in cache, and the hashing
+        // is spread over the body's arrival rather than done at its end.
+        hash?.update(piece);
         filled += take;
         this.#consume(take);
       }
@@ -173,9 +179,7 @@ export class ChunkReader {
   async readBody(n: number, what: string, hash?: Hash, scratch = this.#reuse): Promise<Uint8Array> {
     const buffered = this.#buffered - this.#head;
     if (!this.#file || n <= buffered + FILE_CHUNK) {
-      const b = await this.readExact(n, what, scratch ? (k) => this.#scratch(k) : undefined);
-      hash?.update(b);
-      return b;
+      return await this.readExact(n, what, scratch ? (k) => this.#scratch(k) : undefined, hash);
     }
     const file = this.#file;
     const size = (await file.stat()).size;

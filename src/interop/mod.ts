@@ -33,8 +33,6 @@ export {
   decodeSafetensorsHeader,
   decodeSafetensorsLength,
   encodeSafetensorsHeader,
-  readSafetensorsHeader,
-  readSafetensorsTensors,
   SAFETENSORS_DTYPES,
   SAFETENSORS_PREFIX_BYTES,
   safetensorsCodec,
@@ -43,6 +41,7 @@ export {
   type SafetensorsHeader,
   type SafetensorsTensorDescriptor,
 } from "./safetensors.ts";
+export { readSafetensorsHeader, type ReadSafetensorsOptions, readSafetensorsTensors } from "./safetensors_read.ts";
 export {
   CKPT_KEY_PREFIX,
   FOREIGN_METADATA_KEY,

@@ -540,7 +540,7 @@ export function createSafetensorsCodec(options: SafetensorsCodecOptions = {}): C
       return generatorPair((chunks: AsyncIterable<Uint8Array>) => decodeRecords(chunks, limits));
     },
     readTensors(source: RandomAccessReader, names: readonly string[], limits?: DecodeLimits): Promise<Checkpoint> {
-      return readTensorsFrom(source, names, limits);
+      return readSafetensorsTensorsFrom(source, names, limits);
     },
   });
 }
@@ -575,39 +575,18 @@ async function readAt(source: RandomAccessReader, offset: number, length: number
   return got;
 }
 
-/**
- * A local file as a {@linkcode RandomAccessReader} for the duration of `fn` (objects elsewhere are
- * read through `loadCheckpoint(address, { only })`, which hands the codec a reader by range).
- */
-async function withFile<T>(path: string | URL, fn: (source: RandomAccessReader) => Promise<T>): Promise<T> {
-  const file = await Deno.open(path, { read: true });
-  try {
-    const size = (await file.stat()).size;
-    const url = path instanceof URL ? path.href : path;
-    return await fn({
-      url,
-      size,
-      async read(offset: number, length: number): Promise<Uint8Array> {
-        await file.seek(offset, Deno.SeekMode.Start);
-        const out = new Uint8Array(length);
-        let filled = 0;
-        while (filled < length) {
-          const n = await file.read(out.subarray(filled));
-          if (n === null) break;
-          filled += n;
-        }
-        return out.subarray(0, filled);
-      },
-    });
-  } finally {
-    file.close();
-  }
-}
-
 /** Leading bytes read at once: the length prefix and, usually, the whole JSON header. */
 const HEAD_GUESS = 64 * 1024;
 
-async function openHeader(source: RandomAccessReader, limits: DecodeLimits | undefined): Promise<SafetensorsHeader> {
+/**
+ * Reads and validates the header of the safetensors object behind `source` (its leading bytes,
+ * one read when the header is under 64 KiB) and checks the object's length against it.
+ * `readSafetensorsHeader` opens an address and calls this.
+ */
+export async function readSafetensorsHeaderFrom(
+  source: RandomAccessReader,
+  limits?: DecodeLimits,
+): Promise<SafetensorsHeader> {
   const size = source.size;
   if (size < SAFETENSORS_PREFIX_BYTES) fail(`file of ${size} bytes is shorter than the 8-byte header length`, 0);
   const start = await readAt(source, 0, Math.min(size, HEAD_GUESS), "the header length");
@@ -626,7 +605,11 @@ async function openHeader(source: RandomAccessReader, limits: DecodeLimits | und
   return header;
 }
 
-async function readTensorsFrom(
+/**
+ * The named tensors of the safetensors object behind `source`: its header, then only their byte
+ * ranges. `readSafetensorsTensors` opens an address and calls this.
+ */
+export async function readSafetensorsTensorsFrom(
   source: RandomAccessReader,
   names: readonly string[],
   limits?: DecodeLimits,
@@ -634,7 +617,7 @@ async function readTensorsFrom(
   if (!Array.isArray(names) || names.some((n) => typeof n !== "string")) {
     throw new TypeError("Cannot load safetensors: names must be an array of strings");
   }
-  const header = await openHeader(source, limits);
+  const header = await readSafetensorsHeaderFrom(source, limits);
   const wanted = new Set(names);
   const missing = [...wanted].filter((n) => !header.tensors.some((e) => e.name === n));
   if (missing.length > 0) {
@@ -651,65 +634,4 @@ async function readTensorsFrom(
     tensors.push({ name: e.name, dtype: e.dtype, shape: e.shape, group: e.group, data });
   }
   return { metadata: header.metadata, tensors };
-}
-
-/**
- * Reads and validates a `.safetensors` file's header, and checks the file's length against it,
- * without reading tensor data. Its `tensors` can serve as descriptors for
- * {@linkcode createSafetensorsCodec}.
- *
- * @example
- * ```ts
- * import { readSafetensorsHeader, safetensorsCodec } from "./safetensors.ts";
- * import { saveCheckpoint } from "../../mod.ts";
- * import assert from "node:assert/strict";
- * const path = await Deno.makeTempFile();
- * await saveCheckpoint(path, {
- *   metadata: { step: 4 },
- *   tensors: [{ name: "b", dtype: "int64", shape: [1], data: new BigInt64Array([5n]), group: "buffers" }],
- * }, { codec: safetensorsCodec });
- * const h = await readSafetensorsHeader(path);
- * assert.deepEqual(h.tensors.map((t) => [t.name, t.dtype, t.group]), [["b", "int64", "buffers"]]);
- * await Deno.remove(path);
- * ```
- */
-export async function readSafetensorsHeader(path: string | URL, limits?: DecodeLimits): Promise<SafetensorsHeader> {
-  return await withFile(path, (source) => openHeader(source, limits));
-}
-
-/**
- * Loads some tensors of a `.safetensors` file by name: reads the header, then only the byte
- * ranges of the named tensors. Tensors come in file order. A name the file lacks is a
- * `RangeError`. The header and the file's length are checked as a full load checks them, but
- * the bytes of tensors not named are never read, so what only their bytes could show goes
- * unchecked: a bool tensor holding a byte other than 0 or 1 is rejected by a full load and when
- * it is named, not when it is skipped (safetensors has no digests to catch anything else).
- *
- * @example
- * ```ts
- * import { readSafetensorsTensors, safetensorsCodec } from "./safetensors.ts";
- * import { saveCheckpoint } from "../../mod.ts";
- * import assert from "node:assert/strict";
- * const path = await Deno.makeTempFile();
- * await saveCheckpoint(path, {
- *   metadata: { step: 1 },
- *   tensors: [
- *     { name: "a", dtype: "uint8", shape: [2], data: new Uint8Array([1, 2]) },
- *     { name: "b", dtype: "uint8", shape: [1], data: new Uint8Array([3]) },
- *   ],
- * }, { codec: safetensorsCodec });
- * const some = await readSafetensorsTensors(path, ["b"]);
- * assert.deepEqual(some.tensors.map((t) => [t.name, [...t.data]]), [["b", [3]]]);
- * await Deno.remove(path);
- * ```
- */
-export async function readSafetensorsTensors(
-  path: string | URL,
-  names: readonly string[],
-  limits?: DecodeLimits,
-): Promise<Checkpoint> {
-  if (!Array.isArray(names) || names.some((n) => typeof n !== "string")) {
-    throw new TypeError("Cannot load safetensors: names must be an array of strings");
-  }
-  return await withFile(path, (source) => readTensorsFrom(source, names, limits));
 }

@@ -63,6 +63,16 @@ async function statOrUndefined(path: string): Promise<Deno.FileInfo | undefined>
 /**
  * Creates `path` and its missing parents (as `mkdir -p`); with `sync`, each new directory is made
  * durable by flushing its parent, where its entry lives. Errors are the file system's.
+ *
+ * @example
+ * ```ts
+ * import { makeDirectory } from "./file.ts";
+ * import assert from "node:assert/strict";
+ * const dir = await Deno.makeTempDir();
+ * await makeDirectory(`${dir}/runs/a/b`, true);
+ * assert.ok((await Deno.stat(`${dir}/runs/a/b`)).isDirectory);
+ * await Deno.remove(dir, { recursive: true });
+ * ```
  */
 export async function makeDirectory(path: string, sync: boolean): Promise<void> {
   const missing: string[] = [];

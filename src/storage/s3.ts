@@ -20,6 +20,7 @@
 
 // deno-lint-ignore no-import-prefix -- by full specifier, so the module loads without this repo's deno.json
 import { AwsClient } from "npm:aws4fetch@1.0.20";
+import { type BodySender, nodeBodySender } from "./_node_http.ts";
 import { checkKey, checkPrefix, checkRange } from "./_validate.ts";
 import {
   type GetOptions,
@@ -280,6 +281,8 @@ export class S3Store implements ObjectStore {
   readonly #retries: number;
   readonly #timeout: number;
   readonly #fetch: typeof fetch;
+  /** node:http for request bodies (no copy, a Content-Length), where the runtime has it and no `fetch` was given. */
+  #sender: Promise<BodySender | undefined> | undefined;
   readonly #pageSize: number;
   readonly #region: string;
   readonly #credentials: S3Credentials | undefined;
@@ -308,6 +311,8 @@ export class S3Store implements ObjectStore {
     this.#timeout = positiveInt(options.timeout ?? DEFAULT_S3_TIMEOUT_MS, "timeout", 1);
     this.#pageSize = positiveInt(options.listPageSize ?? 1000, "listPageSize", 1);
     this.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
+    // A fetch of the caller's sees every request, bodies included.
+    if (options.fetch !== undefined) this.#sender = Promise.resolve(undefined);
     this.#region = options.region ?? env("AWS_REGION") ?? env("AWS_DEFAULT_REGION") ?? "us-east-1";
     const endpoint = options.endpoint ?? env("AWS_ENDPOINT_URL_S3") ?? env("AWS_ENDPOINT_URL");
     if (endpoint !== undefined && endpoint !== "") {
@@ -398,9 +403,14 @@ export class S3Store implements ObjectStore {
         method: spec.method,
         ...(spec.headers ? { headers: spec.headers } : {}),
       });
-      const init: RequestInit = { method: spec.method, headers: signed.headers, signal };
-      if (spec.body) init.body = spec.body as Uint8Array<ArrayBuffer>;
-      res = await this.#fetch(signed.url, init);
+      const sender = spec.body ? await (this.#sender ??= nodeBodySender()) : undefined;
+      if (sender && spec.body) {
+        res = await sender.send(signed.url, { method: spec.method, headers: signed.headers, body: spec.body, signal });
+      } else {
+        const init: RequestInit = { method: spec.method, headers: signed.headers, signal };
+        if (spec.body) init.body = spec.body as Uint8Array<ArrayBuffer>;
+        res = await this.#fetch(signed.url, init);
+      }
     } catch (e) {
       clearTimeout(timeout);
       if (spec.signal?.aborted) throw spec.signal.reason;

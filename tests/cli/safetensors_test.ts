@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { saveCheckpoint } from "../../mod.ts";
-import { readSafetensorsHeader } from "../../src/interop/safetensors.ts";
+import { readSafetensorsHeader } from "../../src/interop/safetensors_read.ts";
 import { assertOneLineError, ckpt, pipeline, tempDir, writeSample } from "./_run.ts";
 
 Deno.test("convert to safetensors and back gives the original binary bytes", async () => {

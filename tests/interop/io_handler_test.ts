@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import * as tf from "@tensorflow/tfjs";
 import { loadCheckpoint } from "../../mod.ts";
 import { ckptHandler } from "../../src/interop/io_handler.ts";
-import { readSafetensorsHeader, safetensorsCodec } from "../../src/interop/safetensors.ts";
+import { safetensorsCodec } from "../../src/interop/safetensors.ts";
+import { readSafetensorsHeader } from "../../src/interop/safetensors_read.ts";
 import { readTfjsArtifacts, writeTfjsArtifacts } from "../../src/interop/tfjs_artifacts.ts";
 
 tf.enableProdMode(); // Deno looks like Node.js to TF.js: no "install tfjs-node" banner in the test output

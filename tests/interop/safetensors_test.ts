@@ -5,10 +5,9 @@ import {
   createSafetensorsCodec,
   decodeSafetensorsHeader,
   encodeSafetensorsHeader,
-  readSafetensorsHeader,
-  readSafetensorsTensors,
   safetensorsCodec,
 } from "../../src/interop/safetensors.ts";
+import { readSafetensorsHeader, readSafetensorsTensors } from "../../src/interop/safetensors_read.ts";
 import { assertSameCheckpoint, collect, edgeCheckpoint, feeds, randomCheckpoint } from "../_util.ts";
 
 const utf8 = new TextEncoder();
