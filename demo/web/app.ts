@@ -1,15 +1,15 @@
 /// <reference lib="dom" />
 /// <reference lib="dom.iterable" />
 // The browser demo: trains a small TF.js model in the page, checkpoints it into the Origin Private
-// File System while training goes on, resumes from the newest checkpoint after a reload, lists
+// File System from a Web Worker while training goes on, resumes from the newest checkpoint after a reload, lists
 // the checkpoints, downloads one, and verifies a checkpoint file dropped onto the page.
 // Built and served by `deno task web` (demo/web/serve.ts).
 import * as tf from "@tensorflow/tfjs";
 import { setWasmPaths } from "@tensorflow/tfjs-backend-wasm";
 import "@tensorflow/tfjs-backend-webgpu";
-import { type CheckpointInput, CheckpointManager, loadCheckpoint, type TensorInput } from "../../mod.ts";
+import { CheckpointManager, loadCheckpoint } from "../../mod.ts";
 import { OpfsStore } from "../../src/storage/opfs.ts";
-import { restore, snapshot } from "../../src/tfjs/mod.ts";
+import { CheckpointWriter, restore } from "../../src/tfjs/mod.ts";
 
 const params = new URLSearchParams(location.search);
 const BACKEND = params.get("backend") ?? localStorage.getItem("ckpt-demo-backend") ?? "cpu";
@@ -72,21 +72,6 @@ function buildModel(): { model: tf.LayersModel; optimizer: tf.Optimizer } {
 
 const fmtBytes = (n: number) => n < 1024 ? `${n} B` : `${(n / 1024).toFixed(1)} KiB`;
 
-/** The checkpoint with a progress bar fed as its tensors are pulled into the save. */
-function withProgress(ckpt: CheckpointInput & { tensors: TensorInput[] }): CheckpointInput {
-  const total = ckpt.tensors.reduce((n, t) => n + t.data.byteLength, 0);
-  const bar = $<HTMLProgressElement>("progress");
-  async function* tensors() {
-    let done = 0;
-    for (const t of ckpt.tensors) {
-      yield t;
-      done += t.data.byteLength;
-      bar.value = done / total;
-    }
-  }
-  return { metadata: ckpt.metadata, tensors: tensors() };
-}
-
 async function main(): Promise<void> {
   $<HTMLSelectElement>("backend").value = BACKEND;
   $<HTMLSelectElement>("backend").onchange = (e) => {
@@ -99,9 +84,13 @@ async function main(): Promise<void> {
   }
   await tf.ready();
   const store = await OpfsStore.open(DIR);
+  // Snapshots are taken on this thread; the writer's Web Worker encodes, hashes and writes each
+  // file into the same OPFS directory (it opens it itself), and the manager commits and prunes.
+  const writer = new CheckpointWriter({ idleTimeout: Infinity });
   const manager = await CheckpointManager.open(store, {
     maxToKeep: 3,
     best: { metric: "loss", mode: "min" },
+    writer: writer.fileWriter,
     onWarning: (m) => console.warn(m),
   });
   const { model, optimizer } = buildModel();
@@ -140,17 +129,23 @@ async function main(): Promise<void> {
 
   let running = false;
   let inFlight: Promise<unknown> | undefined;
-  async function save(loss: number, acc: number): Promise<void> {
-    if (inFlight) return; // the previous save is still streaming: skip this one
-    // The snapshot copies the weights now; encoding, hashing and writing run while training goes on.
-    const ckpt = await snapshot({ model, optimizer, step: state.step, metrics: { loss, acc } });
+  function save(loss: number, acc: number): void {
+    if (inFlight) return; // the previous save is still being written: skip this one
+    // The snapshot copies the weights now; encoding, hashing and writing run in the worker while
+    // training goes on.
+    const bar = $<HTMLProgressElement>("progress");
+    bar.removeAttribute("value"); // busy, in the worker
     state.saving = true;
-    show("saving", `step ${state.step}…`, "muted");
-    inFlight = manager.save(withProgress(ckpt)).then((entry) => {
+    show("saving", `step ${state.step}: writing in a Web Worker…`, "muted");
+    inFlight = writer.save(manager, { model, optimizer, step: state.step, metrics: { loss, acc } }).then((entry) => {
       state.saved = entry.step;
+      bar.value = 1;
       show("saving", `saved step ${entry.step} (${fmtBytes(entry.bytes)}, sha256 ${entry.sha256.slice(0, 12)}…)`, "ok");
       return refreshList();
-    }, (e) => show("saving", `save failed: ${(e as Error).message}`, "error")).finally(() => {
+    }, (e) => {
+      bar.value = 0;
+      show("saving", `save failed: ${(e as Error).message}`, "error");
+    }).finally(() => {
       inFlight = undefined;
       state.saving = false;
     });
@@ -168,12 +163,10 @@ async function main(): Promise<void> {
       $("step").textContent = String(state.step);
       $("loss").textContent = loss!.toFixed(4);
       $("acc").textContent = acc!.toFixed(3);
-      if (state.step % EVERY === 0) await save(loss!, acc!);
-      // Let the page paint. While a save streams, give it a few idle milliseconds per step: its OPFS
-      // calls complete between training steps, which otherwise keep this thread busy.
-      await (inFlight
-        ? Promise.race([inFlight, new Promise((r) => setTimeout(r, 10))])
-        : new Promise((r) => setTimeout(r, 0)));
+      if (state.step % EVERY === 0) save(loss!, acc!);
+      // Let the page paint, and the worker's replies in (the manager commits a save when its file
+      // is written).
+      await new Promise((r) => setTimeout(r, 0));
     }
     await inFlight;
     running = false;

@@ -16,7 +16,14 @@ export interface WorkerSaveOptions {
 /** Main thread to worker: save one checkpoint; the tensors' buffers are transferred. */
 export interface SaveRequest {
   id: number;
+  /** Where to write: a path or an address (`opfs:///dir/a.ckpt`); messages name the save by it. */
   path: string;
+  /**
+   * For a `{ store, key }` target: the store's address, which the worker opens with
+   * `resolveDirectory`, and the key to write there (the store makes the directories a key needs,
+   * which writing to `path` would not).
+   */
+  object?: { store: string; key: string };
   metadata: Metadata;
   tensors: TensorInput[];
   options: WorkerSaveOptions;
@@ -67,7 +74,7 @@ function errorClass(name: string): ErrorClass {
   // Deno's I/O errors (NotFound, PermissionDenied, NoSpaceLeft...) keep their class so callers
   // can test `instanceof Deno.errors.NotFound`.
   // (In a browser there is no Deno: those are plain Errors, and DOMExceptions such as OPFS's
-  // QuotaExceededError keep their name in the message.)
+  // QuotaExceededError keep their name in the message: see rebuildError.)
   const errors = (globalThis as { Deno?: { errors?: Record<string, ErrorClass | undefined> } }).Deno?.errors;
   const deno = errors?.[name];
   if (errors && Object.hasOwn(errors, name) && typeof deno === "function") return deno;
@@ -80,9 +87,14 @@ function errorClass(name: string): ErrorClass {
  */
 export function rebuildError(e: SerializedError, context: string): Error {
   const Class = errorClass(e.name);
+  // A class this side lacks (a DOMException such as OPFS's TypeMismatchError or
+  // QuotaExceededError, a class of the worker's own) keeps its name, on the cause and in the
+  // message: the DOM's messages rarely say what went wrong without it.
+  const named = Class === Error && e.name !== "Error" ? e.name : undefined;
   const cause = new Class(e.message);
+  if (named) cause.name = named;
   if (e.stack !== undefined) cause.stack = e.stack;
-  return new Class(`${context}: ${e.message}`, { cause });
+  return new Class(`${context}: ${named ? `${named}: ` : ""}${e.message}`, { cause });
 }
 
 /**

@@ -9,6 +9,7 @@
 // settled. Statically imported here, none of this module ran before those waits ended.
 
 import type { saveCheckpoint as SaveCheckpoint } from "../io/save.ts";
+import type { resolveDirectory as ResolveDirectory } from "../storage/resolve.ts";
 import { type SaveReply, type SaveRequest, serializeError } from "./_protocol.ts";
 import { SaveQueue } from "./_queue.ts";
 import { buffersOf } from "./_transfer.ts";
@@ -27,13 +28,18 @@ function send(reply: SaveReply): void {
   }
 }
 
-let saver: Promise<typeof SaveCheckpoint> | undefined;
+let modules: Promise<[typeof SaveCheckpoint, typeof ResolveDirectory]> | undefined;
 
 async function save(request: SaveRequest): Promise<void> {
-  const { id, path, metadata, tensors, options } = request;
+  const { id, path, object, metadata, tensors, options } = request;
   try {
-    const saveCheckpoint = await (saver ??= import("../io/save.ts").then((m) => m.saveCheckpoint));
-    const result = await saveCheckpoint(path, { metadata, tensors }, options);
+    const [saveCheckpoint, resolveDirectory] = await (modules ??= Promise.all([
+      import("../io/save.ts").then((m) => m.saveCheckpoint),
+      import("../storage/resolve.ts").then((m) => m.resolveDirectory),
+    ]));
+    // A store is opened here from its address: the page's store object cannot cross to a worker.
+    const target = object ? { store: resolveDirectory(object.store), key: object.key } : path;
+    const result = await saveCheckpoint(target, { metadata, tensors }, options);
     send({ id, status: "saved", result, tensors });
   } catch (e) {
     send({ id, status: "failed", error: serializeError(e), tensors });

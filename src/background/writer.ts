@@ -21,7 +21,7 @@ import {
 } from "./_protocol.ts";
 import { takeOwnership } from "./_transfer.ts";
 import { WORKER_MODULE } from "./_worker_url.ts";
-import { resolveObject } from "../storage/resolve.ts";
+import { isStoreObject, objectAddress, resolveObject, type StoreObject } from "../storage/resolve.ts";
 
 /**
  * What a {@linkcode BackgroundWriter} does with a `save()` that arrives while another is running:
@@ -142,20 +142,32 @@ interface Failure {
   promise?: SavePromise<SaveResult>;
 }
 
-function checkTarget(target: string | URL): string {
+/** Where a save goes, as the worker is told: a path or address, and for `{ store, key }` the store's address. */
+type Target = Pick<SaveRequest, "path" | "object">;
+
+function checkTarget(target: string | URL | StoreObject): Target {
+  if (isStoreObject(target)) {
+    // The worker cannot be handed the store, only told where it is.
+    const path = objectAddress(target);
+    if (path === undefined) {
+      throw new TypeError(
+        `Cannot save checkpoint in the background to ${target.store.url}${target.key}: a worker cannot open that store (it has no address; an OpfsStore from OpfsStore.open and a FileStore have one)`,
+      );
+    }
+    return { path, object: { store: target.store.address!, key: target.key } };
+  }
   if (typeof target !== "string" && !(target instanceof URL)) {
-    throw new TypeError("Cannot save checkpoint in the background: target must be a path, a file: URL or an opfs: URL");
+    throw new TypeError(
+      "Cannot save checkpoint in the background: target must be a path, a file: or opfs: URL, or { store, key }",
+    );
   }
-  // The Origin Private File System, which a page's worker opens as the page would.
   const href = target instanceof URL ? target.href : target;
-  if (/^opfs:/i.test(href)) {
-    const { store, key } = resolveObject(href); // checked and normalised now
-    return store.url + key;
-  }
-  const path = toPath(target);
+  // The Origin Private File System, which a page's worker opens as the page would.
+  if (/^opfs:/i.test(href)) return { path: objectAddress(resolveObject(href))! }; // checked and normalised now
+  const path = toPath(/^file:/i.test(href) ? new URL(href) : target);
   if (path.length === 0) throw new TypeError("Cannot save checkpoint in the background: target path is empty");
   // Resolved now: a later Deno.chdir must not change where a queued save goes.
-  return isAbsolute(path) ? path : resolve(path);
+  return { path: isAbsolute(path) ? path : resolve(path) };
 }
 
 function checkOptions(options: SaveOptions): WorkerSaveOptions {
@@ -339,11 +351,14 @@ export class BackgroundWriter implements AsyncDisposable {
    *
    * Throws at once, starting nothing and leaving the tensors alone, when the writer is closed,
    * when an earlier save failed and nobody listened to its promise (that error is thrown), or
-   * when an argument is bad: `target` not a path or `file:` URL, metadata or a tensor invalid,
-   * data already detached, duplicate names, `options.codec` not `"binary"` or `"json"`.
+   * when an argument is bad: `target` not a path, a `file:` or `opfs:` URL or `{ store, key }`
+   * of a store with an address, metadata or a tensor invalid, data already detached, duplicate
+   * names, `options.codec` not `"binary"` or `"json"`.
    *
-   * @param target Where to write: a path or a `file:` URL (relative paths resolve now), or in a
-   *   browser an `opfs:///dir/name.ckpt` URL (the worker writes it to the Origin Private File System).
+   * @param target Where to write: a path or a `file:` URL (relative paths resolve now); in a
+   *   browser an `opfs:///dir/name.ckpt` URL (the worker opens the Origin Private File System
+   *   itself); or `{ store, key }` for a store that has an `address` the worker can open it by
+   *   (an `OpfsStore` from `OpfsStore.open`, a `FileStore`).
    * @param checkpoint Metadata and an array of tensors.
    * @param options Codec (by name), compression and sync, as for `saveCheckpoint`.
    * @returns Bytes written and their SHA-256.
@@ -363,11 +378,16 @@ export class BackgroundWriter implements AsyncDisposable {
    * await Deno.remove(dir, { recursive: true });
    * ```
    */
-  save(target: string | URL, checkpoint: BackgroundCheckpoint, options: SaveOptions = {}): Promise<SaveResult> {
+  save(
+    target: string | URL | StoreObject,
+    checkpoint: BackgroundCheckpoint,
+    options: SaveOptions = {},
+  ): Promise<SaveResult> {
     if (this.#closed) throw new Error("Cannot save checkpoint: the BackgroundWriter is closed");
     const earlier = this.#takeUnreported();
     if (earlier) throw earlier;
-    const path = checkTarget(target);
+    const where = checkTarget(target);
+    const path = where.path;
     const workerOptions = checkOptions(options);
     if (typeof checkpoint !== "object" || checkpoint === null) {
       throw new TypeError("Cannot save checkpoint in the background: expected { metadata, tensors }");
@@ -378,7 +398,7 @@ export class BackgroundWriter implements AsyncDisposable {
     const id = this.#nextId++;
     const request: SaveRequest = {
       id,
-      path,
+      ...where,
       metadata,
       tensors: owned.tensors,
       options: workerOptions,

@@ -40,7 +40,7 @@ import type { Checkpoint, CheckpointInput, TensorInput } from "../format/types.t
 import { sha256 } from "../format/_hash.ts";
 import { SavePromise } from "../background/_protocol.ts";
 import { FileStore, makeDirectory } from "../storage/file.ts";
-import { resolveDirectory } from "../storage/resolve.ts";
+import { objectAddress, resolveDirectory } from "../storage/resolve.ts";
 import { type ObjectStore, PreconditionFailedError, type PutMode } from "../storage/types.ts";
 import {
   blobKey,
@@ -217,9 +217,9 @@ export class CheckpointManager {
     if (!o.readOnly && !store.writable) {
       throw new TypeError(`Cannot open checkpoint directory ${store.url} for writing: the store is read-only`);
     }
-    if (o.writer !== inProcessWriter) {
+    if (o.writer !== inProcessWriter && store.address === undefined) {
       throw new TypeError(
-        `Invalid option writer: it writes files by path, and ${store.url} is an object store (leave writer out)`,
+        `Invalid option writer: it is given addresses to write, and ${store.url} has none (leave writer out; an OPFS store opened with OpfsStore.open has one)`,
       );
     }
     const manager = new CheckpointManager(new Location(store), o, undefined);
@@ -728,13 +728,18 @@ export class CheckpointManager {
     const options = { codec: this.#o.codec, compression: this.#o.compression, sync: this.#o.sync };
     let result: SaveResult;
     try {
-      result = this.#loc.dir !== undefined
-        ? await this.#o.writer.save(
+      if (this.#loc.dir !== undefined) {
+        result = await this.#o.writer.save(
           path,
           input,
           reuse === undefined ? options : { ...options, reuse: this.#loc.name(reuse) },
-        )
-        : await saveToStore(this.#loc.store, name, input, options);
+        );
+      } else if (this.#o.writer !== inProcessWriter) {
+        // A writer of its own (a worker) opens the store from its address (checked at open).
+        result = await this.#o.writer.save(objectAddress({ store: this.#loc.store, key: name })!, input, options);
+      } else {
+        result = await saveToStore(this.#loc.store, name, input, options);
+      }
     } catch (e) {
       throw ioError(`Cannot save checkpoint step ${checkpoint.metadata.step} to ${path}`, e);
     } finally {

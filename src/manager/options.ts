@@ -22,7 +22,13 @@ export const DEFAULT_FILENAME = "step-{step:9}.ckpt";
  * the training thread.
  */
 export interface CheckpointFileWriter {
-  /** Writes `checkpoint` to `path` atomically and resolves with the bytes written and their SHA-256. */
+  /**
+   * Writes `checkpoint` to `path` atomically and resolves with the bytes written and their
+   * SHA-256. For a manager on a local directory `path` is a file path; for a manager on a store
+   * with an `address` (OPFS, say) it is the object's address, such as
+   * `opfs:///runs/demo/step-000000010-3f9a.ckpt`, which `saveCheckpoint` and a `BackgroundWriter`
+   * take as they take a path.
+   */
   save(path: string, checkpoint: CheckpointInput, options: SaveOptions): Promise<SaveResult>;
 }
 
@@ -106,7 +112,9 @@ export interface CheckpointManagerOptions {
   verify?: boolean;
   /**
    * What writes full checkpoint files, such as a background writer; never used for incremental
-   * checkpoints (their blobs are written by the manager itself).
+   * checkpoints (their blobs are written by the manager itself). On a store it needs the store's
+   * `address` (an `OpfsStore` from `OpfsStore.open` and `opfs:` directories have one, an
+   * in-memory or S3 store does not): the writer is given addresses, not the store.
    *
    * @default {undefined} (`saveCheckpoint` in this thread)
    */

@@ -142,6 +142,8 @@ export class FileStore implements ObjectStore {
   readonly url: string;
   /** Always true. */
   readonly writable = true;
+  /** The same as `url`: a worker reopens the store from it. */
+  readonly address: string;
 
   /**
    * A store rooted at a directory.
@@ -157,6 +159,7 @@ export class FileStore implements ObjectStore {
     this.root = resolve(root);
     const href = pathToFileURL(this.root).href;
     this.url = href.endsWith("/") ? href : `${href}/`;
+    this.address = this.url;
   }
 
   /**

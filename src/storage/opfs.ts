@@ -120,6 +120,7 @@ export class OpfsStore implements ObjectStore {
   readonly url: string;
   readonly writable = true;
   #dir: DirectoryEntry;
+  #address: string | undefined;
 
   /**
    * A store over an OPFS directory handle; `url` names it in messages.
@@ -154,7 +155,19 @@ export class OpfsStore implements ObjectStore {
     const parts = path.split("/").filter((p) => p !== "");
     if (parts.length) checkKey(parts.join("/"), "OPFS");
     for (const p of parts) dir = await dir.getDirectoryHandle(p, { create: true });
-    return new OpfsStore(dir, `opfs:///${parts.map((p) => p + "/").join("")}`);
+    const store = new OpfsStore(dir, `opfs:///${parts.map((p) => p + "/").join("")}`);
+    // Under the origin's own root, a worker of this origin finds the same directory by its URL.
+    if (!options.root) store.#address = store.url;
+    return store;
+  }
+
+  /**
+   * `opfs:///path/` for a store that {@linkcode OpfsStore.open} opened in the origin's root, so a
+   * Web Worker (a `BackgroundWriter`'s) can open it too; `undefined` for a store on a directory
+   * handle of your own, which cannot be posted to a worker.
+   */
+  get address(): string | undefined {
+    return this.#address;
   }
 
   async #parent(parts: string[], create: boolean): Promise<DirectoryEntry> {

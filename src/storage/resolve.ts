@@ -99,10 +99,14 @@ function s3Store(url: URL, prefix: string, options: ResolveOptions): ObjectStore
   return lazyStore(`s3://${bucket}/${prefix}`, load);
 }
 
-/** A writable store named `url` that calls `load()` (once, it caches) on first use and forwards to it. */
-function lazyStore(url: string, load: () => Promise<ObjectStore>): ObjectStore {
+/**
+ * A writable store named `url` that calls `load()` (once, it caches) on first use and forwards to
+ * it; `address` when a worker can open the same store from a URL.
+ */
+function lazyStore(url: string, load: () => Promise<ObjectStore>, address?: string): ObjectStore {
   return {
     url,
+    ...(address === undefined ? {} : { address }),
     writable: true,
     get: async (key, o) => await (await load()).get(key, o),
     head: async (key) => await (await load()).head(key),
@@ -137,7 +141,8 @@ function opfsStore(dir: string): ObjectStore {
   const parts = dir.split("/").filter((p) => p !== "");
   let real: Promise<ObjectStore> | undefined;
   const load = () => real ??= import("./opfs.ts").then((m) => m.OpfsStore.open(parts.join("/")));
-  return lazyStore(`opfs:///${parts.map((p) => p + "/").join("")}`, load);
+  const url = `opfs:///${parts.map((p) => p + "/").join("")}`;
+  return lazyStore(url, load, url);
 }
 
 /**
@@ -234,6 +239,30 @@ export function resolveDirectory(address: DirectoryAddress, options: ResolveOpti
   throw new TypeError(
     `Invalid directory ${url.href}: unsupported scheme ${url.protocol} (use a path, file:, http(s):, s3: or opfs:)`,
   );
+}
+
+/**
+ * The address another thread (a Web Worker) can open `{ store, key }` by: the store's
+ * {@linkcode ObjectStore.address} followed by the key, each `/`-separated part URL-encoded; or
+ * `undefined` when the store has no address (a memory store, say).
+ *
+ * @example
+ * ```ts
+ * import { FileStore } from "./file.ts";
+ * import { MemoryStore } from "./memory.ts";
+ * import { objectAddress, resolveObject } from "./resolve.ts";
+ * import assert from "node:assert/strict";
+ * const address = objectAddress({ store: new FileStore("/tmp/runs"), key: "a b/#1.ckpt" });
+ * assert.equal(address, "file:///tmp/runs/a%20b/%231.ckpt");
+ * const { store, key } = resolveObject(address!);
+ * assert.deepEqual([store.url, key], ["file:///tmp/runs/a%20b/", "#1.ckpt"]);
+ * assert.equal(objectAddress({ store: new MemoryStore(), key: "a.ckpt" }), undefined);
+ * ```
+ */
+export function objectAddress(object: StoreObject): string | undefined {
+  const base = object.store.address;
+  if (base === undefined) return undefined;
+  return base + object.key.split("/").map(encodeURIComponent).join("/");
 }
 
 /**

@@ -125,6 +125,14 @@ export interface ObjectStore {
    * `https://host/dir/`, `memory://name/`); error messages name objects as this plus the key.
    */
   readonly url: string;
+  /**
+   * Optional: an address from which another thread (a Web Worker) opens this same store with
+   * `resolveDirectory`, such as `opfs:///runs/demo/` or `file:///runs/a/`. A `BackgroundWriter`
+   * needs it to write `{ store, key }` from its worker, and a `CheckpointManager` on this store to
+   * take a `writer`. Absent where a URL alone cannot reopen the store: a memory store, an S3 store
+   * given credentials in code, an OPFS store on a directory handle of your own.
+   */
+  readonly address?: string;
   /** False for read-only stores (HTTP); their write methods throw a `TypeError`. */
   readonly writable: boolean;
   /** Reads an object, or a range of it. An absent object is an {@linkcode ObjectNotFoundError}. */

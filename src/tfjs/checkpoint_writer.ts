@@ -16,6 +16,7 @@ import type { CheckpointEntry } from "../manager/mod.ts";
 import { SavePromise } from "../background/_protocol.ts";
 import { beginSnapshot, type SnapshotOptions } from "./snapshot.ts";
 import { StagingPool } from "./staging_pool.ts";
+import { isStoreObject, type StoreObject } from "../storage/resolve.ts";
 
 /** Options for {@linkcode CheckpointWriter}. */
 export interface CheckpointWriterOptions {
@@ -67,7 +68,7 @@ export interface FileWriter {
 }
 
 function isManager(target: unknown): target is ManagerLike {
-  return typeof target === "object" && target !== null && !(target instanceof URL) &&
+  return typeof target === "object" && target !== null && !(target instanceof URL) && !isStoreObject(target) &&
     typeof (target as ManagerLike).save === "function";
 }
 
@@ -87,7 +88,9 @@ function isManager(target: unknown): target is ManagerLike {
  * With a `CheckpointManager` as the target, the snapshot is committed through the manager
  * (file naming, index, retention, resume with `latest()`); open the manager with
  * `writer: checkpointWriter.fileWriter` so that its files, too, are written in the worker and
- * the staging buffers come back.
+ * the staging buffers come back. That works for a manager on a local directory and, in a
+ * browser, on OPFS (`CheckpointManager.open("opfs:///runs/demo", { writer })`): the worker opens
+ * the same OPFS directory itself. The manager's index is still written on the calling thread.
  *
  * Errors: bad arguments throw from `save()` at once. A save that fails (read-back or write)
  * rejects its promise; if nobody took charge of it (a rejection handler on the promise or on one
@@ -222,14 +225,19 @@ export class CheckpointWriter implements AsyncDisposable {
    * Snapshots `state` now and writes it to the file `target` in the background, atomically.
    * See the overload above for the details.
    *
-   * @param target A path or a `file:` URL, or in a browser an `opfs:///dir/name.ckpt` URL.
+   * @param target A path or a `file:` URL, in a browser an `opfs:///dir/name.ckpt` URL, or
+   *   `{ store, key }` of a store with an `address` (an `OpfsStore` from `OpfsStore.open`).
    * @param state The model, optimizer, step and metadata, as for {@linkcode snapshot}.
    * @param options Codec (by name), compression and sync, over the writer's `saveOptions`.
    * @returns The bytes written and their SHA-256.
    */
-  save(target: string | URL, state: Omit<SnapshotOptions, "staging">, options?: SaveOptions): Promise<SaveResult>;
   save(
-    target: string | URL | ManagerLike,
+    target: string | URL | StoreObject,
+    state: Omit<SnapshotOptions, "staging">,
+    options?: SaveOptions,
+  ): Promise<SaveResult>;
+  save(
+    target: string | URL | StoreObject | ManagerLike,
     state: Omit<SnapshotOptions, "staging">,
     options: SaveOptions = {},
   ): Promise<SaveResult | CheckpointEntry> {
@@ -237,9 +245,9 @@ export class CheckpointWriter implements AsyncDisposable {
     const earlier = this.#takeUnreported();
     if (earlier) throw earlier;
     const manager = isManager(target) ? target : undefined;
-    if (!manager && typeof target !== "string" && !(target instanceof URL)) {
+    if (!manager && typeof target !== "string" && !(target instanceof URL) && !isStoreObject(target)) {
       throw new TypeError(
-        "Cannot save checkpoint: target must be a path, a file: or opfs: URL, or a CheckpointManager",
+        "Cannot save checkpoint: target must be a path, a file: or opfs: URL, { store, key }, or a CheckpointManager",
       );
     }
     if (typeof state !== "object" || state === null) throw new TypeError("Cannot save checkpoint: state is required");
@@ -269,7 +277,7 @@ export class CheckpointWriter implements AsyncDisposable {
       try {
         written = manager
           ? manager.save(checkpoint as CheckpointInput)
-          : this.#writer.save(target as string | URL, checkpoint, merged);
+          : this.#writer.save(target as string | URL | StoreObject, checkpoint, merged);
       } catch (e) {
         this.#pool.release(checkpoint);
         fail(e);

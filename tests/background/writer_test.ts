@@ -1,12 +1,14 @@
 import assert from "node:assert/strict";
 import { BackgroundWriter, SupersededError } from "../../src/background/writer.ts";
-import { WORKER_URL } from "../../src/background/_protocol.ts";
+import { rebuildError, WORKER_URL } from "../../src/background/_protocol.ts";
 import { SaveQueue } from "../../src/background/_queue.ts";
 import { loadCheckpoint } from "../../src/io/load.ts";
 import { saveCheckpoint } from "../../src/io/save.ts";
 import type { Codec } from "../../src/format/codec.ts";
 import { binaryCodec } from "../../src/format/codecs/binary.ts";
 import type { Tensor, TensorData, TensorInput } from "../../src/format/types.ts";
+import { FileStore } from "../../src/storage/file.ts";
+import { MemoryStore } from "../../src/storage/memory.ts";
 
 const REAL_WORKER = new URL("../../src/background/_worker.ts", import.meta.url).href;
 
@@ -356,6 +358,17 @@ Deno.test("BackgroundWriter rejects an awaited save to an unwritable target with
   }
 });
 
+Deno.test("a worker's error of a class this side lacks keeps its name in the message and on the cause", () => {
+  const e = rebuildError({ name: "QuotaExceededError", message: "The quota has been exceeded." }, "Cannot save X");
+  assert.equal(e.constructor, Error);
+  assert.equal(e.message, "Cannot save X: QuotaExceededError: The quota has been exceeded.");
+  assert.equal((e.cause as Error).name, "QuotaExceededError");
+  const known = rebuildError({ name: "RangeError", message: "too big" }, "Cannot save X");
+  assert.ok(known instanceof RangeError);
+  assert.equal(known.message, "Cannot save X: too big");
+  assert.equal(rebuildError({ name: "Error", message: "plain" }, "Cannot save X").message, "Cannot save X: plain");
+});
+
 Deno.test("BackgroundWriter throws an unobserved failure from the next save, which then starts nothing", async () => {
   const dir = await Deno.makeTempDir();
   const writer = new BackgroundWriter();
@@ -538,6 +551,40 @@ Deno.test("BackgroundWriter resolves a relative path when save is called", async
     assert.ok(await exists(`${dir}/rel.ckpt`));
   } finally {
     Deno.chdir(cwd);
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("BackgroundWriter writes { store, key } and file: URL strings through the store's address", async () => {
+  const dir = await Deno.makeTempDir();
+  await using writer = new BackgroundWriter();
+  try {
+    const store = new FileStore(dir);
+    const w = (step: number): TensorInput[] => [
+      { name: "w", dtype: "float32", shape: [2], data: new Float32Array([step, -step]) },
+    ];
+    const a = await writer.save({ store, key: "run 1/#a.ckpt" }, { metadata: { step: 1 }, tensors: w(1) });
+    const b = await writer.save(`${store.url}b.ckpt`, { metadata: { step: 2 }, tensors: w(2) });
+    const backA = await loadCheckpoint(`${dir}/run 1/#a.ckpt`, { sha256: a.digest });
+    const backB = await loadCheckpoint(`${dir}/b.ckpt`, { sha256: b.digest });
+    assert.deepEqual([backA.tensors[0]!.data, backB.tensors[0]!.data], [
+      new Float32Array([1, -1]),
+      new Float32Array([2, -2]),
+    ]);
+
+    const data = new Float32Array(2);
+    assert.throws(
+      () =>
+        writer.save({ store: new MemoryStore(), key: "a.ckpt" }, {
+          metadata: { step: 3 },
+          tensors: [{ name: "w", dtype: "float32", shape: [2], data }],
+        }),
+      (e) =>
+        e instanceof TypeError &&
+        /to memory:\/\/.*a\.ckpt: a worker cannot open that store \(it has no address/.test(e.message),
+    );
+    assert.equal(data.length, 2, "nothing was taken");
+  } finally {
     await Deno.remove(dir, { recursive: true });
   }
 });

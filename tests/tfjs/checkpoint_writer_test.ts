@@ -92,7 +92,7 @@ Deno.test("CheckpointWriter throws bad arguments at once and starts nothing", as
   assert.throws(() => writer.save(`${dir}/a.ckpt`, { model, step: -1 }), /step is -1/);
   assert.throws(
     () => writer.save(42 as never, { model, step: 1 }),
-    /target must be a path, a file: or opfs: URL, or a CheckpointManager/,
+    /target must be a path, a file: or opfs: URL, { store, key }, or a CheckpointManager/,
   );
   assert.throws(() => writer.save(`${dir}/a.ckpt`, { model: "m" as never, step: 1 }), TypeError);
   assert.equal(writer.pending, 0);

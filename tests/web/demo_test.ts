@@ -1,7 +1,7 @@
 /// <reference lib="dom" />
-// The browser demo (deno task web) driven in headless Chromium: it trains, checkpoints into OPFS,
-// and after a reload resumes from the newest checkpoint, on each TF.js backend Chromium offers
-// here. Screenshots of every stage are written under the test's temp dir when a stage fails.
+// The browser demo (deno task web) driven in headless Chromium: it trains, checkpoints into OPFS
+// from the library's Web Worker, and after a reload resumes from the newest checkpoint, on each
+// TF.js backend Chromium offers here. Screenshots of every stage are written under the test's temp dir when a stage fails.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { Page } from "puppeteer-core";
@@ -24,7 +24,7 @@ const text = (page: Page, id: string) => page.$eval(`#${id}`, (e) => e.textConte
 
 noteSkip();
 Deno.test({
-  name: "the browser demo resumes from its newest checkpoint after a reload (cpu, wasm, webgl)",
+  name: "the browser demo resumes from its newest checkpoint after a reload (cpu, wasm, webgl, webgpu)",
   ignore: !RUN_BROWSER_TESTS,
   sanitizeOps: false,
   sanitizeResources: false,
@@ -34,9 +34,11 @@ Deno.test({
     const shotsDir = await Deno.makeTempDir({ prefix: "ckpt-web-demo-test-" });
     let failed = false;
     try {
-      for (const backend of ["cpu", "wasm", "webgl"]) {
+      for (const backend of ["cpu", "wasm", "webgl", "webgpu"]) {
         const shots: [string, Uint8Array][] = [];
         const page = await browser.newPage();
+        const requested: string[] = [];
+        page.on("request", (r) => void requested.push(r.url()));
         const shoot = async (stage: string) => shots.push([stage, await page.screenshot({ type: "png" })]);
         const ok = await t.step(backend, async () => {
           try {
@@ -44,8 +46,9 @@ Deno.test({
             await page.goto(`${server.url}${q}&autostart=1`);
             await page.waitForFunction("window.demo && (window.demo.ready || window.demo.error)", { timeout: 120_000 });
             const error = await page.evaluate(() => demo.error);
-            if (error && /not available/.test(error) && backend === "webgl") {
-              console.log(`webgl: ${error} (skipped)`);
+            // webgl and webgpu depend on what this Chromium offers (SwiftShader here): a skip says why.
+            if (error && /not available/.test(error) && (backend === "webgl" || backend === "webgpu")) {
+              console.log(`${backend}: ${error} (skipped)`);
               await shoot("unavailable");
               return;
             }
@@ -54,6 +57,7 @@ Deno.test({
             await page.waitForFunction("window.demo.saved >= 20", { timeout: 180_000 });
             await shoot("saved");
             const saved = await page.evaluate(() => demo.saved);
+            assert.ok(requested.some((u) => u.endsWith("/ckpt-worker.js")), "the saves ran in the library's worker");
             await page.evaluate(() => localStorage.removeItem("ckpt-demo-training"));
             await page.goto(`${server.url}${q}`); // a reload, without autostart
             await page.waitForFunction("window.demo && (window.demo.ready || window.demo.error)", { timeout: 120_000 });
