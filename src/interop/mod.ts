@@ -48,7 +48,7 @@ export {
   metadataFromSafetensors,
   metadataToSafetensors,
 } from "./safetensors_metadata.ts";
-export { readSha256Sidecar, type SidecarOptions, writeSha256Sidecar } from "./sidecar.ts";
+export { MAX_SIDECAR_BYTES, readSha256Sidecar, type SidecarOptions, writeSha256Sidecar } from "./sidecar.ts";
 export {
   needsNarrowing,
   tensorToWeight,
