@@ -244,6 +244,9 @@ async function* tensorsOf(
   }
 }
 
+/** Shards uploading at once to an object store while the next one fills. */
+const SHARD_UPLOADS = 4;
+
 /** The name of shard `i` of `n`, as TF.js names them. */
 function shardName(i: number, n: number): string {
   return n === 1 ? "weights.bin" : `weights-shard${i + 1}of${n}.bin`;
@@ -352,12 +355,19 @@ export async function writeTfjsArtifacts(
   let shard: ShardWriter | undefined;
   let hash = sha256();
   let fill = 0;
+  // On object stores a shard's upload overlaps the filling of the next ones, up to
+  // SHARD_UPLOADS in flight; model.json is written only once every one has completed.
+  const inFlight = target.renames ? 1 : SHARD_UPLOADS;
+  const closing: Promise<void>[] = [];
   const closeShard = async (): Promise<void> => {
     if (!shard) return;
     const s = shard;
     shard = undefined;
-    await s.close();
     shards.push({ bytes: fill, sha256: hash.digest("hex") });
+    const done = s.close();
+    done.catch(() => {}); // awaited below, or settled before a failure is thrown
+    closing.push(done);
+    if (closing.length >= inFlight) await closing.shift();
   };
   const changed = (n: number) =>
     new Error(
@@ -410,6 +420,7 @@ export async function writeTfjsArtifacts(
     }
     if (!metadata) throw new TypeError("Cannot export to TF.js: no metadata");
     await closeShard();
+    await Promise.all(closing.splice(0));
     const n = shards.length;
     if (planned !== undefined && n !== planned) throw changed(n);
     const finals = target.renames ? shards.map((_, i) => shardName(i, n)) : names;
@@ -437,6 +448,7 @@ export async function writeTfjsArtifacts(
       weightBytes,
     };
   } catch (e) {
+    await Promise.allSettled(closing);
     await target.discard();
     throw e;
   }

@@ -199,7 +199,7 @@ Deno.test("TF.js export failing at every step of a write to a store: readers get
         outcomes.set("old model.json, old shards", (outcomes.get("old model.json, old shards") ?? 0) + 1);
       } catch (e) {
         assert.ok(e instanceof ChecksumMismatchError, `after a failure at operation ${fail}: ${e}`);
-        assert.match(e.message, /TF\.js shard "weights-shard1of5\.bin"/);
+        assert.match(e.message, /TF\.js shard "weights-shard[1-5]of5\.bin"/);
         outcomes.set("old model.json, new shards", (outcomes.get("old model.json, new shards") ?? 0) + 1);
       }
     }
