@@ -12,7 +12,7 @@
  *
  * Medians and ratios are printed.
  *
- *   deno task bench:s3 [--mib 256] [--trials 3] [--rss-mib 1024]
+ *   deno task bench:s3 [--mib 256] [--trials 3] [--rss-mib 1024 (0: skip the RSS row)]
  *
  * @module
  */
@@ -170,22 +170,24 @@ console.log("|----------------------------|----------|-------------|----------|"
 for (const n of saves) row(n, "save plain upload");
 for (const n of loads) row(n, "load plain download");
 
-// Peak RSS of a large save, in its own process.
-const child = await new Deno.Command(Deno.execPath(), {
-  args: ["run", "-A", new URL(import.meta.url).pathname, "--child-save", String(rssMib), "--bucket", bucket],
-  stdout: "piped",
-  stderr: "inherit",
-}).output();
-if (!child.success) throw new Error("the RSS child failed");
-const { before, peak } = JSON.parse(new TextDecoder().decode(child.stdout));
-const inFlight = DEFAULT_S3_PART_SIZE * (DEFAULT_S3_CONCURRENCY + 1);
-console.log(
-  `\npeak RSS of a ${rssMib} MiB save to s3://: ${(peak / MiB).toFixed(0)} MiB, ${
-    ((peak - before) / MiB).toFixed(0)
-  } MiB above the ${(before / MiB).toFixed(0)} MiB before it started (parts in flight + the one filling: ${
-    (inFlight / MiB).toFixed(0)
-  } MiB)`,
-);
+// Peak RSS of a large save, in its own process (`--rss-mib 0` skips it).
+if (rssMib > 0) {
+  const child = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", new URL(import.meta.url).pathname, "--child-save", String(rssMib), "--bucket", bucket],
+    stdout: "piped",
+    stderr: "inherit",
+  }).output();
+  if (!child.success) throw new Error("the RSS child failed");
+  const { before, peak } = JSON.parse(new TextDecoder().decode(child.stdout));
+  const inFlight = DEFAULT_S3_PART_SIZE * (DEFAULT_S3_CONCURRENCY + 1);
+  console.log(
+    `\npeak RSS of a ${rssMib} MiB save to s3://: ${(peak / MiB).toFixed(0)} MiB, ${
+      ((peak - before) / MiB).toFixed(0)
+    } MiB above the ${(before / MiB).toFixed(0)} MiB before it started (parts in flight + the one filling: ${
+      (inFlight / MiB).toFixed(0)
+    } MiB)`,
+  );
+}
 
 await store.sweep();
 for await (const o of store.list()) await store.delete(o.key);
