@@ -332,8 +332,9 @@ export async function* decodeRecords(
         return new Uint8Array(into.buffer, room, n);
       });
       const mine = into.buffer;
-      if (!mine || body.buffer !== mine) {
-        // The body lies whole in one chunk of the input (a view into it): hashed here.
+      if (!mine || body.buffer !== mine || !side.ready) {
+        // The body lies whole in one chunk of the input (a view into it), or the thread ended
+        // while it was read (idle for 2 s while a slow read filled fresh memory): hashed here.
         h.update(body);
         await checkDigest(h, subject, at);
         seen.push(indexEntry(d, at, r.position - at));

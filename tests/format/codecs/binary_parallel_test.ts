@@ -378,3 +378,36 @@ Deno.test("loadCheckpoint hashes on both threads into fresh memory: plain ArrayB
     setHashThreadForTests("restore");
   }
 });
+
+Deno.test("a hash thread that ends itself while a tensor meant for it is read leaves that tensor to the reader", async () => {
+  // The thread closes itself after 2 s without work; a slow read (fresh memory on a loaded
+  // machine) can take longer. Here it reports ready once, when layer0 is chosen for it, and has
+  // ended by the time layer0 has been read.
+  const input = model();
+  const bytes = await collect(encodeCheckpoint(input));
+  try {
+    await withFile(bytes, async (path) => {
+      let asked = false;
+      const { calls } = await spy((t, calls) => ({
+        get ready() {
+          if (asked) {
+            t.close();
+            return false;
+          }
+          asked = true;
+          return t.ready;
+        },
+        digest(buffer, offset, length) {
+          calls.push(length);
+          return t.digest(buffer, offset, length);
+        },
+        close: () => t.close(),
+      }));
+      const back = await loadCheckpoint(path, { parallelHash: true });
+      assert.deepEqual(back.tensors.map((t) => t.name), input.tensors.map((t) => t.name));
+      assert.equal(calls.length, 0);
+    });
+  } finally {
+    setHashThreadForTests("restore");
+  }
+});
