@@ -1,16 +1,27 @@
 /**
  * `ckpt convert`: re-encodes a checkpoint in another codec or compression, streaming one tensor
- * at a time from input to output.
+ * at a time from input to output; TF.js artifacts (`model.json` and shards) in and out.
  *
  * @module
  */
 import { dirname } from "node:path";
-import { type Codec, type CodecName, type Compression, readCheckpointIndex, saveCheckpoint } from "../../mod.ts";
+import {
+  type Checkpoint,
+  type CheckpointInput,
+  ChecksumMismatchError,
+  type Codec,
+  type CodecName,
+  type Compression,
+  readCheckpointIndex,
+  saveCheckpoint,
+} from "../../mod.ts";
 import { createSafetensorsCodec, type SafetensorsTensorDescriptor } from "../interop/safetensors.ts";
 import { readSafetensorsHeader } from "../interop/safetensors_read.ts";
+import { writeTfjsArtifacts } from "../interop/tfjs_artifacts.ts";
 import { choiceOption, type Command, type Values } from "./_command.ts";
 import { BadCheckpointError, type CliIO, EXIT, FileError, isOsError, isRemote, osReason, UsageError } from "./_io.ts";
-import { indexedKind, openCheckpoint, readError } from "./_source.ts";
+import { EXTRA_CODECS, indexedKind, openCheckpoint, readError } from "./_source.ts";
+import { checkTfjsTarget, findTfjsArtifacts, readArtifacts } from "./_tfjs.ts";
 
 async function checkTarget(path: string): Promise<void> {
   const fail = (why: string): never => {
@@ -69,39 +80,116 @@ async function descriptors(from: string, io: CliIO): Promise<SafetensorsTensorDe
   return out;
 }
 
+type OutputCodec = CodecName | "safetensors" | "tfjs";
+
+/**
+ * Writes the output with `write`, turning its failures into the CLI's errors: the output failing
+ * is a {@linkcode FileError} naming it, what the input holds but the output cannot express a
+ * {@linkcode BadCheckpointError} naming the input.
+ */
+async function writeOutput(to: string, label: string, name: OutputCodec, write: () => Promise<unknown>): Promise<void> {
+  try {
+    await write();
+  } catch (e) {
+    // What the input holds but the output codec cannot express (metadata safetensors refuses,
+    // dtypes TF.js has no weight type for, values that do not fit int32).
+    if (
+      (e instanceof TypeError && /^(Invalid|Cannot encode|Cannot convert tensor)/.test(e.message)) ||
+      (e instanceof RangeError && /^Cannot convert tensor/.test(e.message))
+    ) {
+      const message = e.message.replace("pass narrow: true", "use --narrow");
+      throw new BadCheckpointError(`${label} cannot be written as ${name}: ${message}`, { cause: e });
+    }
+    // Read errors arrive already named by the input; what is left is the output failing.
+    const named = e instanceof FileError || e instanceof BadCheckpointError || e instanceof UsageError;
+    if (isOsError(e) || (isRemote(to) && !named && !(e instanceof TypeError))) {
+      const why = isOsError(e) ? osReason(e) : (e as Error).message ?? String(e);
+      throw new FileError(`Cannot write ${to === "-" ? "standard output" : JSON.stringify(to)}: ${why}`, {
+        cause: e,
+      });
+    }
+    throw e;
+  }
+}
+
+function descriptorsOf(ckpt: Checkpoint): SafetensorsTensorDescriptor[] {
+  return ckpt.tensors.map((t) => ({ name: t.name, dtype: t.dtype, shape: [...t.shape], group: t.group }));
+}
+
+/**
+ * Writes TF.js artifacts into `to`. A binary checkpoint at an address is handed over as such, so
+ * that its index tells the number of shards before the first is written (on `s3://`, where
+ * shards cannot be renamed, that keeps TF.js's names); anything else streams through the
+ * checkpoint reader.
+ */
+async function toTfjs(from: string, to: string, artifacts: string | undefined, narrow: boolean, io: CliIO) {
+  await checkTfjsTarget(to);
+  if (artifacts !== undefined) {
+    const ckpt = await readArtifacts(artifacts);
+    await writeOutput(to, artifacts, "tfjs", () => writeTfjsArtifacts(to, ckpt, { narrow }));
+    return;
+  }
+  if (isRemote(to) && from !== "-" && await indexedKind(from) === "index") {
+    await writeOutput(to, from, "tfjs", async () => {
+      try {
+        await writeTfjsArtifacts(to, from, { narrow, codecs: EXTRA_CODECS });
+      } catch (e) {
+        // The input's own faults, named by it; the output's are left to writeOutput.
+        const input = e instanceof SyntaxError || e instanceof ChecksumMismatchError ||
+          (e instanceof RangeError && !/^Cannot convert tensor/.test(e.message));
+        throw input ? readError(from, e) : e;
+      }
+    });
+    return;
+  }
+  const ckpt = await openCheckpoint(from, io);
+  try {
+    const checkpoint: CheckpointInput = { metadata: ckpt.metadata, tensors: ckpt.tensors() };
+    await writeOutput(to, ckpt.label, "tfjs", () => writeTfjsArtifacts(to, checkpoint, { narrow }));
+  } finally {
+    await ckpt.close();
+  }
+}
+
 async function run(values: Values, positionals: string[], io: CliIO): Promise<number> {
   const [from, to] = positionals as [string, string];
-  const name = choiceOption<CodecName | "safetensors">(values, "codec", ["binary", "json", "safetensors"], "binary");
+  const name = choiceOption<OutputCodec>(values, "codec", ["binary", "json", "safetensors", "tfjs"], "binary");
   if (values.gzip && values.bytegroup) throw new UsageError("--gzip and --bytegroup cannot be combined: choose one");
   if (values.bytegroup && name !== "binary") throw new UsageError("--bytegroup needs the binary codec");
+  if (values.narrow && name !== "tfjs") throw new UsageError("--narrow applies to --codec tfjs only");
   const compression: Compression = values.gzip ? "gzip" : values.bytegroup ? "bytegroup" : "none";
+  if (name === "tfjs" && compression !== "none") {
+    throw new UsageError("--codec tfjs writes plain model.json and shards: drop --gzip");
+  }
+  if (name === "tfjs" && to === "-") {
+    throw new UsageError("--codec tfjs writes a directory (model.json and shards): give OUT as a directory, not -");
+  }
   if (to === "-" && io.stdoutIsTerminal && (name !== "json" || compression === "gzip")) {
     throw new UsageError("refusing to write binary data to a terminal: redirect standard output, or use --codec json");
   }
+  const artifacts = await findTfjsArtifacts(from);
+  if (name === "tfjs") {
+    await toTfjs(from, to, artifacts, values.narrow === true, io);
+    return EXIT.ok;
+  }
   if (to !== "-") await checkTarget(to);
+  const target = to === "-" ? io.stdout : to;
+  if (artifacts !== undefined) {
+    // TF.js artifacts in: read whole (model.json and its shards, every digest checked), then encoded.
+    const ckpt = await readArtifacts(artifacts);
+    const codec: CodecName | Codec = name === "safetensors"
+      ? createSafetensorsCodec({ tensors: descriptorsOf(ckpt) })
+      : name;
+    await writeOutput(to, artifacts, name, () => saveCheckpoint(target, ckpt, { codec, compression }));
+    return EXIT.ok;
+  }
   const codec: CodecName | Codec = name === "safetensors"
     ? createSafetensorsCodec({ tensors: await descriptors(from, io) })
     : name;
   const ckpt = await openCheckpoint(from, io);
   try {
     const checkpoint = { metadata: ckpt.metadata, tensors: ckpt.tensors() };
-    try {
-      await saveCheckpoint(to === "-" ? io.stdout : to, checkpoint, { codec, compression });
-    } catch (e) {
-      // Read errors arrive already named by the input; what is left is the output failing.
-      const named = e instanceof FileError || e instanceof BadCheckpointError || e instanceof UsageError;
-      if (isOsError(e) || (isRemote(to) && !named && !(e instanceof TypeError))) {
-        const why = isOsError(e) ? osReason(e) : (e as Error).message ?? String(e);
-        throw new FileError(`Cannot write ${to === "-" ? "standard output" : JSON.stringify(to)}: ${why}`, {
-          cause: e,
-        });
-      }
-      // What the input holds but the output codec cannot express (metadata safetensors refuses).
-      if (e instanceof TypeError && /^(Invalid|Cannot encode)/.test(e.message)) {
-        throw new BadCheckpointError(`${ckpt.label} cannot be written as ${name}: ${e.message}`, { cause: e });
-      }
-      throw e;
-    }
+    await writeOutput(to, ckpt.label, name, () => saveCheckpoint(target, checkpoint, { codec, compression }));
   } finally {
     await ckpt.close();
   }
@@ -130,7 +218,7 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
  */
 export const convertCommand: Command = {
   name: "convert",
-  summary: "re-encode a checkpoint (binary, JSON or safetensors, gzip or not), file or pipe",
+  summary: "re-encode a checkpoint (binary, JSON, safetensors or TF.js artifacts, gzip or not), file or pipe",
   synopsis: "[options] IN|- OUT|-",
   description: `
 Decodes IN record by record (verifying each tensor's digest) and encodes it again with the
@@ -147,19 +235,31 @@ OUT is written atomically (a temporary file beside it, fsync, rename), so a fail
 leaves any existing OUT untouched; an existing OUT is replaced. With OUT as -, the bytes go to
 standard output; if IN turns out to be damaged midway, the output stops early and is itself a
 truncated checkpoint that no reader accepts, and ckpt exits with code 4. Binary output is never
-written to a terminal.`,
+written to a terminal.
+
+TF.js artifacts: IN may be a model.json, or a directory holding one (a local directory, an
+s3:// prefix, an https:// folder); its shards are read beside it, every shard digest checked.
+With --codec tfjs, OUT is a directory (made if missing; a local path or s3://) that receives
+model.json and weight shards; dtypes TF.js cannot hold are refused unless --narrow. Locally the
+shards are renamed into place and model.json replaced last; on s3:// an existing model.json is
+deleted first and written last, so a failed conversion leaves no model.json, never an old one
+beside new shards.`,
   options: {
     codec: {
       type: "string",
       short: "c",
-      arg: "binary|json|safetensors",
-      help: "codec of the output (default: binary)",
+      arg: "binary|json|safetensors|tfjs",
+      help: "codec of the output (default: binary); tfjs writes model.json and shards into OUT",
     },
     gzip: { type: "boolean", short: "z", help: "gzip the output" },
     bytegroup: {
       type: "boolean",
       short: "b",
       help: "binary output with byte-grouped float tensors (smaller, ~10x faster than gzip, random access kept)",
+    },
+    narrow: {
+      type: "boolean",
+      help: "with --codec tfjs: float64 to float32 (rounding), int64, uint64 and uint32 to int32 (checked)",
     },
   },
   positionals: { min: 2, max: 2 },
@@ -170,6 +270,8 @@ written to a terminal.`,
     ["ckpt convert - - --codec json < model.ckpt | jq -c 'select(.tensor)'", "stream to jq"],
     ["ssh host cat model.ckpt.gz | ckpt convert - model.ckpt", "from a pipe to a file"],
     ["ckpt convert model.ckpt model.safetensors -c safetensors", "for Python tools"],
+    ["ckpt convert model.ckpt s3://bucket/web/model --codec tfjs", "TF.js artifacts for tf.loadLayersModel"],
+    ["ckpt convert https://host/web/model/model.json model.ckpt", "TF.js artifacts back to a checkpoint"],
   ],
   exits: [],
   run,

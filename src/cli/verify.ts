@@ -7,6 +7,7 @@
 import type { Command, Values } from "./_command.ts";
 import { basename } from "node:path";
 import { readSha256Sidecar } from "../interop/sidecar.ts";
+import { ObjectNotFoundError } from "../storage/types.ts";
 import {
   BadCheckpointError,
   type CliIO,
@@ -41,13 +42,16 @@ interface Outcome {
   error?: string;
 }
 
-/** The digest a `FILE.sha256` sidecar gives for FILE, or undefined when there is no sidecar. */
+/**
+ * The digest a `FILE.sha256` sidecar gives for FILE (beside it on its store: a local directory,
+ * `s3://`, `https://`), or undefined when there is no sidecar.
+ */
 async function sidecarDigest(path: string): Promise<string | undefined> {
   try {
     return await readSha256Sidecar(path);
   } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return undefined;
-    if (e instanceof SyntaxError) throw new BadCheckpointError(e.message);
+    if (e instanceof Deno.errors.NotFound || e instanceof ObjectNotFoundError) return undefined;
+    if (e instanceof SyntaxError || e instanceof RangeError) throw new BadCheckpointError(e.message);
     throw new FileError(`Cannot read ${JSON.stringify(`${path}.sha256`)}: ${osReason(e)}`, { cause: e });
   }
 }

@@ -1,7 +1,8 @@
 /**
- * A TF.js `IOHandler` backed by a ckpt file: `model.save(ckptHandler(path))` and
- * `tf.loadLayersModel(ckptHandler(path))`. The module imports TF.js types only, never TF.js
- * itself, so it works with whichever TF.js instance the caller uses.
+ * A TF.js `IOHandler` backed by a ckpt file or object: `model.save(ckptHandler(address))` and
+ * `tf.loadLayersModel(ckptHandler(address))`, for a path, `s3://bucket/key`, `https://…` (load
+ * only) or `{ store, key }`. The module imports TF.js types only, never TF.js itself, so it works
+ * with whichever TF.js instance the caller uses.
  *
  * @module
  */
@@ -9,7 +10,10 @@ import type { io } from "@tensorflow/tfjs-core";
 import { basename, dirname, join } from "node:path";
 import type { DecodeOptions } from "../format/decode.ts";
 import { loadCheckpoint } from "../io/load.ts";
+import { locate } from "../io/read.ts";
 import { saveCheckpoint, type SaveOptions, type SaveResult, toPath } from "../io/save.ts";
+import { FileStore } from "../storage/file.ts";
+import { describeAddress, type StorageAddress } from "../storage/resolve.ts";
 import type { Metadata } from "../format/types.ts";
 import { LIMIT_OPTION_NAMES } from "../format/_options.ts";
 import { readSha256Sidecar, writeSha256Sidecar } from "./sidecar.ts";
@@ -27,23 +31,25 @@ export interface CkptHandlerOptions extends SaveOptions, DecodeOptions, WeightOp
   metadata?: Metadata;
   /**
    * Read the written bytes back and check them (every digest, and the SHA-256 of the whole
-   * file) before they replace `path`, so a save that does not verify leaves the old file.
+   * file). For a local file this happens before they replace it, so a save that does not verify
+   * leaves the old file; object stores have no rename, so there the object is replaced (whole, as
+   * the store publishes it) and then read back, and a save that does not verify throws.
    *
    * @default {true}
    */
   verify?: boolean;
   /**
-   * Also write `PATH.sha256` (the `sha256sum` line) after saving, and check the file against it
-   * when loading.
+   * Also write `NAME.sha256` (the `sha256sum` line) beside the checkpoint after saving, on the
+   * same store, and check the checkpoint against it when loading.
    *
    * @default {false}
    */
   sidecar?: boolean;
 }
 
-/** An `IOHandler` for one ckpt file, which also tells what its last save wrote. */
+/** An `IOHandler` for one ckpt file or object, which also tells what its last save wrote. */
 export interface CkptHandler extends io.IOHandler {
-  /** The file this handler reads and writes. */
+  /** The file this handler reads and writes: its path, or the object's URL on other stores. */
   readonly path: string;
   /** Bytes and SHA-256 of the last successful save through this handler. */
   readonly lastSave: SaveResult | undefined;
@@ -57,11 +63,32 @@ function byteLength(value: unknown): number {
   return value == null ? 0 : new TextEncoder().encode(JSON.stringify(value)).byteLength;
 }
 
+/** What TF.js expects `save` to return. */
+function saveResult(artifacts: io.ModelArtifacts): io.SaveResult {
+  const buffers = artifacts.weightData === undefined
+    ? []
+    : Array.isArray(artifacts.weightData)
+    ? artifacts.weightData
+    : [artifacts.weightData];
+  return {
+    modelArtifactsInfo: {
+      dateSaved: new Date(),
+      modelTopologyType: "JSON",
+      modelTopologyBytes: byteLength(artifacts.modelTopology),
+      weightSpecsBytes: byteLength(artifacts.weightSpecs),
+      weightDataBytes: buffers.reduce((n, b) => n + b.byteLength, 0),
+    },
+  };
+}
+
 /**
  * A TF.js `IOHandler` that saves a model (topology, training config, weights, and optimizer
  * weights with `includeOptimizer: true`) as a ckpt checkpoint through ckpt's streams, and loads
- * it back. Saving writes a temporary file beside `path`, verifies it, then renames it over
- * `path`. Works with `model.save(handler)` and `tf.loadLayersModel(handler)`.
+ * it back. `address` is a path, a `file:` URL, `s3://bucket/key`, `https://…` (for loading) or
+ * `{ store, key }`; settings for `s3://` go in `storage`. Saving to a path writes a temporary
+ * file beside it, verifies it, then renames it over the target; saving to another store writes
+ * the object (atomically, by the store) and then reads it back to verify it. Works with
+ * `model.save(handler)` and `tf.loadLayersModel(handler)`.
  *
  * @example
  * ```ts
@@ -83,9 +110,33 @@ function byteLength(value: unknown): number {
  * assert.deepEqual(new Float32Array(artifacts.weightData as ArrayBuffer), new Float32Array([0.5, -1]));
  * await Deno.remove(dir, { recursive: true });
  * ```
+ *
+ * @example On any store: memory here, `s3://bucket/run/model.ckpt` alike
+ * ```ts
+ * import { ckptHandler } from "./io_handler.ts";
+ * import { MemoryStore } from "../storage/memory.ts";
+ * import assert from "node:assert/strict";
+ * const store = new MemoryStore({ name: "models" });
+ * const handler = ckptHandler({ store, key: "v1/model.ckpt" }, { sidecar: true });
+ * await handler.save({
+ *   modelTopology: { class_name: "Sequential", config: {} },
+ *   weightSpecs: [{ name: "dense/bias", shape: [1], dtype: "float32" }],
+ *   weightData: new Float32Array([2]).buffer,
+ * });
+ * assert.equal(handler.path, "memory://models/v1/model.ckpt");
+ * assert.ok(await store.head("v1/model.ckpt.sha256"));
+ * const artifacts = await handler.load();
+ * assert.deepEqual(new Float32Array(artifacts.weightData as ArrayBuffer), new Float32Array([2]));
+ * ```
  */
-export function ckptHandler(path: string | URL, options: CkptHandlerOptions = {}): CkptHandler {
-  const file = toPath(path);
+export function ckptHandler(address: StorageAddress, options: CkptHandlerOptions = {}): CkptHandler {
+  const object = locate(address, options, "use a TF.js handler on");
+  const local = object.store instanceof FileStore;
+  const file = local && (typeof address === "string" || address instanceof URL)
+    ? toPath(address)
+    : local
+    ? (object.store as FileStore).path(object.key)
+    : describeAddress(object);
   const verify = options.verify ?? true;
   // Each function gets only the options it knows (they reject others). A codec object used to
   // save must also be recognised when loading.
@@ -102,6 +153,14 @@ export function ckptHandler(path: string | URL, options: CkptHandlerOptions = {}
     },
     async save(artifacts: io.ModelArtifacts): Promise<io.SaveResult> {
       const ckpt = artifactsToCheckpoint(artifacts, options.metadata ?? { step: 0 });
+      if (!local) {
+        // No rename: the store publishes the object whole, then it is read back.
+        const result = await saveCheckpoint(object, ckpt, { ...save, sha256sum: options.sidecar ?? false });
+        if (verify) await loadCheckpoint(object, { ...read, sha256: result.digest });
+        if (options.sidecar) await writeSha256Sidecar(object, result.sha256!, options);
+        lastSave = result;
+        return saveResult(artifacts);
+      }
       const tmp = join(dirname(file), `.${basename(file)}.save-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`);
       try {
         const result = await saveCheckpoint(tmp, ckpt, { ...save, sha256sum: options.sidecar ?? false });
@@ -121,24 +180,11 @@ export function ckptHandler(path: string | URL, options: CkptHandlerOptions = {}
         await Deno.remove(tmp).catch(() => {});
         throw e;
       }
-      const buffers = artifacts.weightData === undefined
-        ? []
-        : Array.isArray(artifacts.weightData)
-        ? artifacts.weightData
-        : [artifacts.weightData];
-      return {
-        modelArtifactsInfo: {
-          dateSaved: new Date(),
-          modelTopologyType: "JSON",
-          modelTopologyBytes: byteLength(artifacts.modelTopology),
-          weightSpecsBytes: byteLength(artifacts.weightSpecs),
-          weightDataBytes: buffers.reduce((n, b) => n + b.byteLength, 0),
-        },
-      };
+      return saveResult(artifacts);
     },
     async load(): Promise<io.ModelArtifacts> {
-      const sha256 = options.sidecar ? await readSha256Sidecar(file) : undefined;
-      const ckpt = await loadCheckpoint(file, sha256 === undefined ? read : { ...read, sha256 });
+      const sha256 = options.sidecar ? await readSha256Sidecar(object) : undefined;
+      const ckpt = await loadCheckpoint(object, sha256 === undefined ? read : { ...read, sha256 });
       return checkpointToArtifacts(ckpt, options);
     },
   };

@@ -2,7 +2,8 @@
  * Interop: read and write `.safetensors` as a ckpt codec, `sha256sum` sidecars, TF.js model
  * artifacts (`model.json` + weight shards), and a TF.js `IOHandler` backed by a ckpt file.
  * Nothing here imports TF.js at run time (only its types), and the safetensors and sidecar
- * modules do not even import its types.
+ * modules do not even import its types. Wherever a path is taken, so is any storage address:
+ * `s3://bucket/key`, `https://…` (for reading), `opfs:` in a browser, or `{ store, key }`.
  *
  * @example
  * ```ts
@@ -48,7 +49,7 @@ export {
   metadataFromSafetensors,
   metadataToSafetensors,
 } from "./safetensors_metadata.ts";
-export { readSha256Sidecar, type SidecarOptions, writeSha256Sidecar } from "./sidecar.ts";
+export { MAX_SIDECAR_BYTES, readSha256Sidecar, type SidecarOptions, writeSha256Sidecar } from "./sidecar.ts";
 export {
   needsNarrowing,
   tensorToWeight,

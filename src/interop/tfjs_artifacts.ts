@@ -12,17 +12,30 @@
  * @module
  */
 import type { io } from "@tensorflow/tfjs-core";
-import { dirname, isAbsolute, join, sep as SEP } from "node:path";
+import { isAbsolute } from "node:path";
 import type { DecodeOptions } from "../format/decode.ts";
-import { type CheckpointSource, decodeCheckpoint } from "../io/read.ts";
-import { checkTensorName, isDType } from "../format/dtype.ts";
+import { type CheckpointSource, decodeCheckpoint, readCheckpointIndex, type StorageOptions } from "../io/read.ts";
+import { checkTensorName, isDType, typedArrayFrom } from "../format/dtype.ts";
 import { ChecksumMismatchError } from "../format/errors.ts";
 import { resolveLimits } from "../format/limits.ts";
 import { metadataFromJson, metadataToJson } from "../format/metadata.ts";
-import { toPath, writeFileAtomic } from "../io/save.ts";
+import {
+  type DirectoryAddress,
+  isAddress,
+  isStoreObject,
+  type StorageAddress,
+  type StoreObject,
+} from "../storage/resolve.ts";
 import type { Checkpoint, CheckpointInput, DType, JsonValue, Metadata, Tensor, TensorInput } from "../format/types.ts";
 import { ChunkReader } from "../format/_chunk_reader.ts";
 import { sha256 } from "../format/_hash.ts";
+import {
+  artifactsDirectory,
+  type ArtifactsSource,
+  artifactsSource,
+  artifactsTarget,
+  type ShardWriter,
+} from "./_tfjs_files.ts";
 import {
   tensorToWeight,
   weightByteLength,
@@ -172,16 +185,17 @@ export function checkpointToArtifacts(
 }
 
 /** Options for {@linkcode writeTfjsArtifacts}. */
-export interface WriteTfjsOptions extends WeightOptions, DecodeOptions {
+export interface WriteTfjsOptions extends WeightOptions, DecodeOptions, StorageOptions {
   /**
-   * Largest shard file, in bytes. One shard is named `weights.bin`; several are
+   * Largest shard, in bytes. One shard is named `weights.bin`; several are
    * `weights-shard1ofN.bin` and so on. Tensors may span shards, as TF.js allows.
    *
    * @default {4194304} (4 MiB)
    */
   shardBytes?: number;
   /**
-   * Flush files and the directory to disk before resolving.
+   * Flush files and the directory to disk before resolving (stores that are durable on
+   * acknowledgement, S3, ignore it).
    *
    * @default {true}
    */
@@ -190,10 +204,12 @@ export interface WriteTfjsOptions extends WeightOptions, DecodeOptions {
 
 /** What {@linkcode writeTfjsArtifacts} wrote. */
 export interface WriteTfjsResult {
-  /** Path of `model.json`. */
+  /** `model.json`: its path in a local directory, else its URL (the store's URL and the key). */
   modelJson: string;
-  /** Paths of the shards, in order. */
+  /** The shards, in order, named as `modelJson` is. */
   shards: string[];
+  /** `model.json` as `{ store, key }`, which {@linkcode readTfjsArtifacts} reads back from any store. */
+  object: StoreObject;
   /** Bytes of weight data in all shards. */
   weightBytes: number;
 }
@@ -209,12 +225,12 @@ interface CkptRecord {
 
 function isCheckpointInput(x: unknown): x is CheckpointInput {
   return typeof x === "object" && x !== null && !(x instanceof Uint8Array) && !(x instanceof ReadableStream) &&
-    !(x instanceof URL) && "metadata" in x && "tensors" in x;
+    !(x instanceof URL) && !isStoreObject(x) && "metadata" in x && "tensors" in x;
 }
 
 async function* tensorsOf(
   source: CheckpointInput | CheckpointSource,
-  options: DecodeOptions,
+  options: DecodeOptions & StorageOptions,
   meta: (m: Metadata) => void,
 ): AsyncGenerator<TensorInput> {
   if (isCheckpointInput(source)) {
@@ -228,18 +244,67 @@ async function* tensorsOf(
   }
 }
 
-async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
-  let off = 0;
-  while (off < bytes.byteLength) off += await file.write(bytes.subarray(off));
+/** The name of shard `i` of `n`, as TF.js names them. */
+function shardName(i: number, n: number): string {
+  return n === 1 ? "weights.bin" : `weights-shard${i + 1}of${n}.bin`;
 }
 
 /**
- * Exports a checkpoint as TF.js artifacts in `dir`: `model.json` and the weight shards. The
- * checkpoint may be given whole or as a source to decode (a path, bytes, a stream); tensors are
- * written one at a time, so memory holds one tensor plus the manifest. Shards are written under
- * temporary names and renamed, then `model.json` is replaced atomically; its `"ckpt"` object
- * records each shard's SHA-256, so a mix of old and new files after a crash is detected on
- * import. Throws a `TypeError` for dtypes TF.js cannot hold unless `narrow` is set.
+ * Bytes of weight data the checkpoint will give, where that is known before reading it: its
+ * tensors are an array, or it is a binary checkpoint at an address (its index lists them). A
+ * dtype TF.js cannot hold (without `narrow`) is the `TypeError` the export would throw later.
+ */
+async function plannedWeightBytes(
+  checkpoint: CheckpointInput | CheckpointSource,
+  options: WriteTfjsOptions,
+): Promise<number | undefined> {
+  let entries: readonly { name: string; dtype: DType; shape: readonly number[]; group?: string }[];
+  if (isCheckpointInput(checkpoint)) {
+    if (!Array.isArray(checkpoint.tensors)) return undefined;
+    entries = checkpoint.tensors;
+  } else if (isAddress(checkpoint)) {
+    try {
+      entries = (await readCheckpointIndex(checkpoint, options)).tensors;
+    } catch {
+      return undefined; // not a binary checkpoint (or not readable: the export says why)
+    }
+  } else {
+    return undefined;
+  }
+  let total = 0;
+  for (const t of entries) {
+    if (typeof t !== "object" || t === null || !isDType(t.dtype) || !Array.isArray(t.shape)) return undefined;
+    const { spec } = tensorToWeight(
+      { name: t.name, dtype: t.dtype, shape: [0], data: typedArrayFrom(t.dtype, new Uint8Array(0)) },
+      options,
+    );
+    try {
+      total += weightByteLength({ ...spec, shape: [...t.shape] });
+    } catch {
+      return undefined;
+    }
+  }
+  return total;
+}
+
+/**
+ * Exports a checkpoint as TF.js artifacts in `dir`: `model.json` and the weight shards. `dir` is
+ * a path, a `file:` URL, `s3://bucket/prefix`, `opfs:///dir` or a writable store (a
+ * `MemoryStore`, say); settings for `s3://` go in `storage`. The checkpoint may be given whole or
+ * as a source to decode (an address, bytes, a stream); tensors are written one at a time, so
+ * memory holds one tensor plus the manifest. Its `"ckpt"` object records each shard's SHA-256,
+ * so that {@linkcode readTfjsArtifacts} detects a mix of old and new files. Throws a `TypeError`
+ * for dtypes TF.js cannot hold unless `narrow` is set, and for a read-only `dir` (`https://`).
+ *
+ * In a local directory, shards are written under temporary names and renamed, then `model.json`
+ * is replaced atomically; a failed export leaves the previous artifacts as they were. Object
+ * stores have no rename: an existing `model.json` is deleted, each shard is written under its
+ * final key (each object published whole by the store), and `model.json` is written last. A
+ * failed or killed export there leaves no `model.json` (never an old one beside new shards). The
+ * shard names need the number of shards before the first is written: known when the tensors
+ * are an array or the source is a binary checkpoint (its index), so the names are those of a
+ * local export; otherwise (a JSON or gzip checkpoint, a stream) they are `weights-shard1.bin`,
+ * `weights-shard2.bin`, and so on.
  *
  * @example
  * ```ts
@@ -255,45 +320,70 @@ async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
  * assert.deepEqual(back.tensors[0]!.data, new Int8Array([-1, 1]));
  * await Deno.remove(dir, { recursive: true });
  * ```
+ *
+ * @example Into any store: memory here, `s3://bucket/web/model` alike
+ * ```ts
+ * import { readTfjsArtifacts, writeTfjsArtifacts } from "./tfjs_artifacts.ts";
+ * import { MemoryStore } from "../storage/memory.ts";
+ * import assert from "node:assert/strict";
+ * const store = new MemoryStore({ name: "web" });
+ * const out = await writeTfjsArtifacts(store, {
+ *   metadata: { step: 3 },
+ *   tensors: [{ name: "b", dtype: "float32", shape: [2], data: new Float32Array([0.5, 2]) }],
+ * });
+ * assert.deepEqual([out.modelJson, out.shards], ["memory://web/model.json", ["memory://web/weights.bin"]]);
+ * const back = await readTfjsArtifacts({ store, key: "model.json" });
+ * assert.deepEqual(back.tensors[0]!.data, new Float32Array([0.5, 2]));
+ * ```
  */
 export async function writeTfjsArtifacts(
-  dir: string | URL,
+  dir: DirectoryAddress,
   checkpoint: CheckpointInput | CheckpointSource,
   options: WriteTfjsOptions = {},
 ): Promise<WriteTfjsResult> {
-  const root = toPath(dir);
   const shardBytes = options.shardBytes ?? DEFAULT_SHARD_BYTES;
   if (!Number.isSafeInteger(shardBytes) || shardBytes <= 0) throw new RangeError(`Invalid shardBytes: ${shardBytes}`);
-  const sync = options.sync ?? true;
-  await Deno.mkdir(root, { recursive: true });
-  const tag = `${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`;
-  const temps: string[] = [];
+  const target = artifactsTarget(artifactsDirectory(dir, options), options.sync ?? true);
+  // Without rename, each shard gets its final name when it is opened.
+  const total = target.renames ? undefined : await plannedWeightBytes(checkpoint, options);
+  const planned = total === undefined ? undefined : Math.ceil(total / shardBytes);
+  const names: string[] = [];
   const shards: { bytes: number; sha256: string }[] = [];
-  let file: Deno.FsFile | undefined;
+  let shard: ShardWriter | undefined;
   let hash = sha256();
   let fill = 0;
   const closeShard = async (): Promise<void> => {
-    if (!file) return;
-    if (sync) await file.syncData();
-    file.close();
-    file = undefined;
+    if (!shard) return;
+    const s = shard;
+    shard = undefined;
+    await s.close();
     shards.push({ bytes: fill, sha256: hash.digest("hex") });
   };
+  const changed = (n: number) =>
+    new Error(
+      `Cannot export to TF.js: the checkpoint changed while it was read (its index announced ${total} bytes of weights in ${planned} shards, ${n} were written)`,
+    );
   const write = async (bytes: Uint8Array): Promise<void> => {
     let off = 0;
     while (off < bytes.byteLength) {
-      if (!file || fill === shardBytes) {
+      if (!shard || fill === shardBytes) {
         await closeShard();
-        const tmp = join(root, `.weights.tmp-${tag}-${temps.length}`);
-        temps.push(tmp);
-        file = await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
+        const i = shards.length;
+        if (planned !== undefined && i >= planned) throw changed(i + 1);
+        const name = target.renames
+          ? undefined
+          : planned === undefined
+          ? `weights-shard${i + 1}.bin`
+          : shardName(i, planned);
+        if (name !== undefined) names.push(name);
+        shard = await target.open(i, name);
         hash = sha256();
         fill = 0;
       }
       const n = Math.min(shardBytes - fill, bytes.byteLength - off);
       const part = bytes.subarray(off, off + n);
       hash.update(part);
-      await writeAll(file, part);
+      await shard.write(part);
       fill += n;
       off += n;
     }
@@ -302,15 +392,14 @@ export async function writeTfjsArtifacts(
   const specs: WeightSpec[] = [];
   const dtypes: Record<string, DType> = {};
   const groups: Record<string, string> = {};
-  const names = new Set<string>();
+  const seen = new Set<string>();
   let weightBytes = 0;
-  const finals: string[] = [];
   try {
     for await (const t of tensorsOf(checkpoint, options, (m) => (metadata = m))) {
-      if (names.has(t.name)) {
+      if (seen.has(t.name)) {
         throw new TypeError(`Cannot export to TF.js: duplicate tensor name ${JSON.stringify(t.name)}`);
       }
-      names.add(t.name);
+      seen.add(t.name);
       const w = tensorToWeight(t, options);
       specs.push(w.spec);
       if (w.original) dtypes[t.name] = w.original;
@@ -321,8 +410,9 @@ export async function writeTfjsArtifacts(
     }
     if (!metadata) throw new TypeError("Cannot export to TF.js: no metadata");
     await closeShard();
-    const n = temps.length;
-    for (let i = 0; i < n; i++) finals.push(n === 1 ? "weights.bin" : `weights-shard${i + 1}of${n}.bin`);
+    const n = shards.length;
+    if (planned !== undefined && n !== planned) throw changed(n);
+    const finals = target.renames ? shards.map((_, i) => shardName(i, n)) : names;
     const fields = fieldsOf(metadata) ?? {};
     const canonical = JSON.parse(metadataToJson(metadata)) as Record<string, JsonValue>;
     if (metadata.custom && Object.hasOwn(metadata.custom, TFJS_KEY)) {
@@ -339,27 +429,26 @@ export async function writeTfjsArtifacts(
     if (fields.modelTopology !== undefined && fields.format === undefined) modelJson.format = "layers-model";
     modelJson.weightsManifest = [{ paths: finals, weights: specs }];
     modelJson.ckpt = record;
-    for (let i = 0; i < n; i++) await Deno.rename(temps[i]!, join(root, finals[i]!));
-    temps.length = 0;
-    const text = new TextEncoder().encode(JSON.stringify(modelJson));
-    const path = join(root, "model.json");
-    await writeFileAtomic(path, (f) => writeAll(f, text), { sync });
-    return { modelJson: path, shards: finals.map((f) => join(root, f)), weightBytes };
+    await target.commit(finals, new TextEncoder().encode(JSON.stringify(modelJson)));
+    return {
+      modelJson: target.name("model.json"),
+      shards: finals.map((f) => target.name(f)),
+      object: { store: target.store, key: "model.json" },
+      weightBytes,
+    };
   } catch (e) {
-    try {
-      file?.close();
-    } catch { /* already closed */ }
-    for (const t of temps) await Deno.remove(t).catch(() => {});
+    await target.discard();
     throw e;
   }
 }
 
 /** Options for {@linkcode readTfjsArtifacts}. */
-export interface ReadTfjsOptions extends DecodeOptions {
+export interface ReadTfjsOptions extends DecodeOptions, StorageOptions {
   /**
-   * Read shards whose real path (symbolic links resolved) lies outside the directory of
-   * `model.json`. Off by default, so that artifacts from elsewhere (an unpacked archive, a
-   * download) cannot make the reader open other files through links.
+   * For a local directory: read shards whose real path (symbolic links resolved) lies outside the
+   * directory of `model.json`. Off by default, so that artifacts from elsewhere (an unpacked
+   * archive, a download) cannot make the reader open other files through links. Other stores
+   * have no links: a shard is always the object at its path beside `model.json`.
    *
    * @default {false}
    */
@@ -369,25 +458,6 @@ export interface ReadTfjsOptions extends DecodeOptions {
 /** The value of an own property, never one inherited from `Object.prototype` (`toString`...). */
 function own<T>(record: Record<string, T> | undefined, key: string): T | undefined {
   return record !== undefined && Object.hasOwn(record, key) ? record[key] : undefined;
-}
-
-/**
- * Refuses anything but a regular file (a FIFO would block the reader forever). For a name taken
- * from `model.json` (`fromManifest`), a name the file system refuses (too long, say) is reported
- * as a bad name; a missing file stays `Deno.errors.NotFound`.
- */
-async function regularFile(path: string, what: string, fromManifest = false): Promise<Deno.FileInfo> {
-  let info: Deno.FileInfo;
-  try {
-    info = await Deno.stat(path);
-  } catch (e) {
-    if (!fromManifest || e instanceof Deno.errors.NotFound) throw e;
-    throw new SyntaxError(`Cannot decode TF.js artifacts: ${what} cannot be read (${(e as Error).message})`, {
-      cause: e,
-    });
-  }
-  if (!info.isFile) throw new SyntaxError(`Cannot decode TF.js artifacts: ${what} is not a regular file`);
-  return info;
 }
 
 function checkRelative(p: unknown, where: string): string {
@@ -403,16 +473,11 @@ function checkRelative(p: unknown, where: string): string {
   return p;
 }
 
-/** The largest piece a shard is read in. */
-const SHARD_READ_BYTES = 4 * 2 ** 20;
-
 async function* shardChunks(
-  root: string,
+  source: ArtifactsSource,
   paths: string[],
   record: CkptRecord | undefined,
-  allowOutside: boolean,
 ): AsyncGenerator<Uint8Array> {
-  const realRoot = await Deno.realPath(root);
   for (const p of paths) {
     const expected = record?.shards.find((s) => s.path === p);
     if (record && !expected) {
@@ -420,33 +485,12 @@ async function* shardChunks(
         `Cannot decode TF.js artifacts: shard ${JSON.stringify(p)} is not listed in the "ckpt" record of model.json`,
       );
     }
-    const path = join(root, p);
-    const { size } = await regularFile(path, `shard ${JSON.stringify(p)}`, true);
-    const real = await Deno.realPath(path);
-    if (!allowOutside && !real.startsWith(realRoot.endsWith(SEP) ? realRoot : realRoot + SEP)) {
-      throw new SyntaxError(
-        `Cannot decode TF.js artifacts: shard ${
-          JSON.stringify(p)
-        } resolves to ${real}, outside the artifacts directory ${realRoot} (allowOutsideShards permits it)`,
-      );
-    }
     const hash = sha256();
     let bytes = 0;
-    const file = await Deno.open(path, { read: true });
-    try {
-      for (;;) {
-        // Sized to what is left, plus one byte that finds the end (or a file that grew) in the same
-        // read: a 4 MiB buffer per read cost a small shard 8 MiB of zeroed memory.
-        const buf = new Uint8Array(Math.min(SHARD_READ_BYTES, Math.max(0, size - bytes) + 1));
-        const n = await file.read(buf);
-        if (n === null) break;
-        const chunk = buf.subarray(0, n);
-        hash.update(chunk);
-        bytes += n;
-        yield chunk;
-      }
-    } finally {
-      file.close();
+    for await (const chunk of source.shard(p)) {
+      hash.update(chunk);
+      bytes += chunk.byteLength;
+      yield chunk;
     }
     if (expected) {
       const actual = hash.digest("hex");
@@ -494,16 +538,21 @@ function parseRecord(value: unknown, names: Set<string>): { record: CkptRecord; 
 
 /**
  * Imports TF.js artifacts: reads `model.json`, then the weight shards it names (plain relative
- * paths only), one weight at a time. Artifacts exported by ckpt come back exactly as exported
- * (shard digests checked); others get step 0, their model fields in
+ * paths only, read from the same store beside it), one weight at a time. `modelJson` is any
+ * address: a path, a `file:` URL, `https://…/model.json` (any static server), `s3://bucket/…`
+ * (settings in `storage`), or `{ store, key }`. Artifacts exported by ckpt come back exactly as
+ * exported (shard digests checked); others get step 0, their model fields in
  * `metadata.custom["tfjs.artifacts"]`, and weights as TF.js would load them (float16-quantized
  * weights stay float16). Throws a `SyntaxError` for malformed JSON, a manifest that does not
- * match the shards, or unsafe paths; a `RangeError` when `model.json` exceeds `maxHeaderBytes`
- * or a weight ckpt cannot hold (string, complex64). When `model.json` has a `"ckpt"` record,
- * every shard must be listed in it and is checked against its size and SHA-256. `model.json` and
- * the shards must be regular files (a FIFO is refused rather than waited on), and a shard whose
- * real path leaves the directory of `model.json` through a symbolic link is refused unless
- * `allowOutsideShards` is set.
+ * match the shards, or unsafe paths (`..`, absolute, a URL: refused on every store, naming the
+ * path); a `RangeError` when `model.json` exceeds `maxHeaderBytes` or a weight ckpt cannot hold
+ * (string, complex64). When `model.json` has a `"ckpt"` record, every shard must be listed in it
+ * and is checked against its size and SHA-256 (a `ChecksumMismatchError` otherwise, which is also
+ * what an old `model.json` beside new shards gives). A missing object is the store's
+ * `ObjectNotFoundError` (`Deno.errors.NotFound` for a local file). In a local directory,
+ * `model.json` and the shards must be regular files (a FIFO is refused rather than waited on),
+ * and a shard whose real path leaves the directory of `model.json` through a symbolic link is
+ * refused unless `allowOutsideShards` is set.
  *
  * @example
  * ```ts
@@ -519,24 +568,37 @@ function parseRecord(value: unknown, names: Set<string>): { record: CkptRecord; 
  * assert.deepEqual(ckpt.tensors[0]!.data, new Float32Array([0.5]));
  * await Deno.remove(dir, { recursive: true });
  * ```
+ *
+ * @example From any store: `https://host/web/model.json` and `s3://bucket/web/model.json` alike
+ * ```ts
+ * import { readTfjsArtifacts } from "./tfjs_artifacts.ts";
+ * import { MemoryStore } from "../storage/memory.ts";
+ * import assert from "node:assert/strict";
+ * const store = new MemoryStore();
+ * await store.put("web/w.bin", new Uint8Array(new Float32Array([0.5]).buffer));
+ * await store.put("web/model.json", new TextEncoder().encode(JSON.stringify({
+ *   weightsManifest: [{ paths: ["w.bin"], weights: [{ name: "b", shape: [1], dtype: "float32" }] }],
+ * })));
+ * const ckpt = await readTfjsArtifacts({ store, key: "web/model.json" });
+ * assert.deepEqual(ckpt.tensors[0]!.data, new Float32Array([0.5]));
+ * ```
  */
-export async function readTfjsArtifacts(modelJson: string | URL, options: ReadTfjsOptions = {}): Promise<Checkpoint> {
+export async function readTfjsArtifacts(
+  modelJson: StorageAddress,
+  options: ReadTfjsOptions = {},
+): Promise<Checkpoint> {
   const lim = resolveLimits(options);
-  const path = toPath(modelJson);
-  const size = (await regularFile(path, path)).size;
-  if (size > lim.maxHeaderBytes) {
-    throw new RangeError(
-      `Cannot decode TF.js artifacts: model.json of ${size} bytes exceeds maxHeaderBytes ${lim.maxHeaderBytes}`,
-    );
-  }
+  const source = artifactsSource(modelJson, options);
+  const label = source.label;
+  const text = await source.modelJson(lim.maxHeaderBytes);
   let json: Record<string, unknown>;
   try {
-    json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(await Deno.readFile(path)));
+    json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(text));
   } catch (e) {
-    throw new SyntaxError(`Cannot decode TF.js artifacts: ${path} is not UTF-8 JSON (${(e as Error).message})`);
+    throw new SyntaxError(`Cannot decode TF.js artifacts: ${label} is not UTF-8 JSON (${(e as Error).message})`);
   }
   if (typeof json !== "object" || json === null || Array.isArray(json)) {
-    throw new SyntaxError(`Cannot decode TF.js artifacts: ${path} is not a JSON object`);
+    throw new SyntaxError(`Cannot decode TF.js artifacts: ${label} is not a JSON object`);
   }
   const manifest = json.weightsManifest;
   if (!Array.isArray(manifest)) {
@@ -596,13 +658,9 @@ export async function readTfjsArtifacts(modelJson: string | URL, options: ReadTf
   } else {
     metadata = { step: 0, custom: { [TFJS_KEY]: fields } };
   }
-  const root = dirname(path);
   const tensors: Tensor[] = [];
   for (const g of groups) {
-    const reader = new ChunkReader(
-      shardChunks(root, g.paths, record, options.allowOutsideShards ?? false),
-      "TF.js weights",
-    );
+    const reader = new ChunkReader(shardChunks(source, g.paths, record), "TF.js weights");
     try {
       for (const spec of g.weights) {
         const bytes = await reader.readExact(weightByteLength(spec), `weight ${JSON.stringify(spec.name)}`);

@@ -51,7 +51,7 @@ Deno.test("ckpt reports each usage error as one line with exit code 2", async ()
   assertOneLineError(
     await ckpt(["convert", a, "x", "--codec", "xml"]),
     2,
-    /--codec must be binary, json or safetensors, got "xml"/,
+    /--codec must be binary, json, safetensors or tfjs, got "xml"/,
   );
   assertOneLineError(await ckpt(["convert", a, "x", "--codec"]), 2, /argument missing/);
   assertOneLineError(await ckpt(["diff", a, a, "--tolerance", "abc"]), 2, /--tolerance must be a non-negative number/);

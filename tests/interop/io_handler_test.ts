@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import * as tf from "@tensorflow/tfjs";
-import { loadCheckpoint } from "../../mod.ts";
+import { ChecksumMismatchError, loadCheckpoint } from "../../mod.ts";
 import { ckptHandler } from "../../src/interop/io_handler.ts";
+import { readSha256Sidecar } from "../../src/interop/sidecar.ts";
+import { MemoryStore } from "../../src/storage/memory.ts";
+import type { ObjectWriter, WriteOptions } from "../../src/storage/types.ts";
+import { s3Test } from "../_s3.ts";
+import { serveDirectory } from "../storage/_http_server.ts";
 import { safetensorsCodec } from "../../src/interop/safetensors.ts";
 import { readSafetensorsHeader } from "../../src/interop/safetensors_read.ts";
 import { readTfjsArtifacts, writeTfjsArtifacts } from "../../src/interop/tfjs_artifacts.ts";
@@ -186,4 +191,83 @@ Deno.test("ckptHandler refuses a binary topology and leaves the previous file un
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+s3Test("model.save(ckptHandler(s3://…)) with a sidecar, tf.loadLayersModel back bit for bit", async (b) => {
+  const storage = {
+    s3: { endpoint: b.endpoint.endpoint, region: b.endpoint.region, credentials: b.endpoint.credentials },
+  };
+  const model = await trainedModel();
+  const address = `s3://${b.name}/run/model.ckpt`;
+  const handler = ckptHandler(address, { storage, sidecar: true, metadata: { step: 3 } });
+  assert.equal(handler.path, address);
+  await model.save(handler, { includeOptimizer: true });
+  const keys = (await Array.fromAsync(b.store().list())).map((o) => o.key);
+  assert.deepEqual(keys, ["run/model.ckpt", "run/model.ckpt.sha256"]);
+  assert.equal(await readSha256Sidecar(address, { storage }), handler.lastSave!.sha256);
+  const loaded = await tf.loadLayersModel(ckptHandler(address, { storage, sidecar: true }));
+  assert.deepEqual(loaded.getWeights().map(bits), model.getWeights().map(bits));
+  const after = await optimizerWeights(loaded);
+  assert.deepEqual(after.map((w) => bits(w.tensor)), (await optimizerWeights(model)).map((w) => bits(w.tensor)));
+  // TF.js artifacts of it on s3:// import back to the same checkpoint.
+  const out = await writeTfjsArtifacts(`s3://${b.name}/web`, address, { storage });
+  const back = await readTfjsArtifacts(out.modelJson, { storage });
+  assert.deepEqual(
+    back.tensors.map((t) => t.name),
+    (await loadCheckpoint(address, { storage })).tensors.map((t) => t.name),
+  );
+});
+
+Deno.test("tf.loadLayersModel loads over http:// through ckptHandler, and from exported artifacts' model.json URL", async () => {
+  const dir = await tmp();
+  const server = serveDirectory(dir);
+  try {
+    const model = await trainedModel();
+    await model.save(ckptHandler(`${dir}/model.ckpt`), { includeOptimizer: true });
+    const viaHandler = await tf.loadLayersModel(ckptHandler(`${server.url}model.ckpt`));
+    assert.deepEqual(viaHandler.getWeights().map(bits), model.getWeights().map(bits));
+    await assert.rejects(model.save(ckptHandler(`${server.url}other.ckpt`)), /read-only/);
+    // TF.js's own HTTP loader reads what writeTfjsArtifacts wrote, shards and all.
+    await writeTfjsArtifacts(`${dir}/web`, `${dir}/model.ckpt`, { shardBytes: 64 });
+    const viaUrl = await tf.loadLayersModel(`${server.url}web/model.json`);
+    assert.deepEqual(viaUrl.getWeights().map(bits), model.getWeights().map(bits));
+  } finally {
+    await server.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/** A memory store whose writers flip one bit of every object they write. */
+class CorruptingStore extends MemoryStore {
+  override async writer(key: string, options?: WriteOptions): Promise<ObjectWriter> {
+    const w = await super.writer(key, options);
+    let first = true;
+    return {
+      write: (chunk) => {
+        if (first && chunk.byteLength > 40) {
+          first = false;
+          const bad = chunk.slice();
+          bad[40]! ^= 1;
+          return w.write(bad);
+        }
+        return w.write(chunk);
+      },
+      close: () => w.close(),
+      abort: (reason) => w.abort(reason),
+    };
+  }
+}
+
+Deno.test("ckptHandler on a store reads the object back: a save the store corrupted throws", async () => {
+  const model = await trainedModel();
+  const good = new MemoryStore();
+  const handler = ckptHandler({ store: good, key: "m.ckpt" });
+  await model.save(handler);
+  assert.equal(handler.path, "memory://store/m.ckpt");
+  assert.deepEqual((await tf.loadLayersModel(handler)).getWeights().map(bits), model.getWeights().map(bits));
+  const bad = new CorruptingStore();
+  await assert.rejects(model.save(ckptHandler({ store: bad, key: "m.ckpt" })), ChecksumMismatchError);
+  // Without verify, the damage is found on load instead.
+  await model.save(ckptHandler({ store: bad, key: "m.ckpt" }, { verify: false }));
+  await assert.rejects(tf.loadLayersModel(ckptHandler({ store: bad, key: "m.ckpt" })), ChecksumMismatchError);
 });

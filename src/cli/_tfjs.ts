@@ -1,0 +1,123 @@
+// TF.js artifacts named on the command line: finding a `model.json` behind a directory, an
+// `s3://` prefix or an `https://` folder (through the store's head, not a local stat), reading
+// them with errors that name the input, and checking where artifacts may be written.
+
+import { basename, join } from "node:path";
+import type { Checkpoint } from "../../mod.ts";
+import { readTfjsArtifacts } from "../interop/tfjs_artifacts.ts";
+import { resolveDirectory, resolveObject } from "../storage/resolve.ts";
+import { ObjectNotFoundError } from "../storage/types.ts";
+import { FileError, isRemote, osReason, UsageError } from "./_io.ts";
+import { readError } from "./_source.ts";
+
+function cannotRead(spec: string, e: unknown): FileError {
+  return new FileError(`Cannot read ${JSON.stringify(spec)}: ${osReason(e)}`, { cause: e });
+}
+
+/** Whether a store has the object `key`; failures to ask are a {@linkcode FileError} naming `spec`. */
+async function has(spec: string, ask: () => Promise<unknown>): Promise<boolean> {
+  try {
+    return (await ask()) !== undefined;
+  } catch (e) {
+    if (e instanceof ObjectNotFoundError) return false;
+    if (e instanceof TypeError && /^Invalid (address|object key|directory)/.test(e.message)) return false;
+    throw cannotRead(spec, e);
+  }
+}
+
+/**
+ * The address of the `model.json` that `spec` names, when `spec` is TF.js artifacts: a
+ * `model.json` itself, or a directory (a local one, an `s3://` prefix, an `https://` folder)
+ * holding one. `undefined` when `spec` is anything else (a checkpoint, or nothing at all: the
+ * checkpoint reader then says what is wrong).
+ *
+ * @example
+ * ```ts
+ * import { findTfjsArtifacts } from "./_tfjs.ts";
+ * import assert from "node:assert/strict";
+ * const dir = await Deno.makeTempDir();
+ * await Deno.writeTextFile(`${dir}/model.json`, "{}");
+ * assert.equal(await findTfjsArtifacts(dir), `${dir}/model.json`);
+ * assert.equal(await findTfjsArtifacts(`${dir}/a.ckpt`), undefined);
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
+export async function findTfjsArtifacts(spec: string): Promise<string | undefined> {
+  if (spec === "-") return undefined;
+  if (!isRemote(spec)) {
+    let info: Deno.FileInfo;
+    try {
+      info = await Deno.stat(spec);
+    } catch {
+      return undefined;
+    }
+    if (!info.isDirectory) return basename(spec) === "model.json" ? spec : undefined;
+    const inside = join(spec, "model.json");
+    try {
+      return (await Deno.stat(inside)).isFile ? inside : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+  let url: URL;
+  try {
+    url = new URL(spec);
+  } catch {
+    return undefined; // the checkpoint reader names what is wrong with it
+  }
+  if (/(^|\/)model\.json$/.test(url.pathname)) return spec;
+  const folder = url.pathname === "" || url.pathname.endsWith("/");
+  if (!folder) {
+    // An object at that address is a checkpoint, not a folder.
+    const object = resolveObject(spec);
+    if (await has(spec, () => object.store.head(object.key))) return undefined;
+  }
+  const dir = new URL(url.href);
+  if (!folder) dir.pathname = `${url.pathname}/`;
+  const found = await has(spec, () => resolveDirectory(dir).head("model.json"));
+  if (!found) return undefined;
+  const model = new URL(dir.href);
+  model.pathname = `${dir.pathname}model.json`;
+  return model.href;
+}
+
+/** Reads TF.js artifacts for the CLI: failures are a `FileError` or a `BadCheckpointError` naming them. */
+export async function readArtifacts(modelJson: string): Promise<Checkpoint> {
+  try {
+    return await readTfjsArtifacts(modelJson);
+  } catch (e) {
+    if (e instanceof ObjectNotFoundError) throw cannotRead(modelJson, e);
+    if (e instanceof TypeError) {
+      throw new FileError(`Cannot read ${JSON.stringify(modelJson)}: ${e.message}`, { cause: e });
+    }
+    throw readError(modelJson, e);
+  }
+}
+
+/**
+ * Checks that TF.js artifacts can be written to `dir`: a local directory (made if missing) or
+ * `s3://`; `https://` is read-only, and a local file is not a directory.
+ */
+export async function checkTfjsTarget(dir: string): Promise<void> {
+  if (isRemote(dir)) {
+    if (!/^s3:/i.test(dir)) {
+      throw new UsageError(
+        `Cannot write ${JSON.stringify(dir)}: HTTP addresses are read-only; write to a path or s3://`,
+      );
+    }
+    return;
+  }
+  try {
+    const info = await Deno.stat(dir);
+    if (!info.isDirectory) {
+      throw new FileError(
+        `Cannot write ${JSON.stringify(dir)}: it is not a directory (TF.js artifacts are model.json and shards in one)`,
+      );
+    }
+  } catch (e) {
+    if (e instanceof FileError) throw e;
+    if (!(e instanceof Deno.errors.NotFound)) {
+      throw new FileError(`Cannot write ${JSON.stringify(dir)}: ${osReason(e)}`, { cause: e });
+    }
+  }
+}

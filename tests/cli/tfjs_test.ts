@@ -1,0 +1,123 @@
+// `ckpt convert` to and from TF.js artifacts: a local directory, an http:// folder from a local
+// range-honouring Deno.serve file server (reads), and s3:// against the test endpoint (Ceph RGW).
+import assert from "node:assert/strict";
+import { writeTfjsArtifacts } from "../../src/interop/tfjs_artifacts.ts";
+import { s3Test } from "../_s3.ts";
+import { serveDirectory } from "../storage/_http_server.ts";
+import { assertOneLineError, ckpt, tempDir, writeSample } from "./_run.ts";
+
+Deno.test("convert --codec tfjs writes model.json and shards; converting them back gives the checkpoint byte for byte", async () => {
+  await using t = await tempDir();
+  await writeSample(`${t.dir}/a.ckpt`);
+  // float64 and int64 tensors: TF.js has no such weights.
+  const refused = await ckpt(["convert", `${t.dir}/a.ckpt`, `${t.dir}/web`, "--codec", "tfjs"]);
+  assertOneLineError(
+    refused,
+    4,
+    /a\.ckpt cannot be written as tfjs: .*dtype float64 has no TF\.js weight type \(use --narrow/,
+  );
+  const r = await ckpt(["convert", `${t.dir}/a.ckpt`, `${t.dir}/web`, "--codec", "tfjs", "--narrow"]);
+  assert.equal(r.code, 0, r.err);
+  assert.deepEqual([...Deno.readDirSync(`${t.dir}/web`)].map((e) => e.name).sort(), ["model.json", "weights.bin"]);
+  // The values fit, and the "ckpt" record keeps the original dtypes: the same checkpoint comes back.
+  for (const input of [`${t.dir}/web`, `${t.dir}/web/model.json`]) {
+    const back = await ckpt(["convert", input, `${t.dir}/back.ckpt`]);
+    assert.equal(back.code, 0, back.err);
+    assert.deepEqual(await Deno.readFile(`${t.dir}/back.ckpt`), await Deno.readFile(`${t.dir}/a.ckpt`));
+  }
+  const st = await ckpt(["convert", `${t.dir}/web`, `${t.dir}/a.safetensors`, "--codec", "safetensors"]);
+  assert.equal(st.code, 0, st.err);
+  const v = await ckpt(["verify", `${t.dir}/a.safetensors`]);
+  assert.equal(v.code, 0, v.err);
+});
+
+Deno.test("convert --codec tfjs refuses what it cannot write, and a tampered shard names the artifacts", async () => {
+  await using t = await tempDir();
+  await writeSample(`${t.dir}/a.ckpt`);
+  const cases: [string[], number, RegExp][] = [
+    [["--codec", "tfjs", "--narrow", `${t.dir}/a.ckpt`, "-"], 2, /give OUT as a directory, not -/],
+    [["--codec", "tfjs", "--narrow", "--gzip", `${t.dir}/a.ckpt`, `${t.dir}/w`], 2, /drop --gzip/],
+    [["--narrow", `${t.dir}/a.ckpt`, `${t.dir}/b.ckpt`], 2, /--narrow applies to --codec tfjs only/],
+    [["--codec", "tfjs", "--narrow", `${t.dir}/a.ckpt`, `${t.dir}/a.ckpt`], 3, /it is not a directory/],
+    [["--codec", "tfjs", "--narrow", `${t.dir}/a.ckpt`, "https://127.0.0.1:9/web"], 2, /HTTP addresses are read-only/],
+  ];
+  for (const [args, code, pattern] of cases) {
+    assertOneLineError(await ckpt(["convert", ...args], { net: true }), code, pattern);
+  }
+  const out = await writeTfjsArtifacts(`${t.dir}/web`, {
+    metadata: { step: 1 },
+    tensors: [{ name: "w", dtype: "float32", shape: [2], data: new Float32Array([1, 2]) }],
+  });
+  const shard = await Deno.readFile(out.shards[0]!);
+  shard[0]! ^= 1;
+  await Deno.writeFile(out.shards[0]!, shard);
+  const bad = await ckpt(["convert", `${t.dir}/web`, `${t.dir}/x.ckpt`]);
+  assertOneLineError(bad, 4, /web\/model\.json: Checksum mismatch for TF\.js shard "weights\.bin"/);
+  await assert.rejects(Deno.stat(`${t.dir}/x.ckpt`), Deno.errors.NotFound);
+});
+
+Deno.test("convert reads TF.js artifacts over http:// from model.json or its folder", async () => {
+  await using t = await tempDir();
+  await writeSample(`${t.dir}/a.ckpt`);
+  await ckpt(["convert", `${t.dir}/a.ckpt`, `${t.dir}/web`, "--codec", "tfjs", "--narrow"]);
+  const server = serveDirectory(t.dir);
+  try {
+    for (const input of [`${server.url}web/model.json`, `${server.url}web/`, `${server.url}web`]) {
+      server.log.length = 0;
+      const r = await ckpt(["convert", input, `${t.dir}/back.ckpt`], { net: true });
+      assert.equal(r.code, 0, `${input}: ${r.err}`);
+      assert.deepEqual(await Deno.readFile(`${t.dir}/back.ckpt`), await Deno.readFile(`${t.dir}/a.ckpt`), input);
+      // Found with HEAD requests at most (no local stat of a URL), then model.json and the shard once each.
+      assert.deepEqual(server.log.filter((l) => l.startsWith("GET")), ["GET /web/model.json", "GET /web/weights.bin"]);
+    }
+    const none = await ckpt(["convert", `${server.url}nothing/`, `${t.dir}/n.ckpt`], { net: true });
+    assertOneLineError(none, 3, /nothing/);
+  } finally {
+    await server.close();
+  }
+});
+
+s3Test("convert to and from TF.js artifacts on s3://, from a file and from stdin", async (bucket) => {
+  await using t = await tempDir();
+  await writeSample(`${t.dir}/a.ckpt`);
+  const env = {
+    AWS_ENDPOINT_URL: bucket.endpoint.endpoint,
+    AWS_REGION: bucket.endpoint.region,
+    AWS_ACCESS_KEY_ID: bucket.endpoint.credentials.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: bucket.endpoint.credentials.secretAccessKey,
+  };
+  const web = `s3://${bucket.name}/web/model`;
+  const up = await ckpt(["convert", `${t.dir}/a.ckpt`, web, "--codec", "tfjs", "--narrow"], { env, net: true });
+  assert.equal(up.code, 0, up.err);
+  // The same objects a local export writes, names included (the index told the shard count).
+  await ckpt(["convert", `${t.dir}/a.ckpt`, `${t.dir}/web`, "--codec", "tfjs", "--narrow"]);
+  const store = bucket.store({ prefix: "web/model/" });
+  for (const name of ["model.json", "weights.bin"]) {
+    const got = new Uint8Array(await new Response((await store.get(name)).body).arrayBuffer());
+    assert.deepEqual(got, await Deno.readFile(`${t.dir}/web/${name}`), name);
+  }
+  for (const input of [web, `${web}/`, `${web}/model.json`]) {
+    const back = await ckpt(["convert", input, `${t.dir}/back.ckpt`], { env, net: true });
+    assert.equal(back.code, 0, `${input}: ${back.err}`);
+    assert.deepEqual(await Deno.readFile(`${t.dir}/back.ckpt`), await Deno.readFile(`${t.dir}/a.ckpt`), input);
+  }
+  // From standard input the shard count is unknown beforehand: shards are numbered.
+  const piped = await ckpt(["convert", "-", `s3://${bucket.name}/piped`, "--codec", "tfjs", "--narrow"], {
+    stdin: await Deno.readFile(`${t.dir}/a.ckpt`),
+    env,
+    net: true,
+  });
+  assert.equal(piped.code, 0, piped.err);
+  const keys = (await Array.fromAsync(bucket.store({ prefix: "piped/" }).list())).map((o) => o.key);
+  assert.deepEqual(keys, ["model.json", "weights-shard1.bin"]);
+  // s3:// to s3://, TF.js artifacts to a checkpoint object.
+  const s3s3 = await ckpt(["convert", `s3://${bucket.name}/piped`, `s3://${bucket.name}/x.ckpt`], { env, net: true });
+  assert.equal(s3s3.code, 0, s3s3.err);
+  const x = await bucket.store().get("x.ckpt");
+  assert.deepEqual(new Uint8Array(await new Response(x.body).arrayBuffer()), await Deno.readFile(`${t.dir}/a.ckpt`));
+  // A checkpoint object is not mistaken for a folder, and an absent prefix is an I/O error.
+  const obj = await ckpt(["convert", `s3://${bucket.name}/x.ckpt`, `${t.dir}/y.ckpt`], { env, net: true });
+  assert.equal(obj.code, 0, obj.err);
+  const none = await ckpt(["convert", `s3://${bucket.name}/nothing`, `${t.dir}/n.ckpt`], { env, net: true });
+  assertOneLineError(none, 3, /nothing/);
+});
