@@ -16,7 +16,7 @@ import {
   type PutOptions,
   type WriteOptions,
 } from "../../src/storage/types.ts";
-import { s3Test } from "../_s3.ts";
+import { s3Fetch, s3Test } from "../_s3.ts";
 import { serveDirectory } from "../storage/_http_server.ts";
 
 const encoder = new TextEncoder();
@@ -352,5 +352,56 @@ s3Test(
     } finally {
       await Deno.remove(dir, { recursive: true });
     }
+  },
+);
+
+s3Test(
+  "TF.js export to s3:// killed with SIGKILL mid-way: no model.json, the finished shards, no incomplete upload",
+  async (b) => {
+    const storage = {
+      s3: { endpoint: b.endpoint.endpoint, region: b.endpoint.region, credentials: b.endpoint.credentials },
+    };
+    const web = `s3://${b.name}/web`;
+    await writeTfjsArtifacts(web, model(1), { storage });
+    assert.deepEqual(
+      await ckptBytes(await readTfjsArtifacts(`${web}/model.json`, { storage })),
+      await ckptBytes(model(1)),
+    );
+    const config = { ...storage.s3, bucket: b.name, prefix: "web" };
+    const child = new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", new URL("./_tfjs_s3_kill_child.ts", import.meta.url).pathname, JSON.stringify(config), "2"],
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    // A child that never gets there is killed too, and the assertion on `text` below says so.
+    const guard = setTimeout(() => child.kill("SIGKILL"), 60_000);
+    let text = "";
+    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
+      text += chunk;
+      if (text.includes("stopped")) break;
+    }
+    clearTimeout(guard);
+    try {
+      child.kill("SIGKILL");
+    } catch { /* already killed by the guard */ }
+    const status = await child.status;
+    const err = await new Response(child.stderr).text();
+    assert.ok(text.includes("stopped"), `the child should have stopped mid-export: ${text} ${err}`);
+    assert.equal(status.signal, "SIGKILL");
+    // The old model.json is gone (deleted before the first shard), the new shards 1 and 2 are there.
+    await assert.rejects(readTfjsArtifacts(`${web}/model.json`, { storage }), ObjectNotFoundError);
+    const keys = (await Array.fromAsync(b.store({ prefix: "web/" }).list())).map((o) => o.key);
+    assert.deepEqual(keys, ["weights-shard1.bin", "weights-shard2.bin", "weights.bin"]);
+    // 4 MiB shards are under the 8 MiB part size: each is one PUT, so a kill leaves no incomplete upload.
+    const res = await s3Fetch(`/${b.name}?uploads&prefix=web/`);
+    const listing = await res.text();
+    assert.ok(res.ok, listing);
+    assert.equal(listing.split("<Upload>").length - 1, 0, listing);
+    // The next export to the same place gives a complete set again.
+    await writeTfjsArtifacts(web, model(3), { storage });
+    assert.deepEqual(
+      await ckptBytes(await readTfjsArtifacts(`${web}/model.json`, { storage })),
+      await ckptBytes(model(3)),
+    );
   },
 );
