@@ -16,6 +16,7 @@ const { values } = parseArgs({
     sha256sum: { type: "boolean", default: false },
     saves: { type: "string", default: "4" },
     "no-recycle": { type: "boolean", default: false },
+    "two-threads": { type: "boolean", default: false },
   },
 });
 const TENSOR_MIB = 16;
@@ -150,7 +151,7 @@ if (op === "raw") {
 } else if (op === "load") {
   const before = rss();
   const t0 = performance.now();
-  const c = await loadCheckpoint(out);
+  const c = await loadCheckpoint(out, { parallelHash: values["two-threads"] });
   const seconds = (performance.now() - t0) / 1000;
   console.log(JSON.stringify({ seconds, tensors: c.tensors.length, peakRss: peakRss(), baseRss: before }));
 } else if (op === "load-stream") {
@@ -158,7 +159,8 @@ if (op === "raw") {
   const before = rss();
   const t0 = performance.now();
   let n = 0;
-  for await (const r of decodeCheckpoint(out, { reuseBuffers: true })) if (r.type === "tensor") n++;
+  const options = { reuseBuffers: true, parallelHash: values["two-threads"] };
+  for await (const r of decodeCheckpoint(out, options)) if (r.type === "tensor") n++;
   const seconds = (performance.now() - t0) / 1000;
   console.log(JSON.stringify({ seconds, tensors: n, peakRss: peakRss(), baseRss: before }));
 } else if (op === "naive") {

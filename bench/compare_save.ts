@@ -378,6 +378,16 @@ for (const mib of sizes) {
         pages: "cached",
         run: async () => ({ seconds: (await runTimed("sha256sum", [ckptFile])).seconds }),
       },
+      {
+        name: "ckpt load + verify, two hash threads (`parallelHash: true`)",
+        pages: "cached",
+        run: () => ckpt("load", mib, ckptFile, ["--two-threads"]),
+      },
+      {
+        name: "ckpt streaming verify, two hash threads (`parallelHash: true`)",
+        pages: "cached",
+        run: () => ckpt("load-stream", mib, ckptFile, ["--two-threads"]),
+      },
     ];
     if (haveNumpy) {
       methods.push({
@@ -410,6 +420,8 @@ for (const mib of sizes) {
     rows[1]!.ratio = vs(rows[1]!.mbs, npLoad, "np.load").ratio;
     Object.assign(rows[2]!, vs(rows[2]!.mbs, openssl, "openssl sha256", 0.8));
     rows[3]!.ratio = vs(rows[3]!.mbs, openssl, "openssl sha256").ratio;
+    rows[4]!.ratio = vs(rows[4]!.mbs, npLoad, "np.load").ratio;
+    rows[5]!.ratio = vs(rows[5]!.mbs, openssl, "openssl sha256").ratio;
     const torchRow = rows.find((r) => r.name === "`torch.load`");
     if (torchRow) torchRow.ratio = vs(rows[0]!.mbs, torchRow.mbs, "torch.load").ratio?.replace(/^/, "ckpt load is ");
     table(

@@ -186,13 +186,22 @@ export class ChunkReader {
   /**
    * Exactly `n` bytes like {@linkcode readExact}, each fed to `hash` if given. From a file, the bytes go
    * straight into one fresh buffer (allocated only once the file is known to hold them), and the
-   * next piece is read while the current one is hashed. With `scratch`, the bytes go into the
-   * reader's own buffer, valid until the next readBody (for bodies decoded at once).
+   * next piece is read while the current one is hashed. `into` says where bodies that need a
+   * buffer of their own go: `"scratch"`, the reader's own buffer, valid until the next readBody
+   * (for bodies decoded at once); a function giving a buffer of `n` bytes; or by default a fresh
+   * buffer (the reader's own one with `reuseBuffers`). From a chunk sequence, a body that lies in
+   * one chunk is a view into it whatever `into` says.
    */
-  async readBody(n: number, what: string, hash?: Hash, scratch = this.#reuse): Promise<Uint8Array> {
+  async readBody(
+    n: number,
+    what: string,
+    hash?: Hash,
+    into: "scratch" | ((n: number) => Uint8Array) | undefined = this.#reuse ? "scratch" : undefined,
+  ): Promise<Uint8Array> {
+    const alloc = into === "scratch" ? (k: number) => this.#scratch(k) : into;
     const buffered = this.#buffered - this.#head;
     if (!this.#file || n <= buffered + FILE_CHUNK) {
-      return await this.readExact(n, what, scratch ? (k) => this.#scratch(k) : undefined, hash);
+      return await this.readExact(n, what, alloc, hash);
     }
     const file = this.#file;
     const size = (await file.stat()).size;
@@ -204,7 +213,7 @@ export class ChunkReader {
         } bytes of ${what} missing (read from offset ${start})`,
       );
     }
-    const out = scratch ? this.#scratch(n) : new Uint8Array(n);
+    const out = alloc ? alloc(n) : new Uint8Array(n);
     let have = 0;
     while (this.#buffered - this.#head > 0) {
       const part = await this.readSome(n);

@@ -5,6 +5,16 @@
 // Both are behind the small Hash interface below, so no Node-only behaviour (Buffer results,
 // hash.copy()) reaches the codecs. Both imports are dynamic: a browser never asks for
 // node:crypto, and Deno never loads the WebAssembly module.
+//
+// It also says whether a reader may hash on a second thread ({@linkcode startHashThread}): a
+// Worker in Deno (node:crypto inside it). crypto.subtle.digest, which hashes on the runtime's
+// thread pool, was measured first and lost: it copies its input, and each copy lands in fresh
+// memory, which this VM first-touches at 0.15-0.4 GB/s (a 512 MiB streaming verify took
+// 0.85-1.06 s with it against 0.58-0.72 s on one thread, and 50 MiB more peak RSS).
+
+import { type HashThread, WorkerHashThread } from "./_hash_thread.ts";
+
+export type { HashThread };
 
 /** An incremental SHA-256. */
 export interface Hash {
@@ -114,6 +124,47 @@ export function sha256(): Hash {
 /** The digest of a hash as bytes, without ending the hash (it can go on being updated). */
 export function peekDigest(hash: Hash): Uint8Array {
   return runtime.peek(hash);
+}
+
+/**
+ * Bytes of large tensor bodies a reader hashes on its own before it starts a second thread:
+ * starting a Worker blocks the calling thread 50-70 ms here (470 ms under heavy load), which
+ * only a large checkpoint wins back.
+ */
+const HASH_THREAD_AFTER = 32 * 2 ** 20;
+
+let threadAfter = HASH_THREAD_AFTER;
+let hashThreadFactory: (() => HashThread | undefined) | undefined;
+
+/** Whether a reader that has read `bytes` of large tensor bodies so far should start a second thread. */
+export function hashThreadDue(bytes: number): boolean {
+  return bytes >= threadAfter;
+}
+
+/**
+ * A second thread for SHA-256 where the runtime has Workers and node:crypto (Deno), starting
+ * now; `undefined` elsewhere (browsers and Node keep to one thread) or when it cannot start.
+ */
+export function startHashThread(): HashThread | undefined {
+  if (hashThreadFactory) return hashThreadFactory();
+  if (!isServerRuntime() || typeof Worker !== "function") return undefined;
+  try {
+    return new WorkerHashThread(new URL("./_hash_thread_worker.ts", import.meta.url));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Test hook: what {@linkcode startHashThread} gives (a spy, a failing thread, none) and after how
+ * many bytes {@linkcode hashThreadDue} says to start it; `"restore"` undoes both.
+ */
+export function setHashThreadForTests(
+  factory: (() => HashThread | undefined) | "restore",
+  after = 0,
+): void {
+  hashThreadFactory = factory === "restore" ? undefined : factory;
+  threadAfter = factory === "restore" ? HASH_THREAD_AFTER : after;
 }
 
 /** Lowercase hex of bytes. */

@@ -19,6 +19,23 @@ export interface DecoderOptions extends DecodeLimits {
    * @default {false}
    */
   reuseBuffers?: boolean;
+  /**
+   * Verify tensors on two threads where the runtime allows (Deno: a Worker with node:crypto).
+   * Once a read has passed 32 MiB of tensors of 1 MiB or more, a thread is started (it blocks the
+   * calling thread 50–70 ms, and is up after 100–150 ms on an idle machine), and from then on such
+   * tensors alternate: one is read whole and handed to the thread (its buffer transferred there
+   * and back, no copy) while this thread reads and hashes the next. Tensors still come out in
+   * order, each only once its digest matched. With `reuseBuffers`, the tensors share two buffers
+   * instead of one (the thread's takes tensors up to 64 MiB), and a tensor's buffer may be
+   * detached, rather than overwritten, once the next record is requested. The thread is closed
+   * when the read ends or is cancelled, and ends itself after 2 s without work if a reader is
+   * abandoned. Off by default: on a machine whose cores are busy, two threads that wait on each
+   * other measured slower than one (README, "Performance"). Browsers and Node always hash on one
+   * thread. A codec may ignore it.
+   *
+   * @default {false}
+   */
+  parallelHash?: boolean;
 }
 
 /**

@@ -52,6 +52,7 @@ const LOAD_OPTION_NAMES = [
   "only",
   "sha256",
   "reuseBuffers",
+  "parallelHash",
   "storage",
   ...LIMIT_OPTION_NAMES,
 ] as const satisfies readonly (

@@ -23,7 +23,7 @@ import type { Checkpoint, CheckpointRecord } from "../types.ts";
 import { readTensorsByName } from "./binary_file.ts";
 import type { ByteReader } from "../_byte_reader.ts";
 import { ChunkReader } from "../_chunk_reader.ts";
-import { equalBytes, type Hash, sha256, toHex } from "../_hash.ts";
+import { equalBytes, type Hash, type HashThread, hashThreadDue, sha256, startHashThread, toHex } from "../_hash.ts";
 import { digestingDecoder, digestingEncoder, type EncoderDigests, type Settle } from "../_pair.ts";
 import { EncodeGuard } from "../_encode_guard.ts";
 import { BYTEGROUP_ENCODING, encodeByteGroups, PlaneScratch } from "./_bytegroup.ts";
@@ -156,10 +156,26 @@ async function* encodeRecords(
   }
 }
 
+/** Tensor bodies from this size on may be hashed on the second thread (smaller ones are hashed faster than handed over). */
+const OFF_THREAD_MIN = 2 ** 20;
+/**
+ * With `reuseBuffers`, only bodies up to this size go there: the second thread's tensors have a
+ * buffer of their own, so this caps what the second buffer adds to a one-pass reader's memory.
+ */
+const OFF_THREAD_MAX = 64 * 2 ** 20;
+
 /**
  * Decodes a binary stream record by record. `input` is a chunk sequence or an open file (then
  * bodies are read straight into their final buffers, the next piece read while one is hashed,
  * and `tap`, if given, sees every byte of the file).
+ *
+ * With `parallelHash`, where the runtime has a second thread for SHA-256 ({@linkcode startHashThread}), the thread is started once 32 MiB of tensors of 1 MiB or more
+ * have been read, and is up after 50-150 ms; from then on such tensors alternate between the threads: one is
+ * read whole and sent to the other thread (its buffer transferred there and back, no copy) while
+ * this thread reads and hashes the next; the first is handed out once its digest matched, then
+ * the second. At most one tensor is on the other thread at a time, so with `reuseBuffers` two
+ * buffers suffice (one per thread; the other thread's takes tensors up to 64 MiB), and a tensor
+ * stays valid until the next record is requested, as on one thread.
  */
 export async function* decodeRecords(
   input: AsyncIterable<Uint8Array> | ByteReader,
@@ -168,7 +184,13 @@ export async function* decodeRecords(
   digest?: Settle<string>,
 ): AsyncGenerator<CheckpointRecord> {
   const lim = resolveLimits(limits);
-  const r = new ChunkReader(input, "checkpoint", limits?.reuseBuffers ?? false, tap);
+  const reuse = limits?.reuseBuffers ?? false;
+  const parallel = limits?.parallelHash ?? false;
+  // Started once enough large bodies came to make it worth its start; takes tensors once it is up.
+  let thread: HashThread | undefined;
+  let threadStarted = false;
+  let largeBytes = 0;
+  const r = new ChunkReader(input, "checkpoint", reuse, tap);
   const stream = sha256();
   const read = async (n: number, what: string, record?: Hash): Promise<Uint8Array> => {
     const b = await r.readExact(n, what);
@@ -176,81 +198,182 @@ export async function* decodeRecords(
     record?.update(b);
     return b;
   };
+  const mismatch = (subject: string, stored: Uint8Array, actual: Uint8Array, at: number) =>
+    new ChecksumMismatchError(subject, toHex(stored), toHex(actual), `at offset ${at}`);
   const checkDigest = async (h: Hash, subject: string, at: number): Promise<void> => {
     const stored = await read(DIGEST_BYTES, `the digest of ${subject}`);
     const actual = h.digest();
-    if (!equalBytes(actual, stored)) {
-      throw new ChecksumMismatchError(subject, toHex(stored), toHex(actual), `at offset ${at}`);
-    }
+    if (!equalBytes(actual, stored)) throw mismatch(subject, stored, actual, at);
   };
-  const flags = decodeHeader(await read(HEADER_BYTES, "the header"));
-  const seen: IndexEntry[] = [];
-  const names = new Set<string>();
-  let sawMetadata = false;
-  for (;;) {
-    const at = r.position;
-    const h = sha256();
-    const rh = decodeRecordHeader(await read(RECORD_HEADER_BYTES, "a record header", h), at, lim);
-    const headAt = r.position;
-    const head = await read(rh.headBytes, "a record head", h);
-    if (rh.kind === RecordKind.metadata) {
-      if (sawMetadata) fail("second metadata record", at);
-      const metadata = metadataFromJson(parseJson(head, "metadata", headAt), `at offset ${headAt}`);
-      await checkDigest(h, "metadata", at);
-      sawMetadata = true;
-      yield { type: "metadata", metadata };
-      continue;
+  // With reuseBuffers, tensors hashed off the main thread share this buffer; the others the reader's own.
+  let sideBuffer: ArrayBuffer | undefined;
+  const sideScratch = (n: number): ArrayBuffer => {
+    if (!reuse) return new ArrayBuffer(n);
+    if (!sideBuffer || sideBuffer.byteLength < n) {
+      // Grown like the reader's own buffer (doubling), but never past what one body needs.
+      sideBuffer = new ArrayBuffer(Math.max(n, Math.min(2 * (sideBuffer?.byteLength ?? 0), OFF_THREAD_MAX)));
     }
-    if (!sawMetadata) fail(`record kind ${rh.kind} before the metadata record`, at);
-    if (rh.kind === RecordKind.index) {
-      const entries = checkIndex(parseJson(head, "index", headAt), `at offset ${headAt}`, lim);
-      await checkDigest(h, "index", at);
-      if (JSON.stringify(entries) !== JSON.stringify(seen)) fail("index does not match the tensors in the stream", at);
-      const footerAt = r.position;
-      const expected = stream.digest();
-      const footer = decodeFooter(await r.readExact(FOOTER_BYTES, "the footer"), footerAt);
-      if (footer.indexOffset !== at) {
-        fail(`footer points to index at ${footer.indexOffset}, found it at ${at}`, footerAt);
+    return sideBuffer;
+  };
+  // The tensor being hashed off the main thread: its record once the digest matched, or the
+  // error that names it.
+  let pending: Promise<CheckpointRecord> | undefined;
+  async function* settle(): AsyncGenerator<CheckpointRecord> {
+    if (!pending) return;
+    const p = pending;
+    pending = undefined;
+    yield await p;
+  }
+  try {
+    const flags = decodeHeader(await read(HEADER_BYTES, "the header"));
+    const seen: IndexEntry[] = [];
+    const names = new Set<string>();
+    let sawMetadata = false;
+    for (;;) {
+      const at = r.position;
+      const h = sha256();
+      const recordHeader = await read(RECORD_HEADER_BYTES, "a record header", h);
+      const rh = decodeRecordHeader(recordHeader, at, lim);
+      const headAt = r.position;
+      const head = await read(rh.headBytes, "a record head", h);
+      if (rh.kind === RecordKind.metadata) {
+        if (sawMetadata) fail("second metadata record", at);
+        const metadata = metadataFromJson(parseJson(head, "metadata", headAt), `at offset ${headAt}`);
+        await checkDigest(h, "metadata", at);
+        sawMetadata = true;
+        yield { type: "metadata", metadata };
+        continue;
       }
-      if (!equalBytes(expected, footer.digest)) {
-        throw new ChecksumMismatchError(
-          "stream",
-          toHex(footer.digest),
-          toHex(expected),
-          `at offset ${footerAt + 8}`,
+      if (!sawMetadata) fail(`record kind ${rh.kind} before the metadata record`, at);
+      if (rh.kind === RecordKind.index) {
+        yield* settle();
+        const entries = checkIndex(parseJson(head, "index", headAt), `at offset ${headAt}`, lim);
+        await checkDigest(h, "index", at);
+        if (JSON.stringify(entries) !== JSON.stringify(seen)) {
+          fail("index does not match the tensors in the stream", at);
+        }
+        const footerAt = r.position;
+        const expected = stream.digest();
+        const footer = decodeFooter(await r.readExact(FOOTER_BYTES, "the footer"), footerAt);
+        if (footer.indexOffset !== at) {
+          fail(`footer points to index at ${footer.indexOffset}, found it at ${at}`, footerAt);
+        }
+        if (!equalBytes(expected, footer.digest)) {
+          throw new ChecksumMismatchError(
+            "stream",
+            toHex(footer.digest),
+            toHex(expected),
+            `at offset ${footerAt + 8}`,
+          );
+        }
+        if (!(await r.atEnd())) fail("trailing bytes after the footer", r.position);
+        digest?.resolve(toHex(footer.digest));
+        return;
+      }
+      // A tensor record.
+      if (seen.length >= lim.maxTensors) {
+        throw new RangeError(
+          `Cannot decode checkpoint: more than maxTensors ${lim.maxTensors} tensors at offset ${at}`,
         );
       }
-      if (!(await r.atEnd())) fail("trailing bytes after the footer", r.position);
-      digest?.resolve(toHex(footer.digest));
-      return;
+      const d = checkDescriptor(parseJson(head, "tensor descriptor", headAt), `at offset ${headAt}`, lim, true);
+      if (names.has(d.name)) fail(`duplicate tensor name ${JSON.stringify(d.name)}`, headAt);
+      names.add(d.name);
+      checkBodyLength(d, rh.bodyBytes, flags, at);
+      const padAt = r.position;
+      const pad = await read(padTo(padAt), "padding", h);
+      if (pad.some((b) => b !== 0)) fail(`non-zero padding before tensor ${JSON.stringify(d.name)}`, padAt);
+      const bodyAt = r.position;
+      const subject = `tensor ${JSON.stringify(d.name)}`;
+      const { name, dtype, shape, group } = d;
+      const finish = (body: Uint8Array): CheckpointRecord => {
+        const data = typedArrayFrom(dtype, body);
+        if (dtype === "bool") checkBools(data as Uint8Array, name, `at offset ${bodyAt}`);
+        return { type: "tensor", tensor: { name, dtype, shape, group, data } };
+      };
+      // The body goes into the record digest only; the stream digest covers that digest instead.
+      // A byte-grouped body is decoded first: the record digest covers the tensor's own bytes.
+      if (d.encoding) {
+        // Read into the reader's scratch buffer: the stored bytes are decoded into a new one at once.
+        const stored = await r.readBody(rh.bodyBytes, subject, undefined, "scratch");
+        const body = await decodeTensorBody(d, stored, bodyAt);
+        h.update(body);
+        await checkDigest(h, subject, at);
+        seen.push(indexEntry(d, at, r.position - at));
+        const record = finish(body);
+        yield* settle();
+        yield record;
+        continue;
+      }
+      const large = !d.encoding && rh.bodyBytes >= OFF_THREAD_MIN && (!reuse || rh.bodyBytes <= OFF_THREAD_MAX);
+      if (large && parallel && !threadStarted && hashThreadDue(largeBytes)) {
+        threadStarted = true;
+        thread = startHashThread();
+      }
+      if (large) largeBytes += rh.bodyBytes;
+      const side = large && !pending && thread?.ready ? thread : undefined;
+      if (!side) {
+        const body = await r.readBody(rh.bodyBytes, subject, h);
+        await checkDigest(h, subject, at);
+        seen.push(indexEntry(d, at, r.position - at));
+        const record = finish(body);
+        yield* settle();
+        yield record;
+        continue;
+      }
+      // On the other thread: the record's bytes must lie in one buffer of their own, so the body
+      // is read into one with room for the record's prefix before it, the body 64-byte aligned.
+      const prefix = [recordHeader, head, pad];
+      const prefixBytes = RECORD_HEADER_BYTES + head.byteLength + pad.byteLength;
+      const room = prefixBytes + padTo(prefixBytes);
+      const into = { buffer: undefined as ArrayBuffer | undefined };
+      const body = await r.readBody(rh.bodyBytes, subject, undefined, (n) => {
+        into.buffer = sideScratch(room + n);
+        return new Uint8Array(into.buffer, room, n);
+      });
+      const mine = into.buffer;
+      if (!mine || body.buffer !== mine || !side.ready) {
+        // The body lies whole in one chunk of the input (a view into it), or the thread ended
+        // while it was read (idle for 2 s while a slow read filled fresh memory): hashed here.
+        h.update(body);
+        await checkDigest(h, subject, at);
+        seen.push(indexEntry(d, at, r.position - at));
+        const record = finish(body);
+        yield* settle();
+        yield record;
+        continue;
+      }
+      const n = body.byteLength;
+      let o = room - prefixBytes;
+      for (const part of prefix) {
+        new Uint8Array(mine).set(part, o);
+        o += part.byteLength;
+      }
+      // The buffer goes to the thread and comes back with the digest.
+      const job = side.digest(mine, room - prefixBytes, prefixBytes + n);
+      job.catch(() => {});
+      const stored = await read(DIGEST_BYTES, `the digest of ${subject}`);
+      seen.push(indexEntry(d, at, r.position - at));
+      pending = job.then(
+        ({ digest: actual, buffer }) => {
+          if (reuse) sideBuffer = buffer;
+          if (!equalBytes(actual, stored)) throw mismatch(subject, stored, actual, at);
+          return finish(new Uint8Array(buffer, room, n));
+        },
+        (e) => {
+          throw new Error(`Cannot verify checkpoint: ${subject} at offset ${at}: ${(e as Error)?.message ?? e}`, {
+            cause: e,
+          });
+        },
+      );
+      pending.catch(() => {}); // awaited before anything after this tensor is handed out
     }
-    // A tensor record.
-    if (seen.length >= lim.maxTensors) {
-      throw new RangeError(`Cannot decode checkpoint: more than maxTensors ${lim.maxTensors} tensors at offset ${at}`);
-    }
-    const d = checkDescriptor(parseJson(head, "tensor descriptor", headAt), `at offset ${headAt}`, lim, true);
-    if (names.has(d.name)) fail(`duplicate tensor name ${JSON.stringify(d.name)}`, headAt);
-    names.add(d.name);
-    checkBodyLength(d, rh.bodyBytes, flags, at);
-    const padAt = r.position;
-    const pad = await read(padTo(padAt), "padding", h);
-    if (pad.some((b) => b !== 0)) fail(`non-zero padding before tensor ${JSON.stringify(d.name)}`, padAt);
-    const bodyAt = r.position;
-    // The body goes into the record digest only; the stream digest covers that digest instead.
-    // A byte-grouped body is decoded first: the record digest covers the tensor's own bytes.
-    let body: Uint8Array;
-    if (d.encoding) {
-      // Read into the reader's scratch buffer: the stored bytes are decoded into a new one at once.
-      const stored = await r.readBody(rh.bodyBytes, `tensor ${JSON.stringify(d.name)}`, undefined, true);
-      body = await decodeTensorBody(d, stored, bodyAt);
-      h.update(body);
-    } else body = await r.readBody(rh.bodyBytes, `tensor ${JSON.stringify(d.name)}`, h);
-    await checkDigest(h, `tensor ${JSON.stringify(d.name)}`, at);
-    const data = typedArrayFrom(d.dtype, body);
-    if (d.dtype === "bool") checkBools(data as Uint8Array, d.name, `at offset ${bodyAt}`);
-    const { name, dtype, shape, group } = d;
-    seen.push(indexEntry(d, at, r.position - at));
-    yield { type: "tensor", tensor: { name, dtype, shape, group, data } };
+  } catch (e) {
+    // A tensor still being verified comes first in the stream: its error, if any, is the one to report.
+    if (pending) await pending;
+    throw e;
+  } finally {
+    thread?.close();
   }
 }
 
