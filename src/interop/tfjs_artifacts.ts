@@ -34,8 +34,10 @@ import {
   type ArtifactsSource,
   artifactsSource,
   artifactsTarget,
+  shardKey,
   type ShardWriter,
 } from "./_tfjs_files.ts";
+import { ObjectNotFoundError, type ObjectStore } from "../storage/types.ts";
 import {
   tensorToWeight,
   weightByteLength,
@@ -212,6 +214,12 @@ export interface WriteTfjsResult {
   object: StoreObject;
   /** Bytes of weight data in all shards. */
   weightBytes: number;
+  /**
+   * Shards of the artifacts this export replaced that the new `model.json` no longer names
+   * (a re-export into fewer or differently named shards), removed once it was published; named
+   * as `shards` are.
+   */
+  removed: string[];
 }
 
 /** The `"ckpt"` object in a `model.json`. */
@@ -307,7 +315,9 @@ async function plannedWeightBytes(
  * shard names need the number of shards before the first is written: known when the tensors
  * are an array or the source is a binary checkpoint (its index), so the names are those of a
  * local export; otherwise (a JSON or gzip checkpoint, a stream) they are `weights-shard1.bin`,
- * `weights-shard2.bin`, and so on.
+ * `weights-shard2.bin`, and so on. Once the new `model.json` is published, shards that the
+ * replaced `model.json` named and the new one does not are removed (`removed` in the result);
+ * nothing else in `dir` is touched.
  *
  * @example
  * ```ts
@@ -347,6 +357,8 @@ export async function writeTfjsArtifacts(
   const shardBytes = options.shardBytes ?? DEFAULT_SHARD_BYTES;
   if (!Number.isSafeInteger(shardBytes) || shardBytes <= 0) throw new RangeError(`Invalid shardBytes: ${shardBytes}`);
   const target = artifactsTarget(artifactsDirectory(dir, options), options.sync ?? true);
+  // Read before anything is written: on an object store the old model.json goes first.
+  const previous = await listedShards(target.store, resolveLimits(options).maxHeaderBytes);
   // Without rename, each shard gets its final name when it is opened.
   const total = target.renames ? undefined : await plannedWeightBytes(checkpoint, options);
   const planned = total === undefined ? undefined : Math.ceil(total / shardBytes);
@@ -441,17 +453,69 @@ export async function writeTfjsArtifacts(
     modelJson.weightsManifest = [{ paths: finals, weights: specs }];
     modelJson.ckpt = record;
     await target.commit(finals, new TextEncoder().encode(JSON.stringify(modelJson)));
+    const removed = await removeUnlisted(target.store, previous, finals);
     return {
       modelJson: target.name("model.json"),
       shards: finals.map((f) => target.name(f)),
       object: { store: target.store, key: "model.json" },
       weightBytes,
+      removed: removed.map((f) => target.name(f)),
     };
   } catch (e) {
     await Promise.allSettled(closing);
     await target.discard();
     throw e;
   }
+}
+
+/**
+ * The shards (keys in `store`) that the `model.json` already at the root of `store` names, so
+ * that an export replacing it can remove those it does not rewrite. None when there is no
+ * `model.json`, or it is not a manifest this module would read (over `maxBytes`, not JSON, a path
+ * that is not plain and relative): nothing is removed on a guess.
+ */
+async function listedShards(store: ObjectStore, maxBytes: number): Promise<string[]> {
+  let text: Uint8Array;
+  try {
+    const got = await store.get("model.json");
+    if (got.info.size > maxBytes) {
+      await got.body.cancel();
+      return [];
+    }
+    text = new Uint8Array(await new Response(got.body).arrayBuffer());
+  } catch (e) {
+    if (e instanceof ObjectNotFoundError) return [];
+    throw e;
+  }
+  try {
+    const json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(text));
+    const keys = new Set<string>();
+    for (const [i, g] of (json.weightsManifest as { paths: unknown[] }[]).entries()) {
+      for (const [j, p] of g.paths.entries()) {
+        keys.add(shardKey("model.json", checkRelative(p, `weightsManifest[${i}].paths[${j}]`)));
+      }
+    }
+    return [...keys];
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * Removes the shards in `previous` that the new set (`current`) does not name. A removal that
+ * fails leaves that shard (nothing names it any more) and is not reported as removed.
+ */
+async function removeUnlisted(store: ObjectStore, previous: string[], current: string[]): Promise<string[]> {
+  const keep = new Set(current.map((p) => shardKey("model.json", p)));
+  const removed: string[] = [];
+  for (const key of previous) {
+    if (keep.has(key) || key === "model.json") continue;
+    try {
+      await store.delete(key);
+      removed.push(key);
+    } catch { /* left behind, unnamed */ }
+  }
+  return removed;
 }
 
 /** Options for {@linkcode readTfjsArtifacts}. */

@@ -215,6 +215,47 @@ function equal(a: Uint8Array, b: Uint8Array): boolean {
   return a.byteLength === b.byteLength && a.every((v, i) => v === b[i]);
 }
 
+Deno.test("TF.js re-export into fewer shards removes the old shards the new model.json no longer names, and nothing else", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "ckpt-tfjs-stale-" });
+  try {
+    for (const store of [dir, new MemoryStore({ name: "web" })]) {
+      const names = async () =>
+        typeof store === "string"
+          ? [...Deno.readDirSync(store)].map((e) => e.name).sort()
+          : [...(await objects(store)).keys()].sort();
+      const put = (key: string, text: string) =>
+        typeof store === "string" ? Deno.writeTextFile(join(store, key), text) : store.put(key, encoder.encode(text));
+      const first = await writeTfjsArtifacts(store, model(1), { shardBytes: 1500 }); // 7004 bytes: 5 shards
+      assert.equal(first.shards.length, 5);
+      assert.deepEqual(first.removed, []);
+      await put("notes.txt", "not a shard");
+      const second = await writeTfjsArtifacts(store, model(2), { shardBytes: 4000 }); // 2 shards
+      assert.deepEqual(second.removed, first.shards);
+      const base = (p: string) => p.slice(p.lastIndexOf("/") + 1);
+      assert.deepEqual(await names(), ["model.json", "notes.txt", ...second.shards.map(base)].sort());
+      const back = await readTfjsArtifacts(second.object);
+      assert.deepEqual(await ckptBytes(back), await ckptBytes(model(2)));
+      // Same shard names again: rewritten in place, nothing removed.
+      assert.deepEqual((await writeTfjsArtifacts(store, model(3), { shardBytes: 4000 })).removed, []);
+      // A model.json this module would not read (a path leaving the directory) removes nothing.
+      await put("model.json", JSON.stringify({ weightsManifest: [{ paths: ["../x.bin", "notes.txt"], weights: [] }] }));
+      assert.deepEqual((await writeTfjsArtifacts(store, model(3))).removed, []);
+      assert.ok((await names()).includes("notes.txt"));
+      // A foreign model.json (TF.js's own names) is replaced with its shards.
+      await put("group1-shard1of1.bin", "old weights");
+      await put(
+        "model.json",
+        JSON.stringify({ weightsManifest: [{ paths: ["./group1-shard1of1.bin"], weights: [] }] }),
+      );
+      const last = await writeTfjsArtifacts(store, model(4));
+      assert.deepEqual(last.removed.map(base), ["group1-shard1of1.bin"]);
+      assert.ok(!(await names()).includes("group1-shard1of1.bin"));
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("TF.js import from a store refuses shard paths that leave model.json's prefix, naming them, before reading", async () => {
   const store = new MemoryStore();
   await store.put("secret.bin", new Uint8Array(new Float32Array([666]).buffer));
