@@ -137,6 +137,11 @@ export interface Input {
   readonly size?: number;
   /** The bytes, read on demand. */
   readonly stream: ReadableStream<Uint8Array>;
+  /**
+   * A local regular file, open at offset 0, for readers that read it directly instead of through
+   * `stream` (only one of the two may be used; cancelling `stream` closes it).
+   */
+  readonly file?: Deno.FsFile;
 }
 
 /** File reads of this size; each chunk is a fresh buffer, since decoded tensors may view it. */
@@ -221,7 +226,9 @@ export async function openInput(spec: string, io: CliIO): Promise<Input> {
     },
     cancel: close,
   }, { highWaterMark: 0 });
-  return { label: spec, path: spec, size: info.isFile ? info.size : undefined, stream };
+  return info.isFile
+    ? { label: spec, path: spec, size: info.size, stream, file }
+    : { label: spec, path: spec, size: undefined, stream };
 }
 
 /**

@@ -12,12 +12,17 @@ import {
   type Tensor,
 } from "../../mod.ts";
 import { safetensorsCodec } from "../interop/safetensors.ts";
-import { BINARY_MAGIC } from "../format/codecs/binary.ts";
+import { BINARY_MAGIC, binaryCodec, decodeRecords } from "../format/codecs/binary.ts";
+import type { ByteReader } from "../format/_byte_reader.ts";
+import { type Hash, sha256 } from "../format/_hash.ts";
+import { settled } from "../format/_pair.ts";
+import { fileCodec } from "../io/read.ts";
 import { UNTRUSTED_LIMITS } from "../format/limits.ts";
 import {
   BadCheckpointError,
   type CliIO,
   FileError,
+  type Input,
   isOsError,
   meter,
   openInput,
@@ -97,6 +102,16 @@ export async function openCheckpoint(
     `reading ${input.label}`,
     input.size,
   );
+  if (input.file) {
+    let codec;
+    try {
+      codec = await fileCodec(input.file, EXTRA_CODECS);
+    } catch (e) {
+      await input.stream.cancel();
+      throw readError(input.label, e);
+    }
+    if (codec === binaryCodec) return await openBinaryFile(input, input.file, progress, options);
+  }
   const metered = meter(input.stream, progress, options);
   let reader: ReadableStreamDefaultReader<CheckpointRecord> | undefined;
   let closed = false;
@@ -146,6 +161,83 @@ export async function openCheckpoint(
       bytes: metered.bytes,
       sha256: metered.sha256,
       digest: async () => decoder.digest ? await decoder.digest : undefined,
+      close,
+    };
+  } catch (e) {
+    await close();
+    throw readError(input.label, e);
+  }
+}
+
+/**
+ * A local uncompressed binary file, decoded from the open file as `loadCheckpoint` does: tensor
+ * bodies are read straight into their buffers (no stream of chunks to join), and the file's own
+ * SHA-256 is computed, in the same pass, only when `hash` asks for it.
+ */
+async function openBinaryFile(
+  input: Input,
+  file: Deno.FsFile,
+  progress: Progress,
+  options: { hash?: boolean; reuseBuffers?: boolean },
+): Promise<OpenCheckpoint> {
+  let bytes = 0;
+  const counted: ByteReader = {
+    async read(into) {
+      const n = await file.read(into);
+      if (n !== null) {
+        bytes += n;
+        progress.add(n);
+      }
+      return n;
+    },
+    stat: () => file.stat(),
+  };
+  const tap: Hash | undefined = options.hash ? sha256() : undefined;
+  let fileDigest: string | undefined;
+  const digest = settled<string>();
+  const records = decodeRecords(counted, { reuseBuffers: options.reuseBuffers ?? false }, tap, digest);
+  let closed = false;
+  const close = async () => {
+    await progress.done();
+    if (closed) return;
+    closed = true;
+    try {
+      await records.return(undefined);
+    } catch { /* already failed */ }
+    await input.stream.cancel(); // closes the file
+  };
+  try {
+    const first = await records.next();
+    if (first.done || first.value.type !== "metadata") {
+      throw new BadCheckpointError(`${input.label}: the binary stream holds no metadata record`);
+    }
+    const tensors = async function* (): AsyncGenerator<Tensor> {
+      try {
+        for (;;) {
+          const next = await records.next();
+          if (next.done) break;
+          if (next.value.type !== "tensor") {
+            throw new BadCheckpointError(`${input.label}: a second metadata record after the first`);
+          }
+          yield next.value.tensor;
+        }
+        fileDigest = tap?.digest("hex");
+        await close();
+      } catch (e) {
+        await close();
+        throw readError(input.label, e);
+      }
+    };
+    return {
+      label: input.label,
+      path: input.path,
+      codec: binaryCodec.name,
+      compression: "none",
+      metadata: first.value.metadata,
+      tensors,
+      bytes: () => bytes,
+      sha256: () => fileDigest,
+      digest: () => digest.promise,
       close,
     };
   } catch (e) {

@@ -31,6 +31,10 @@ interface Outcome {
   step?: number;
   tensors?: number;
   bytes?: number;
+  /**
+   * SHA-256 of the file's bytes (what sha256sum prints): computed when `--sha256` or a sidecar
+   * asks for it.
+   */
   sha256?: string;
   /** The stream digest the checkpoint stores, verified; absent for codecs that have none. */
   streamDigest?: string;
@@ -57,14 +61,18 @@ async function sidecarDigest(path: string): Promise<string | undefined> {
 }
 
 async function verifyOne(spec: string, io: CliIO, expected: string | undefined): Promise<Outcome> {
-  const ckpt = await openCheckpoint(spec, io, { hash: true, reuseBuffers: true });
+  // The file's own SHA-256 is a second pass over every byte: computed only when something is
+  // there to compare it with (the record and stream digests already cover every byte).
+  const sidecar = spec === "-" ? undefined : await sidecarDigest(spec);
+  const hash = expected !== undefined || sidecar !== undefined;
+  const ckpt = await openCheckpoint(spec, io, { hash, reuseBuffers: true });
   let tensors = 0;
   try {
     for await (const _ of ckpt.tensors()) tensors++;
   } finally {
     await ckpt.close();
   }
-  const sha256 = ckpt.sha256()!;
+  const sha256 = ckpt.sha256();
   const streamDigest = await ckpt.digest();
   const checked: string[] = [];
   // ckpt's codecs end with a digest over the stream, which the decoder has checked by now.
@@ -77,7 +85,6 @@ async function verifyOne(spec: string, io: CliIO, expected: string | undefined):
     }
     checked.push("--sha256");
   }
-  const sidecar = ckpt.path === undefined ? undefined : await sidecarDigest(ckpt.path);
   if (sidecar !== undefined) {
     if (sidecar !== sha256) {
       throw new BadCheckpointError(`${ckpt.label}: file sha256 is ${sha256}, but ${ckpt.label}.sha256 says ${sidecar}`);
@@ -92,7 +99,7 @@ async function verifyOne(spec: string, io: CliIO, expected: string | undefined):
     step: ckpt.metadata.step,
     tensors,
     bytes: ckpt.bytes(),
-    sha256,
+    ...(sha256 === undefined ? {} : { sha256 }),
     ...(streamDigest === undefined ? {} : { streamDigest }),
     checked,
   };
@@ -103,16 +110,14 @@ function okLine(o: Outcome, expected: string | undefined): string {
   const tensors = `${o.tensors} tensor${o.tensors === 1 ? "" : "s"}`;
   const matches = (hex: string) => (hex === expected ? " (matches --sha256)" : "");
   const sidecar = o.checked!.filter((c) => c.endsWith(".sha256"));
-  const digests = [`sha256 ${o.sha256}${matches(o.sha256!)}`];
+  const digests = o.sha256 === undefined ? [] : [`sha256 ${o.sha256}${matches(o.sha256)}`];
   if (o.streamDigest !== undefined) digests.push(`stream digest ${o.streamDigest}${matches(o.streamDigest)}`);
   const note = o.checked!.length === 0
     ? ` (${o.codec} has no digests: structure checked only)`
     : sidecar.length > 0
     ? ` (matches ${sidecar.join(" and ")})`
     : "";
-  return `ok ${o.source}: ${codec}, step ${o.step}, ${tensors}, ${humanBytes(o.bytes!)}, ${
-    digests.join(", ")
-  }${note}\n`;
+  return `ok ${o.source}: ${[codec, `step ${o.step}`, tensors, humanBytes(o.bytes!), ...digests].join(", ")}${note}\n`;
 }
 
 async function run(values: Values, positionals: string[], io: CliIO): Promise<number> {
@@ -179,8 +184,11 @@ ckpt inspect prints, saveCheckpoint returns as "digest" and a manager lists); a 
 verified read that matches either proves every byte. A .safetensors file
 holds no digests of its own: its structure is checked, and its sidecar if it has one.
 
+The SHA-256 of the file's bytes is a second pass over them, so it is computed only when
+--sha256 or a sidecar asks for it.
+
 For each intact checkpoint one line goes to standard output:
-  ok FILE: CODEC, step N, T tensors, SIZE, sha256 HEX, stream digest HEX [(matches FILE.sha256)]
+  ok FILE: CODEC, step N, T tensors, SIZE, [sha256 HEX, ]stream digest HEX [(matches FILE.sha256)]
 For each damaged or unreadable one, one line goes to standard error, naming the first bad
 tensor (or what else is wrong) and its byte offset. Every file is checked even after a failure;
 the exit code is that of the first failure.`,

@@ -32,14 +32,21 @@ Deno.test("verify prints one ok line per intact checkpoint and exits 0", async (
   assert.match(
     lines[0]!,
     new RegExp(
-      `^ok .*a\\.ckpt: binary, step 100, 4 tensors, [\\d.]+ KiB, sha256 ${da.sha256}, stream digest ${da.digest}$`,
+      `^ok .*a\\.ckpt: binary, step 100, 4 tensors, [\\d.]+ KiB, stream digest ${da.digest}$`,
     ),
   );
   assert.match(
     lines[1]!,
     new RegExp(
-      `^ok .*b\\.jsonl\\.gz: json\\+gzip, step 100, 4 tensors, .*, sha256 ${db.sha256}, stream digest ${db.digest}$`,
+      `^ok .*b\\.jsonl\\.gz: json\\+gzip, step 100, 4 tensors, \\d+ B, stream digest ${db.digest}$`,
     ),
+  );
+  // The file's own SHA-256 (a second pass) only when something asks for it: here a sidecar.
+  await Deno.writeTextFile(`${a}.sha256`, `${da.sha256}  a.ckpt\n`);
+  const again = await ckpt(["verify", a]);
+  assert.match(
+    again.out,
+    new RegExp(`, sha256 ${da.sha256}, stream digest ${da.digest} \\(matches a\\.ckpt\\.sha256\\)$`, "m"),
   );
 });
 
@@ -115,10 +122,11 @@ Deno.test("verify -q prints nothing and --json prints one object per checkpoint"
     step: 100,
     tensors: 4,
     bytes,
-    sha256,
     streamDigest: digest,
     checked: ["record digests", "stream digest"],
   });
+  const pinned = await ckpt(["verify", "--json", "--sha256", sha256, a]);
+  assert.equal(JSON.parse(pinned.out).sha256, sha256);
   assert.equal(failed.ok, false);
   assert.match(failed.error, /Checksum mismatch for tensor "dense\/kernel"/);
 });
