@@ -4,7 +4,7 @@
 
 import { basename, join } from "node:path";
 import type { Checkpoint } from "../../mod.ts";
-import { readTfjsArtifacts } from "../interop/tfjs_artifacts.ts";
+import { readTfjsArtifactsChecked, type ShardRead } from "../interop/tfjs_artifacts.ts";
 import { resolveDirectory, resolveObject } from "../storage/resolve.ts";
 import { ObjectNotFoundError } from "../storage/types.ts";
 import { FileError, isRemote, osReason, UsageError } from "./_io.ts";
@@ -83,8 +83,15 @@ export async function findTfjsArtifacts(spec: string): Promise<string | undefine
 
 /** Reads TF.js artifacts for the CLI: failures are a `FileError` or a `BadCheckpointError` naming them. */
 export async function readArtifacts(modelJson: string): Promise<Checkpoint> {
+  return (await readArtifactsChecked(modelJson)).checkpoint;
+}
+
+/** {@linkcode readArtifacts}, with each shard read and whether its digest was checked. */
+export async function readArtifactsChecked(
+  modelJson: string,
+): Promise<{ checkpoint: Checkpoint; shards: ShardRead[] }> {
   try {
-    return await readTfjsArtifacts(modelJson);
+    return await readTfjsArtifactsChecked(modelJson);
   } catch (e) {
     if (e instanceof ObjectNotFoundError) throw cannotRead(modelJson, e);
     if (e instanceof TypeError) {

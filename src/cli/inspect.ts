@@ -4,11 +4,12 @@
  *
  * @module
  */
-import { type Compression, DTYPES, type Metadata, readCheckpointIndex } from "../../mod.ts";
+import { type Compression, DTYPES, type Metadata, readCheckpointIndex, type Tensor } from "../../mod.ts";
 import { readSafetensorsHeader } from "../interop/safetensors_read.ts";
 import type { Command, Values } from "./_command.ts";
 import { type CliIO, EXIT, humanBytes, jsonNumber, numberText, safeText, shapeText, table, write } from "./_io.ts";
 import { hasDigests, indexedKind, openCheckpoint, readError } from "./_source.ts";
+import { findTfjsArtifacts, readArtifactsChecked } from "./_tfjs.ts";
 import { type TensorStats, tensorStats } from "./_stats.ts";
 
 /** One row of the tensor table. */
@@ -38,8 +39,8 @@ interface Report {
   streamDigest: string | undefined;
   /** Whether every record digest and the stream digest were checked. */
   verified: boolean;
-  /** How the input was read: streamed whole, or only its index or header. */
-  read: "stream" | "index" | "header";
+  /** How the input was read: streamed whole, only its index or header, or TF.js artifacts read whole. */
+  read: "stream" | "index" | "header" | "artifacts";
   metadata: Metadata;
   tensors: Row[];
 }
@@ -116,6 +117,11 @@ function asJson(r: Report): string {
 }
 
 function verifiedText(r: Report): string {
+  if (r.read === "artifacts") {
+    return r.verified
+      ? `yes: every shard's size and SHA-256 (the "ckpt" record in model.json)`
+      : `structure only (TF.js artifacts without a "ckpt" record have no digests)`;
+  }
   if (r.verified) return "yes: every tensor digest and the stream digest";
   if (r.read === "index") {
     return "no: index only, not verified (metadata and index digests checked, tensor data not read; use --full or ckpt verify)";
@@ -238,22 +244,41 @@ async function fromIndex(path: string): Promise<Report> {
   };
 }
 
+function rowOf(t: Tensor, stats: boolean): Row {
+  const row: Row = {
+    name: t.name,
+    group: t.group,
+    dtype: t.dtype,
+    shape: [...t.shape],
+    elements: t.data.length,
+    bytes: t.data.byteLength,
+  };
+  if (stats) row.stats = tensorStats(t);
+  return row;
+}
+
+/** TF.js artifacts: `model.json` and every shard read (shards checked where the ckpt record allows). */
+async function fromArtifacts(modelJson: string, stats: boolean): Promise<Report> {
+  const { checkpoint, shards } = await readArtifactsChecked(modelJson);
+  return {
+    source: modelJson,
+    codec: "tfjs",
+    compression: "none",
+    bytes: shards.reduce((n, s) => n + s.bytes, 0),
+    sha256: undefined,
+    streamDigest: undefined,
+    verified: shards.length > 0 && shards.every((s) => s.checked),
+    read: "artifacts",
+    metadata: checkpoint.metadata,
+    tensors: checkpoint.tensors.map((t) => rowOf(t, stats)),
+  };
+}
+
 async function fromStream(spec: string, io: CliIO, stats: boolean): Promise<Report> {
   const ckpt = await openCheckpoint(spec, io, { hash: true, reuseBuffers: true });
   const tensors: Row[] = [];
   try {
-    for await (const t of ckpt.tensors()) {
-      const row: Row = {
-        name: t.name,
-        group: t.group,
-        dtype: t.dtype,
-        shape: [...t.shape],
-        elements: t.data.length,
-        bytes: t.data.byteLength,
-      };
-      if (stats) row.stats = tensorStats(t);
-      tensors.push(row);
-    }
+    for await (const t of ckpt.tensors()) tensors.push(rowOf(t, stats));
   } finally {
     await ckpt.close();
   }
@@ -274,8 +299,13 @@ async function fromStream(spec: string, io: CliIO, stats: boolean): Promise<Repo
 async function run(values: Values, positionals: string[], io: CliIO): Promise<number> {
   const spec = positionals[0]!;
   const stats = values.stats === true;
-  const quick = spec !== "-" && !stats && values.full !== true ? await indexedKind(spec) : undefined;
-  const report = quick === "index"
+  const artifacts = await findTfjsArtifacts(spec);
+  const quick = artifacts === undefined && spec !== "-" && !stats && values.full !== true
+    ? await indexedKind(spec)
+    : undefined;
+  const report = artifacts !== undefined
+    ? await fromArtifacts(artifacts, stats)
+    : quick === "index"
     ? await fromIndex(spec)
     : quick === "header"
     ? await fromHeader(spec)

@@ -21,6 +21,7 @@ import {
   write,
 } from "./_io.ts";
 import { hasDigests, openCheckpoint } from "./_source.ts";
+import { findTfjsArtifacts, readArtifactsChecked } from "./_tfjs.ts";
 
 /** What verifying one input found. */
 interface Outcome {
@@ -60,7 +61,28 @@ async function sidecarDigest(path: string): Promise<string | undefined> {
   }
 }
 
+/** TF.js artifacts (a `model.json`, or a directory holding one): read whole, every shard checked. */
+async function verifyArtifacts(spec: string, modelJson: string, expected: string | undefined): Promise<Outcome> {
+  if (expected !== undefined) {
+    throw new UsageError(`--sha256 checks a checkpoint file; ${JSON.stringify(spec)} is TF.js artifacts`);
+  }
+  const { checkpoint, shards } = await readArtifactsChecked(modelJson);
+  const checked = shards.length > 0 && shards.every((s) => s.checked) ? ["shard digests"] : [];
+  return {
+    source: modelJson,
+    ok: true,
+    codec: "tfjs",
+    compression: "none",
+    step: checkpoint.metadata.step,
+    tensors: checkpoint.tensors.length,
+    bytes: shards.reduce((n, s) => n + s.bytes, 0),
+    checked,
+  };
+}
+
 async function verifyOne(spec: string, io: CliIO, expected: string | undefined): Promise<Outcome> {
+  const modelJson = await findTfjsArtifacts(spec);
+  if (modelJson !== undefined) return await verifyArtifacts(spec, modelJson, expected);
   // The file's own SHA-256 is a second pass over every byte: computed only when something is
   // there to compare it with (the record and stream digests already cover every byte).
   const sidecar = spec === "-" ? undefined : await sidecarDigest(spec);
@@ -113,7 +135,11 @@ function okLine(o: Outcome, expected: string | undefined): string {
   const digests = o.sha256 === undefined ? [] : [`sha256 ${o.sha256}${matches(o.sha256)}`];
   if (o.streamDigest !== undefined) digests.push(`stream digest ${o.streamDigest}${matches(o.streamDigest)}`);
   const note = o.checked!.length === 0
-    ? ` (${o.codec} has no digests: structure checked only)`
+    ? ` (${
+      o.codec === "tfjs" ? "TF.js artifacts without a ckpt record have" : `${o.codec} has`
+    } no digests: structure checked only)`
+    : o.checked!.includes("shard digests")
+    ? " (every shard's size and SHA-256 checked)"
     : sidecar.length > 0
     ? ` (matches ${sidecar.join(" and ")})`
     : "";

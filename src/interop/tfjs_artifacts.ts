@@ -553,6 +553,7 @@ async function* shardChunks(
   source: ArtifactsSource,
   paths: string[],
   record: CkptRecord | undefined,
+  read: ShardRead[],
 ): AsyncGenerator<Uint8Array> {
   for (const p of paths) {
     const expected = record?.shards.find((s) => s.path === p);
@@ -568,18 +569,29 @@ async function* shardChunks(
       bytes += chunk.byteLength;
       yield chunk;
     }
-    if (expected) {
-      const actual = hash.digest("hex");
-      if (bytes !== expected.bytes || actual !== expected.sha256) {
-        throw new ChecksumMismatchError(
-          `TF.js shard ${JSON.stringify(p)}`,
-          expected.sha256,
-          actual,
-          `(${bytes} bytes, expected ${expected.bytes})`,
-        );
-      }
+    const actual = hash.digest("hex");
+    if (expected && (bytes !== expected.bytes || actual !== expected.sha256)) {
+      throw new ChecksumMismatchError(
+        `TF.js shard ${JSON.stringify(p)}`,
+        expected.sha256,
+        actual,
+        `(${bytes} bytes, expected ${expected.bytes})`,
+      );
     }
+    read.push({ path: p, bytes, sha256: actual, checked: expected !== undefined });
   }
+}
+
+/** One shard {@linkcode readTfjsArtifactsChecked} read. */
+export interface ShardRead {
+  /** Its path in the manifest. */
+  path: string;
+  /** Its size in bytes. */
+  bytes: number;
+  /** SHA-256 of its bytes (hex). */
+  sha256: string;
+  /** Whether it was checked against the size and SHA-256 in `model.json`'s `"ckpt"` record. */
+  checked: boolean;
 }
 
 function parseRecord(value: unknown, names: Set<string>): { record: CkptRecord; metadata: Metadata } {
@@ -663,6 +675,33 @@ export async function readTfjsArtifacts(
   modelJson: StorageAddress,
   options: ReadTfjsOptions = {},
 ): Promise<Checkpoint> {
+  return (await readTfjsArtifactsChecked(modelJson, options)).checkpoint;
+}
+
+/**
+ * {@linkcode readTfjsArtifacts}, also saying what was checked: each shard read, its size and
+ * SHA-256, and whether the `"ckpt"` record of `model.json` vouched for it (artifacts from
+ * elsewhere have no record, and so no digests: only their structure is checked).
+ *
+ * @example
+ * ```ts
+ * import { readTfjsArtifactsChecked, writeTfjsArtifacts } from "./tfjs_artifacts.ts";
+ * import { MemoryStore } from "../storage/memory.ts";
+ * import assert from "node:assert/strict";
+ * const store = new MemoryStore();
+ * await writeTfjsArtifacts(store, {
+ *   metadata: { step: 1 },
+ *   tensors: [{ name: "b", dtype: "float32", shape: [1], data: new Float32Array([0.5]) }],
+ * });
+ * const { checkpoint, shards } = await readTfjsArtifactsChecked({ store, key: "model.json" });
+ * assert.equal(checkpoint.metadata.step, 1);
+ * assert.deepEqual(shards.map((s) => [s.path, s.bytes, s.checked]), [["weights.bin", 4, true]]);
+ * ```
+ */
+export async function readTfjsArtifactsChecked(
+  modelJson: StorageAddress,
+  options: ReadTfjsOptions = {},
+): Promise<{ checkpoint: Checkpoint; shards: ShardRead[] }> {
   const lim = resolveLimits(options);
   const source = artifactsSource(modelJson, options);
   const label = source.label;
@@ -735,8 +774,9 @@ export async function readTfjsArtifacts(
     metadata = { step: 0, custom: { [TFJS_KEY]: fields } };
   }
   const tensors: Tensor[] = [];
+  const read: ShardRead[] = [];
   for (const g of groups) {
-    const reader = new ChunkReader(shardChunks(source, g.paths, record), "TF.js weights");
+    const reader = new ChunkReader(shardChunks(source, g.paths, record, read), "TF.js weights");
     try {
       for (const spec of g.weights) {
         const bytes = await reader.readExact(weightByteLength(spec), `weight ${JSON.stringify(spec.name)}`);
@@ -758,5 +798,5 @@ export async function readTfjsArtifacts(
       await reader.close();
     }
   }
-  return { metadata, tensors };
+  return { checkpoint: { metadata, tensors }, shards: read };
 }

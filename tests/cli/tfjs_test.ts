@@ -56,6 +56,64 @@ Deno.test("convert --codec tfjs refuses what it cannot write, and a tampered sha
   await assert.rejects(Deno.stat(`${t.dir}/x.ckpt`), Deno.errors.NotFound);
 });
 
+Deno.test("verify and inspect take TF.js artifacts: every shard checked against the ckpt record, or structure only", async () => {
+  await using t = await tempDir();
+  await writeTfjsArtifacts(`${t.dir}/web`, {
+    metadata: { step: 12 },
+    tensors: [
+      { name: "w", dtype: "float32", shape: [300], data: new Float32Array(300).fill(0.25) },
+      { name: "n", dtype: "int8", shape: [3], data: new Int8Array([-1, 0, 1]) },
+    ],
+  }, { shardBytes: 1000 });
+  for (const input of [`${t.dir}/web`, `${t.dir}/web/model.json`]) {
+    const v = await ckpt(["verify", input]);
+    assert.equal(v.code, 0, v.err);
+    assert.match(
+      v.out,
+      /^ok .*web\/model\.json: tfjs, step 12, 2 tensors, 1\.18 KiB \(every shard's size and SHA-256 checked\)\n$/,
+    );
+  }
+  const i = await ckpt(["inspect", `${t.dir}/web`]);
+  assert.equal(i.code, 0, i.err);
+  assert.match(i.out, /^codec +tfjs$/m);
+  assert.match(i.out, /^verified +yes: every shard's size and SHA-256/m);
+  assert.match(i.out, /^n +params +int8 +\[3\] +3 +3 B$/m);
+  const json = JSON.parse((await ckpt(["inspect", "--json", "--stats", `${t.dir}/web`])).out);
+  assert.deepEqual([json.codec, json.read, json.verified, json.bytes, json.tensors[0].max], [
+    "tfjs",
+    "artifacts",
+    true,
+    1212,
+    0.25,
+  ]);
+  assertOneLineError(
+    await ckpt(["verify", "--sha256", "0".repeat(64), `${t.dir}/web`]),
+    2,
+    /--sha256 checks a checkpoint file; .* is TF\.js artifacts/,
+  );
+  // A flipped byte in the second shard: named, exit 4.
+  const shard = `${t.dir}/web/weights-shard2of2.bin`;
+  const bytes = await Deno.readFile(shard);
+  bytes[5]! ^= 1;
+  await Deno.writeFile(shard, bytes);
+  assertOneLineError(
+    await ckpt(["verify", `${t.dir}/web`]),
+    4,
+    /Checksum mismatch for TF\.js shard "weights-shard2of2\.bin"/,
+  );
+  // Artifacts from elsewhere (no "ckpt" record) have no digests: their structure is checked.
+  const model = JSON.parse(await Deno.readTextFile(`${t.dir}/web/model.json`));
+  delete model.ckpt;
+  await Deno.writeTextFile(`${t.dir}/web/model.json`, JSON.stringify(model));
+  const plain = await ckpt(["verify", `${t.dir}/web`]);
+  assert.equal(plain.code, 0, plain.err);
+  assert.match(
+    plain.out,
+    /tfjs, step 0, 2 tensors, .*\(TF\.js artifacts without a ckpt record have no digests: structure checked only\)/,
+  );
+  assert.match((await ckpt(["inspect", `${t.dir}/web`])).out, /^verified +structure only \(TF\.js artifacts without/m);
+});
+
 Deno.test("convert reads TF.js artifacts over http:// from model.json or its folder", async () => {
   await using t = await tempDir();
   await writeSample(`${t.dir}/a.ckpt`);
