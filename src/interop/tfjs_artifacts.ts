@@ -12,7 +12,6 @@
  * @module
  */
 import type { io } from "@tensorflow/tfjs-core";
-import { isAbsolute } from "node:path";
 import type { DecodeOptions } from "../format/decode.ts";
 import { type CheckpointSource, decodeCheckpoint, readCheckpointIndex, type StorageOptions } from "../io/read.ts";
 import { checkTensorName, isDType, typedArrayFrom } from "../format/dtype.ts";
@@ -540,8 +539,10 @@ function checkRelative(p: unknown, where: string): string {
   if (typeof p !== "string" || p.length === 0) {
     throw new SyntaxError(`Cannot decode TF.js artifacts: ${where} is not a file name`);
   }
+  // Absolute: a leading "/" (a drive letter reads as a scheme below). No node:path here, which a
+  // browser build does not have.
   if (
-    isAbsolute(p) || p.includes("\\") || p.includes("\0") || /^[a-z][a-z0-9+.-]*:/i.test(p) ||
+    p.startsWith("/") || p.includes("\\") || p.includes("\0") || /^[a-z][a-z0-9+.-]*:/i.test(p) ||
     p.split("/").some((s) => s === ".." || s === "")
   ) {
     throw new SyntaxError(`Cannot decode TF.js artifacts: ${where} ${JSON.stringify(p)} is not a plain relative path`);

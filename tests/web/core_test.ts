@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { type CheckpointSource, encodeCheckpoint, loadCheckpoint, safetensorsCodec } from "../../mod.ts";
 import { edgeCheckpoint } from "../_util.ts";
 import { sha256 } from "../../src/format/_hash.ts";
+import { writeTfjsArtifacts } from "../../src/interop/tfjs_artifacts.ts";
 import { browserTest } from "./_browser.ts";
 
 type Lib = typeof import("./page/core_entry.ts");
@@ -115,6 +116,68 @@ browserTest("core in Chromium", { entries: { core: "tests/web/page/core_entry.ts
       },
     );
   }
+
+  await t.step(
+    "TF.js artifacts on OPFS: the same objects as a Deno export, read back bit for bit, old shards removed",
+    async () => {
+      const r = await page.evaluate(async () => {
+        const model = (step: number) => ({
+          metadata: { step },
+          tensors: [
+            {
+              name: "dense/kernel",
+              dtype: "float32" as const,
+              shape: [300],
+              data: new Float32Array(300).map((_, i) => i / 7),
+            },
+            { name: "n", dtype: "int8" as const, shape: [3], data: new Int8Array([-1, 0, 1]) },
+            { name: "mask", dtype: "bool" as const, shape: [4], data: new Uint8Array([1, 0, 0, 1]) },
+          ],
+        });
+        const first = await m.writeTfjsArtifacts("opfs:///tfjs/mlp", model(3), { shardBytes: 500 });
+        const back = await m.readTfjsArtifacts("opfs:///tfjs/mlp/model.json");
+        const second = await m.writeTfjsArtifacts("opfs:///tfjs/mlp", model(4), { shardBytes: 4000 });
+        const store = await m.OpfsStore.open("tfjs/mlp");
+        const objects: Record<string, number[]> = {};
+        for await (const o of store.list()) {
+          objects[o.key] = [...new Uint8Array(await new Response((await store.get(o.key)).body).arrayBuffer())];
+        }
+        return {
+          first: first.shards,
+          step: back.metadata.step,
+          back: back.tensors.map((t) => [t.name, t.dtype, Array.from(t.data as ArrayLike<number>)]),
+          removed: second.removed,
+          objects,
+        };
+      });
+      assert.deepEqual(r.first, [1, 2, 3].map((i) => `opfs:///tfjs/mlp/weights-shard${i}of3.bin`));
+      assert.equal(r.step, 3);
+      assert.deepEqual(r.back, [
+        ["dense/kernel", "float32", [...new Float32Array(300).map((_, i) => i / 7)]],
+        ["n", "int8", [-1, 0, 1]],
+        ["mask", "bool", [1, 0, 0, 1]],
+      ]);
+      assert.deepEqual(r.removed, r.first);
+      // Deno writes the same objects for the same checkpoint.
+      const dir = await Deno.makeTempDir({ prefix: "ckpt-web-tfjs-" });
+      try {
+        await writeTfjsArtifacts(dir, {
+          metadata: { step: 4 },
+          tensors: [
+            { name: "dense/kernel", dtype: "float32", shape: [300], data: new Float32Array(300).map((_, i) => i / 7) },
+            { name: "n", dtype: "int8", shape: [3], data: new Int8Array([-1, 0, 1]) },
+            { name: "mask", dtype: "bool", shape: [4], data: new Uint8Array([1, 0, 0, 1]) },
+          ],
+        }, { shardBytes: 4000 });
+        const files = Object.fromEntries(
+          [...Deno.readDirSync(dir)].map((e) => [e.name, [...Deno.readFileSync(join(dir, e.name))]]),
+        );
+        assert.deepEqual(r.objects, files);
+      } finally {
+        await Deno.remove(dir, { recursive: true });
+      }
+    },
+  );
 
   await t.step("errors in the page are typed and say what and where", async () => {
     const good = await bytesOf(encodeCheckpoint({
