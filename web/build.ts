@@ -8,7 +8,8 @@
  *
  * Entries: `ckpt.js` (everything `mod.ts` exports), `tfjs.js` (the TF.js adapter; it imports
  * `@tensorflow/tfjs-core` by that bare name, so the page's import map or bundler supplies the one
- * TF.js copy the model uses), `opfs.js` (the Origin Private File System store) and
+ * TF.js copy the model uses), `opfs.js` (the Origin Private File System store), `interop.js`
+ * (TF.js artifacts on `opfs:///` or any store, `ckptHandler`, safetensors) and
  * `ckpt-worker.js` (the worker background saves run in, started by the library itself). Shared
  * code lands in chunks beside them. The SHA-256 is chosen at run time: `node:crypto` where there is
  * one (Node), WebAssembly (hash-wasm) in browsers, loaded only there. esbuild then lowers the
@@ -29,6 +30,7 @@ export const LIBRARY_ENTRIES: Readonly<Record<string, string>> = Object.freeze({
   ckpt: "mod.ts",
   tfjs: "src/tfjs/mod.ts",
   opfs: "src/storage/opfs.ts",
+  interop: "src/interop/mod.ts",
 });
 
 /**
