@@ -73,6 +73,17 @@ Deno.test("verify and inspect take TF.js artifacts: every shard checked against 
       /^ok .*web\/model\.json: tfjs, step 12, 2 tensors, 1\.18 KiB \(every shard's size and SHA-256 checked\)\n$/,
     );
   }
+  const server = serveDirectory(t.dir);
+  try {
+    const v = await ckpt(["verify", `${server.url}web/`], { net: true });
+    assert.equal(v.code, 0, v.err);
+    assert.match(
+      v.out,
+      /^ok http:.*\/web\/model\.json: tfjs, step 12, 2 tensors, .*\(every shard's size and SHA-256 checked\)/,
+    );
+  } finally {
+    await server.close();
+  }
   const i = await ckpt(["inspect", `${t.dir}/web`]);
   assert.equal(i.code, 0, i.err);
   assert.match(i.out, /^codec +tfjs$/m);
