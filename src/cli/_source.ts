@@ -130,43 +130,52 @@ export async function openCheckpoint(
     const found = await sniffCheckpoint(metered.stream, { codecs: EXTRA_CODECS, ...caps });
     const decoder = found.codec.decoder({ reuseBuffers: options.reuseBuffers ?? false });
     reader = found.bytes.pipeThrough(decoder).getReader();
-    const first = await reader.read();
-    if (first.done || first.value.type !== "metadata") {
-      throw new BadCheckpointError(`${input.label}: the ${found.codec.name} stream holds no metadata record`);
-    }
     const r = reader;
-    const tensors = async function* (): AsyncGenerator<Tensor> {
-      try {
-        for (;;) {
-          const next = await r.read();
-          if (next.done) break;
-          if (next.value.type !== "tensor") {
-            throw new BadCheckpointError(`${input.label}: a second metadata record after the first`);
-          }
-          yield next.value.tensor;
-        }
-        await progress.done();
-      } catch (e) {
-        await close();
-        throw readError(input.label, e);
-      }
-    };
-    return {
-      label: input.label,
-      path: input.path,
-      codec: found.codec.name,
+    return await fromRecords(input, found.codec.name, () => r.read(), close, () => progress.done(), {
       compression: found.compression,
-      metadata: first.value.metadata,
-      tensors,
       bytes: metered.bytes,
       sha256: metered.sha256,
       digest: async () => decoder.digest ? await decoder.digest : undefined,
-      close,
-    };
+    });
   } catch (e) {
     await close();
     throw readError(input.label, e);
   }
+}
+
+/**
+ * The checkpoint a decoder's records give: the metadata record first (read here), then the
+ * tensors on demand. `atEnd` runs once they ended; a failure closes the input and names it.
+ */
+async function fromRecords(
+  input: Input,
+  codec: string,
+  next: () => Promise<ReadableStreamReadResult<CheckpointRecord> | IteratorResult<CheckpointRecord>>,
+  close: () => Promise<void>,
+  atEnd: () => Promise<void>,
+  rest: Pick<OpenCheckpoint, "compression" | "bytes" | "sha256" | "digest">,
+): Promise<OpenCheckpoint> {
+  const first = await next();
+  if (first.done || first.value.type !== "metadata") {
+    throw new BadCheckpointError(`${input.label}: the ${codec} stream holds no metadata record`);
+  }
+  const tensors = async function* (): AsyncGenerator<Tensor> {
+    try {
+      for (;;) {
+        const r = await next();
+        if (r.done) break;
+        if (r.value.type !== "tensor") {
+          throw new BadCheckpointError(`${input.label}: a second metadata record after the first`);
+        }
+        yield r.value.tensor;
+      }
+      await atEnd();
+    } catch (e) {
+      await close();
+      throw readError(input.label, e);
+    }
+  };
+  return { label: input.label, path: input.path, codec, metadata: first.value.metadata, tensors, close, ...rest };
 }
 
 /**
@@ -207,39 +216,16 @@ async function openBinaryFile(
     await input.stream.cancel(); // closes the file
   };
   try {
-    const first = await records.next();
-    if (first.done || first.value.type !== "metadata") {
-      throw new BadCheckpointError(`${input.label}: the binary stream holds no metadata record`);
-    }
-    const tensors = async function* (): AsyncGenerator<Tensor> {
-      try {
-        for (;;) {
-          const next = await records.next();
-          if (next.done) break;
-          if (next.value.type !== "tensor") {
-            throw new BadCheckpointError(`${input.label}: a second metadata record after the first`);
-          }
-          yield next.value.tensor;
-        }
-        fileDigest = tap?.digest("hex");
-        await close();
-      } catch (e) {
-        await close();
-        throw readError(input.label, e);
-      }
+    const atEnd = async () => {
+      fileDigest = tap?.digest("hex");
+      await close();
     };
-    return {
-      label: input.label,
-      path: input.path,
-      codec: binaryCodec.name,
+    return await fromRecords(input, binaryCodec.name, () => records.next(), close, atEnd, {
       compression: "none",
-      metadata: first.value.metadata,
-      tensors,
       bytes: () => bytes,
       sha256: () => fileDigest,
       digest: () => digest.promise,
-      close,
-    };
+    });
   } catch (e) {
     await close();
     throw readError(input.label, e);

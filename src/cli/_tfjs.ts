@@ -86,12 +86,16 @@ export async function readArtifacts(modelJson: string): Promise<Checkpoint> {
   return (await readArtifactsChecked(modelJson)).checkpoint;
 }
 
-/** {@linkcode readArtifacts}, with each shard read and whether its digest was checked. */
+/**
+ * {@linkcode readArtifacts}, with the bytes of all shards and whether every shard was checked
+ * against the `"ckpt"` record's digests (false for artifacts without one: structure only).
+ */
 export async function readArtifactsChecked(
   modelJson: string,
-): Promise<{ checkpoint: Checkpoint; shards: ShardRead[] }> {
+): Promise<{ checkpoint: Checkpoint; bytes: number; verified: boolean }> {
+  let read: { checkpoint: Checkpoint; shards: ShardRead[] };
   try {
-    return await readTfjsArtifactsChecked(modelJson);
+    read = await readTfjsArtifactsChecked(modelJson);
   } catch (e) {
     if (e instanceof ObjectNotFoundError) throw cannotRead(modelJson, e);
     if (e instanceof TypeError) {
@@ -99,6 +103,12 @@ export async function readArtifactsChecked(
     }
     throw readError(modelJson, e);
   }
+  const { checkpoint, shards } = read;
+  return {
+    checkpoint,
+    bytes: shards.reduce((n, s) => n + s.bytes, 0),
+    verified: shards.length > 0 && shards.every((s) => s.checked),
+  };
 }
 
 /**

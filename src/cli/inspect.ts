@@ -259,15 +259,15 @@ function rowOf(t: Tensor, stats: boolean): Row {
 
 /** TF.js artifacts: `model.json` and every shard read (shards checked where the ckpt record allows). */
 async function fromArtifacts(modelJson: string, stats: boolean): Promise<Report> {
-  const { checkpoint, shards } = await readArtifactsChecked(modelJson);
+  const { checkpoint, bytes, verified } = await readArtifactsChecked(modelJson);
   return {
     source: modelJson,
     codec: "tfjs",
     compression: "none",
-    bytes: shards.reduce((n, s) => n + s.bytes, 0),
+    bytes,
     sha256: undefined,
     streamDigest: undefined,
-    verified: shards.length > 0 && shards.every((s) => s.checked),
+    verified,
     read: "artifacts",
     metadata: checkpoint.metadata,
     tensors: checkpoint.tensors.map((t) => rowOf(t, stats)),

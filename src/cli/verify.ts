@@ -66,8 +66,8 @@ async function verifyArtifacts(spec: string, modelJson: string, expected: string
   if (expected !== undefined) {
     throw new UsageError(`--sha256 checks a checkpoint file; ${JSON.stringify(spec)} is TF.js artifacts`);
   }
-  const { checkpoint, shards } = await readArtifactsChecked(modelJson);
-  const checked = shards.length > 0 && shards.every((s) => s.checked) ? ["shard digests"] : [];
+  const { checkpoint, bytes, verified } = await readArtifactsChecked(modelJson);
+  const checked = verified ? ["shard digests"] : [];
   return {
     source: modelJson,
     ok: true,
@@ -75,7 +75,7 @@ async function verifyArtifacts(spec: string, modelJson: string, expected: string
     compression: "none",
     step: checkpoint.metadata.step,
     tensors: checkpoint.tensors.length,
-    bytes: shards.reduce((n, s) => n + s.bytes, 0),
+    bytes,
     checked,
   };
 }
