@@ -69,6 +69,7 @@ export {
 } from "./src/io/read.ts";
 export { type CheckpointTarget, saveCheckpoint, type SaveOptions, type SaveResult } from "./src/io/save.ts";
 export { loadCheckpoint, type LoadOptions } from "./src/io/load.ts";
+export { type VerifiedTensor, verifyCheckpoint, type VerifyOptions, type VerifyResult } from "./src/io/verify.ts";
 export {
   type BackgroundCheckpoint,
   BackgroundWriter,

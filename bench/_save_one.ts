@@ -2,7 +2,7 @@
 // Used by bench/compare_save.ts; not meant to be run by hand.
 import { parseArgs } from "node:util";
 import { CheckpointManager, loadCheckpoint, saveCheckpoint, type TensorInput } from "../mod.ts";
-import { decodeCheckpoint } from "../mod.ts";
+import { decodeCheckpoint, verifyCheckpoint } from "../mod.ts";
 import process from "node:process";
 
 const { values } = parseArgs({
@@ -163,6 +163,13 @@ if (op === "raw") {
   for await (const r of decodeCheckpoint(out, options)) if (r.type === "tensor") n++;
   const seconds = (performance.now() - t0) / 1000;
   console.log(JSON.stringify({ seconds, tensors: n, peakRss: peakRss(), baseRss: before }));
+} else if (op === "verify") {
+  // Every digest checked, no tensor kept (what `ckpt verify` does).
+  const before = rss();
+  const t0 = performance.now();
+  const { tensors } = await verifyCheckpoint(out);
+  const seconds = (performance.now() - t0) / 1000;
+  console.log(JSON.stringify({ seconds, tensors: tensors.length, peakRss: peakRss(), baseRss: before }));
 } else if (op === "naive") {
   // The naive way: a fresh 1 MiB chunk per write, awaited one by one, then fsync.
   const tensors = model();

@@ -16,6 +16,7 @@ import { BINARY_MAGIC, binaryCodec, decodeRecords } from "../format/codecs/binar
 import type { ByteReader } from "../format/_byte_reader.ts";
 import { type Hash, sha256 } from "../format/_hash.ts";
 import { settled } from "../format/_pair.ts";
+import { readableFrom } from "../format/_streams.ts";
 import { fileCodec } from "../io/read.ts";
 import { UNTRUSTED_LIMITS } from "../format/limits.ts";
 import {
@@ -94,7 +95,7 @@ export function readError(label: string, e: unknown): unknown {
 export async function openCheckpoint(
   spec: string,
   io: CliIO,
-  options: { hash?: boolean; progress?: boolean; reuseBuffers?: boolean } = {},
+  options: { hash?: boolean; progress?: boolean; reuseBuffers?: boolean; bodies?: "keep" | "hash" } = {},
 ): Promise<OpenCheckpoint> {
   const input = await openInput(spec, io);
   const progress = new Progress(
@@ -128,14 +129,25 @@ export async function openCheckpoint(
     // Standard input has no size to check beforehand: cap what it may expand to.
     const caps = input.path === undefined ? UNTRUSTED_LIMITS : {};
     const found = await sniffCheckpoint(metered.stream, { codecs: EXTRA_CODECS, ...caps });
-    const decoder = found.codec.decoder({ reuseBuffers: options.reuseBuffers ?? false });
-    reader = found.bytes.pipeThrough(decoder).getReader();
+    const limits = { reuseBuffers: options.reuseBuffers ?? false };
+    let digest: () => Promise<string | undefined>;
+    if (options.bodies === "hash" && found.codec === binaryCodec) {
+      // Verified, not kept: tensor bodies hashed through two small buffers.
+      const settle = settled<string>();
+      const records = decodeRecords(found.bytes, limits, undefined, settle, "hash");
+      reader = readableFrom(records).getReader();
+      digest = () => settle.promise;
+    } else {
+      const decoder = found.codec.decoder(limits);
+      reader = found.bytes.pipeThrough(decoder).getReader();
+      digest = async () => decoder.digest ? await decoder.digest : undefined;
+    }
     const r = reader;
     return await fromRecords(input, found.codec.name, () => r.read(), close, () => progress.done(), {
       compression: found.compression,
       bytes: metered.bytes,
       sha256: metered.sha256,
-      digest: async () => decoder.digest ? await decoder.digest : undefined,
+      digest,
     });
   } catch (e) {
     await close();
@@ -187,7 +199,7 @@ async function openBinaryFile(
   input: Input,
   file: Deno.FsFile,
   progress: Progress,
-  options: { hash?: boolean; reuseBuffers?: boolean },
+  options: { hash?: boolean; reuseBuffers?: boolean; bodies?: "keep" | "hash" },
 ): Promise<OpenCheckpoint> {
   let bytes = 0;
   const counted: ByteReader = {
@@ -204,7 +216,7 @@ async function openBinaryFile(
   const tap: Hash | undefined = options.hash ? sha256() : undefined;
   let fileDigest: string | undefined;
   const digest = settled<string>();
-  const records = decodeRecords(counted, { reuseBuffers: options.reuseBuffers ?? false }, tap, digest);
+  const records = decodeRecords(counted, { reuseBuffers: options.reuseBuffers ?? false }, tap, digest, options.bodies);
   let closed = false;
   const close = async () => {
     await progress.done();

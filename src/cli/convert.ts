@@ -255,7 +255,7 @@ beside new shards.`,
     bytegroup: {
       type: "boolean",
       short: "b",
-      help: "binary output with byte-grouped float tensors (smaller, ~10x faster than gzip, random access kept)",
+      help: "binary output with byte-grouped float tensors (smaller than gzip and 3-5x faster, random access kept)",
     },
     narrow: {
       type: "boolean",

@@ -87,7 +87,7 @@ async function verifyOne(spec: string, io: CliIO, expected: string | undefined):
   // there to compare it with (the record and stream digests already cover every byte).
   const sidecar = spec === "-" ? undefined : await sidecarDigest(spec);
   const hash = expected !== undefined || sidecar !== undefined;
-  const ckpt = await openCheckpoint(spec, io, { hash, reuseBuffers: true });
+  const ckpt = await openCheckpoint(spec, io, { hash, reuseBuffers: true, bodies: "hash" });
   let tensors = 0;
   try {
     for await (const _ of ckpt.tensors()) tensors++;

@@ -12,6 +12,11 @@ import { type ByteReader, isByteReader, readerChunks, readFull } from "./_byte_r
 const FILE_CHUNK = 64 * 1024;
 /** Piece size for pipelined body reads from a file. */
 const FILE_PIECE = 4 * 2 ** 20;
+/**
+ * Piece size for bodies that are only hashed ({@linkcode ChunkReader.hashBody}): two such
+ * buffers, reused for every body, are all the memory a verify needs, however large the tensor.
+ */
+export const HASH_PIECE = 2 ** 20;
 const EMPTY = new Uint8Array(0);
 
 export class ChunkReader {
@@ -29,6 +34,7 @@ export class ChunkReader {
   #reuse: boolean;
   #tap: Hash | undefined;
   #body: ArrayBuffer | undefined;
+  #pieces: [Uint8Array, Uint8Array] | undefined;
 
   /**
    * With `reuseBuffers`, bodies that need a buffer of their own share one, grown as needed: each
@@ -241,6 +247,68 @@ export class ChunkReader {
     }
     this.#position = start + n;
     return out;
+  }
+
+  /**
+   * Takes the next `n` bytes without keeping them: each piece goes to `hash` and then to `check`
+   * (with its offset in the body), in order. From a file, the bytes are read through two
+   * {@linkcode HASH_PIECE} buffers reused for every body, the next piece read while one is hashed;
+   * from a chunk sequence, the chunks themselves are hashed (no copy). The memory this takes does
+   * not grow with `n`.
+   */
+  async hashBody(n: number, what: string, hash: Hash, check?: (piece: Uint8Array, at: number) => void): Promise<void> {
+    const start = this.#position;
+    let have = 0;
+    const take = (piece: Uint8Array) => {
+      hash.update(piece);
+      check?.(piece, have);
+      have += piece.byteLength;
+    };
+    // Bytes already buffered (or, from a chunk sequence, all of them) come from the chunks.
+    while (have < n && (this.#buffered - this.#head > 0 || !this.#file)) {
+      const part = await this.readSome(n - have);
+      if (part.byteLength === 0) this.#fail(n, what, start, have);
+      take(part);
+    }
+    if (have === n) return;
+    const file = this.#file!;
+    const size = (await file.stat()).size;
+    if (start + n > size) {
+      throw new SyntaxError(
+        `Cannot decode ${this.#label}: truncated, stream ends at offset ${size} with ${
+          start + n - size
+        } bytes of ${what} missing (read from offset ${start})`,
+      );
+    }
+    this.#pieces ??= [new Uint8Array(HASH_PIECE), new Uint8Array(HASH_PIECE)];
+    const pieces = this.#pieces;
+    let turn = 0;
+    const piece = (at: number) => readFull(file, pieces[turn]!.subarray(0, Math.min(HASH_PIECE, n - at)));
+    let pending: Promise<number> | undefined = piece(have);
+    try {
+      while (pending) {
+        const at = have;
+        const got: number = await pending;
+        const want = Math.min(HASH_PIECE, n - at);
+        if (got < want) {
+          throw new SyntaxError(
+            `Cannot decode ${this.#label}: file ended at offset ${start + at + got} with ${
+              n - at - got
+            } bytes of ${what} missing (read from offset ${start})`,
+          );
+        }
+        const current = pieces[turn]!.subarray(0, got);
+        turn ^= 1;
+        pending = at + got < n ? piece(at + got) : undefined;
+        take(current);
+        this.#tap?.update(current);
+      }
+    } catch (e) {
+      // A piece may still be in flight (a check failed): let it land before the file is closed.
+      await pending?.catch(() => {});
+      throw e;
+    }
+    this.#position = start + n;
   }
 
   /**

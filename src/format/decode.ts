@@ -5,7 +5,7 @@
  * @module
  */
 import { type Codec, type DecoderOptions, DETECT_BYTES } from "./codec.ts";
-import { binaryCodec, FLAG_BYTEGROUP, HEADER_BYTES } from "./codecs/binary.ts";
+import { binaryCodec, decodeRecords, FLAG_BYTEGROUP, HEADER_BYTES } from "./codecs/binary.ts";
 import { BUILTIN_CODECS, type Compression } from "./encode.ts";
 import type { CheckpointRecord } from "./types.ts";
 import { settled } from "./_pair.ts";
@@ -319,15 +319,26 @@ export function decodeCheckpoint(
  * Like {@linkcode decodeCheckpoint}, and also the checkpoint's stream digest (hex), settled once
  * the records have ended and it has been checked; `undefined` for codecs that store none. The
  * promise rejects when the records end any other way (nobody needs to catch it).
+ *
+ * With `bodies: "hash"`, tensors are verified and not kept: a ckpt binary checkpoint's tensor
+ * records then carry an empty array as their data, every body hashed piece by piece through two
+ * small buffers (see `ChunkReader.hashBody`); other codecs decode as usual.
  */
 export function decodeWithDigest(
   source: CheckpointBytes,
   options: DecodeOptions = {},
+  bodies: "keep" | "hash" = "keep",
 ): { records: AsyncGenerator<CheckpointRecord>; digest: Promise<string | undefined> } {
   const digest = settled<string | undefined>();
   async function* records(): AsyncGenerator<CheckpointRecord> {
     try {
       const { codec, bytes } = await sniffCheckpoint(source, options);
+      if (bodies === "hash" && codec === binaryCodec) {
+        const stream = settled<string>();
+        yield* decodeRecords(bytes, options, undefined, stream, "hash");
+        digest.resolve(await stream.promise);
+        return;
+      }
       const decoder = codec.decoder(options);
       yield* bytes.pipeThrough(decoder);
       digest.resolve(decoder.digest ? await decoder.digest : undefined);

@@ -16,11 +16,11 @@ import { isAddress } from "../storage/resolve.ts";
 import { openRandomAccess } from "../storage/random_access.ts";
 import {
   type CheckpointSource,
-  decodeCheckpoint,
   fileCodec,
   locate,
   openSource,
   readerCodec,
+  sourceRecords,
   type StorageOptions,
 } from "./read.ts";
 
@@ -97,6 +97,94 @@ function tapped(source: ReadableStream<Uint8Array>, hash: Hash): ReadableStream<
 }
 
 /**
+ * The `sha256` option, lower-cased: `undefined` when not given; given as `undefined` or as
+ * anything but 64 hex digits, a `TypeError`.
+ */
+export function wantedSha256(options: { sha256?: string }): string | undefined {
+  const expected = options.sha256;
+  if (expected === undefined && Object.hasOwn(options, "sha256")) {
+    // `{ sha256 }` from a save without `sha256sum: true`: checking nothing would pass silently.
+    throw new TypeError(
+      "Invalid sha256 option: undefined (a save returns its digest as `digest`, and `sha256` only with `sha256sum: true`)",
+    );
+  }
+  if (expected !== undefined && !/^[0-9a-fA-F]{64}$/.test(expected)) {
+    throw new TypeError("Invalid sha256 option: expected 64 hex digits");
+  }
+  return expected?.toLowerCase();
+}
+
+/** A checkpoint's records, each verified as it comes, with what to check once they ended. */
+export interface VerifiedRecords {
+  /** The records: the metadata, then each tensor once its digest matched. */
+  records: AsyncIterable<CheckpointRecord>;
+  /** The stream digest (hex) once the records ended intact; `undefined` for codecs that store none. */
+  digest: Promise<string | undefined>;
+  /** Checks the `sha256` option (if given) against the stream digest or the bytes' SHA-256; call after the records ended. */
+  checkDigest(): Promise<void>;
+}
+
+/**
+ * The records of `source`, for a whole read: `bodies: "hash"` verifies tensors without keeping
+ * them (a ckpt binary checkpoint's tensor records then carry an empty array). With `sha256`,
+ * the bytes' own SHA-256 is computed in the same pass where it may be what was given.
+ */
+export async function verifiedRecords(
+  source: CheckpointSource,
+  options: DecodeOptions & StorageOptions & { sha256?: string },
+  bodies: "keep" | "hash",
+): Promise<VerifiedRecords> {
+  const wantedDigest = wantedSha256(options);
+  const at = isAddress(source) ? locate(source, options) : undefined;
+  let records: AsyncIterable<CheckpointRecord>;
+  let streamDigest: Promise<string | undefined>;
+  let tap: Hash | undefined;
+  let file: Deno.FsFile | undefined;
+  if (at?.store instanceof FileStore && wantedDigest !== undefined) {
+    const opened = await at.store.openFile(at.key);
+    if (await fileCodec(opened, options.codecs) === binaryCodec) file = opened;
+    else opened.close();
+  }
+  if (file) {
+    // A local binary file, decoded from the open file: the stored stream digest is checked by
+    // decoding; only when the footer holds another value is the file's SHA-256 computed as well,
+    // in the same pass, over the bytes the decoder reads.
+    const open = file;
+    if (await storedDigest(open) !== wantedDigest) tap = sha256();
+    const fileTap = tap;
+    const digest = settled<string>();
+    streamDigest = digest.promise;
+    records = (async function* () {
+      try {
+        yield* decodeRecords(open, options, fileTap, digest, bodies);
+      } finally {
+        open.close();
+      }
+    })();
+  } else if (wantedDigest !== undefined) {
+    // From a stream, the bytes' SHA-256 is computed as well, in case that is what was given.
+    tap = sha256();
+    ({ records, digest: streamDigest } = decodeWithDigest(tapped(openSource(source, options), tap), options, bodies));
+  } else {
+    ({ records, digest: streamDigest } = sourceRecords(source, options, bodies));
+  }
+  const checkDigest = async () => {
+    if (wantedDigest === undefined) return;
+    const stream = await streamDigest;
+    if (stream === wantedDigest) return;
+    const actual = tap?.digest("hex");
+    if (actual === wantedDigest) return;
+    // Report the file's digest when it was computed (the likelier meaning of a digest that
+    // matches nothing), else the stream digest.
+    if (actual !== undefined) {
+      throw new ChecksumMismatchError("source bytes", wantedDigest, actual, stream ? `(stream digest ${stream})` : "");
+    }
+    throw new ChecksumMismatchError("checkpoint stream digest", wantedDigest, stream ?? "none");
+  };
+  return { records, digest: streamDigest, checkDigest };
+}
+
+/**
  * Loads a checkpoint and verifies it: every record digest and the whole-stream digest (and the
  * caller's `sha256`, when given). The codec and gzip are recognised from the bytes. Nothing is
  * returned unless everything checked out: corrupt bytes raise {@linkcode ChecksumMismatchError},
@@ -123,16 +211,8 @@ function tapped(source: ReadableStream<Uint8Array>, hash: Hash): ReadableStream<
  */
 export async function loadCheckpoint(source: CheckpointSource, options: LoadOptions = {}): Promise<Checkpoint> {
   checkOptionNames(options, LOAD_OPTION_NAMES, "Cannot load checkpoint", LOAD_HINTS);
-  const { only, sha256: expected } = options;
-  if (expected === undefined && Object.hasOwn(options, "sha256")) {
-    // `{ sha256 }` from a save without `sha256sum: true`: checking nothing would pass silently.
-    throw new TypeError(
-      "Invalid sha256 option: undefined (a save returns its digest as `digest`, and `sha256` only with `sha256sum: true`)",
-    );
-  }
-  if (expected !== undefined && !/^[0-9a-fA-F]{64}$/.test(expected)) {
-    throw new TypeError("Invalid sha256 option: expected 64 hex digits");
-  }
+  const { only } = options;
+  const expected = wantedSha256(options);
   const at = isAddress(source) ? locate(source, options) : undefined;
   if (at && only && expected === undefined) {
     // Random access: the object's tail (footer, index), its head, then only the wanted records.
@@ -140,54 +220,7 @@ export async function loadCheckpoint(source: CheckpointSource, options: LoadOpti
     const codec = await readerCodec(reader, options.codecs);
     if (codec?.readTensors) return await codec.readTensors(reader, only, options);
   }
-  const wantedDigest = expected?.toLowerCase();
-  let records: AsyncIterable<CheckpointRecord>;
-  let streamDigest: Promise<string | undefined> = Promise.resolve(undefined);
-  let tap: Hash | undefined;
-  let file: Deno.FsFile | undefined;
-  if (at?.store instanceof FileStore && wantedDigest !== undefined) {
-    const opened = await at.store.openFile(at.key);
-    if (await fileCodec(opened, options.codecs) === binaryCodec) file = opened;
-    else opened.close();
-  }
-  if (file) {
-    // A local binary file, decoded from the open file: the stored stream digest is checked by
-    // decoding; only when the footer holds another value is the file's SHA-256 computed as well,
-    // in the same pass, over the bytes the decoder reads.
-    const open = file;
-    if (await storedDigest(open) !== wantedDigest) tap = sha256();
-    const fileTap = tap;
-    const digest = settled<string>();
-    streamDigest = digest.promise;
-    records = (async function* () {
-      try {
-        yield* decodeRecords(open, { ...options, reuseBuffers: false }, fileTap, digest);
-      } finally {
-        open.close();
-      }
-    })();
-  } else if (wantedDigest !== undefined) {
-    // From a stream, the bytes' SHA-256 is computed as well, in case that is what was given.
-    tap = sha256();
-    const decoded = decodeWithDigest(tapped(openSource(source, options), tap), { ...options, reuseBuffers: false });
-    records = decoded.records;
-    streamDigest = decoded.digest;
-  } else {
-    records = decodeCheckpoint(source, { ...options, reuseBuffers: false });
-  }
-  const checkDigest = async () => {
-    if (wantedDigest === undefined) return;
-    const stream = await streamDigest;
-    if (stream === wantedDigest) return;
-    const actual = tap?.digest("hex");
-    if (actual === wantedDigest) return;
-    // Report the file's digest when it was computed (the likelier meaning of a digest that
-    // matches nothing), else the stream digest.
-    if (actual !== undefined) {
-      throw new ChecksumMismatchError("source bytes", wantedDigest, actual, stream ? `(stream digest ${stream})` : "");
-    }
-    throw new ChecksumMismatchError("checkpoint stream digest", wantedDigest, stream ?? "none");
-  };
+  const { records, checkDigest } = await verifiedRecords(source, { ...options, reuseBuffers: false }, "keep");
   const wanted = only ? new Set(only) : undefined;
   let metadata: Metadata | undefined;
   const tensors: Tensor[] = [];

@@ -12,6 +12,7 @@ import {
   type CheckpointBytes,
   decodeCheckpoint as decodeBytes,
   type DecodeOptions,
+  decodeWithDigest,
   detectCodec,
   sniffCheckpoint as sniffBytes,
   type SniffResult,
@@ -21,6 +22,7 @@ import type { CheckpointRecord } from "../format/types.ts";
 import { binaryCodec, decodeRecords } from "../format/codecs/binary.ts";
 import { type CheckpointIndex, readBinaryIndex } from "../format/codecs/binary_file.ts";
 import { readableFrom } from "../format/_streams.ts";
+import { settled } from "../format/_pair.ts";
 import { readFull } from "../storage/_file_io.ts";
 import { FileStore } from "../storage/file.ts";
 import { type CountingReader, openRandomAccess } from "../storage/random_access.ts";
@@ -164,6 +166,21 @@ export function decodeCheckpoint(
   options: DecodeOptions & StorageOptions = {},
 ): ReadableStream<CheckpointRecord> {
   if (!isAddress(source)) return decodeBytes(source, options);
+  return readableFrom(sourceRecords(source, options).records);
+}
+
+/**
+ * {@linkcode decodeCheckpoint}'s records as a generator, and the stream digest as
+ * `decodeWithDigest` gives it. With `bodies: "hash"`, a ckpt binary checkpoint's tensors are
+ * verified and not kept (their data an empty array).
+ */
+export function sourceRecords(
+  source: CheckpointSource,
+  options: DecodeOptions & StorageOptions = {},
+  bodies: "keep" | "hash" = "keep",
+): { records: AsyncGenerator<CheckpointRecord>; digest: Promise<string | undefined> } {
+  if (!isAddress(source)) return decodeWithDigest(source, options, bodies);
+  const digest = settled<string | undefined>();
   async function* records(): AsyncGenerator<CheckpointRecord> {
     const { store, key } = locate(source as StorageAddress, options);
     if (store instanceof FileStore) {
@@ -171,16 +188,25 @@ export function decodeCheckpoint(
       const file = await store.openFile(key);
       try {
         if (await fileCodec(file, options.codecs) === binaryCodec) {
-          yield* decodeRecords(file, options);
+          yield* decodeRecords(file, options, undefined, digest, bodies);
           return;
         }
       } finally {
         file.close();
       }
     }
-    yield* decodeBytes(openSource(source, options), options);
+    const decoded = decodeWithDigest(openSource(source, options), options, bodies);
+    yield* decoded.records;
+    digest.resolve(await decoded.digest);
   }
-  return readableFrom(records());
+  async function* settling(): AsyncGenerator<CheckpointRecord> {
+    try {
+      yield* records();
+    } finally {
+      digest.reject(new Error("Cannot give the checkpoint digest: the stream did not end intact"));
+    }
+  }
+  return { records: settling(), digest: digest.promise };
 }
 
 /**

@@ -1,6 +1,7 @@
 // The chunk reader every decoder pulls bytes through, fed in chunks of every size.
 import assert from "node:assert/strict";
-import { ChunkReader } from "../../src/format/_chunk_reader.ts";
+import { ChunkReader, HASH_PIECE } from "../../src/format/_chunk_reader.ts";
+import { sha256 } from "../../src/format/_hash.ts";
 import { prng } from "../_util.ts";
 
 function* chunks(bytes: Uint8Array, size: number): Generator<Uint8Array> {
@@ -67,4 +68,82 @@ Deno.test("ChunkReader.readExact allocates only once half the declared bytes hav
     /stream ends at offset 786437 with 262144 bytes of a body missing \(read from offset 5\)/,
   );
   assert.deepEqual(sizes, [2 ** 20]);
+});
+
+/** An in-memory ByteReader that gives at most `max` bytes per read, as a file may. */
+function byteReader(bytes: Uint8Array, max = Infinity) {
+  let at = 0;
+  return {
+    read(into: Uint8Array): Promise<number | null> {
+      if (at >= bytes.byteLength) return Promise.resolve(null);
+      const n = Math.min(into.byteLength, bytes.byteLength - at, max);
+      into.set(bytes.subarray(at, at + n));
+      at += n;
+      return Promise.resolve(n);
+    },
+    stat: () => Promise.resolve({ size: bytes.byteLength }),
+  };
+}
+
+Deno.test("ChunkReader.hashBody hashes exactly the body, in order, from chunks of every size and from a file", async () => {
+  // A body of several pieces plus a partial one, between a prefix and a suffix.
+  const n = 2 * HASH_PIECE + 12_345;
+  const bytes = random(n + 200, 2);
+  const expected = sha256().update(bytes.subarray(100, 100 + n)).digest("hex");
+  const sources: [string, (tap: ReturnType<typeof sha256>) => ChunkReader][] = [
+    ...[1000, 65_536, HASH_PIECE + 3, bytes.byteLength].map((
+      size,
+    ): [string, (tap: ReturnType<typeof sha256>) => ChunkReader] => [
+      `chunks of ${size}`,
+      (tap) => new ChunkReader(from(chunks(bytes, size)), "checkpoint", false, tap),
+    ]),
+    ["a file", (tap) => new ChunkReader(byteReader(bytes), "checkpoint", false, tap)],
+    ["a file giving 4097 bytes per read", (tap) => new ChunkReader(byteReader(bytes, 4097), "checkpoint", false, tap)],
+  ];
+  for (const [label, make] of sources) {
+    const tap = sha256();
+    const reader = make(tap);
+    assert.deepEqual(await reader.readExact(100, "a prefix"), bytes.subarray(0, 100), label);
+    const h = sha256();
+    const seen: number[] = [];
+    await reader.hashBody(n, "a body", h, (piece, at) => {
+      assert.equal(at, seen.reduce((a, b) => a + b, 0), `${label}: pieces in order`);
+      assert.deepEqual(piece, bytes.subarray(100 + at, 100 + at + piece.byteLength), label);
+      seen.push(piece.byteLength);
+    });
+    assert.equal(h.digest("hex"), expected, label);
+    assert.equal(reader.position, 100 + n, label);
+    assert.deepEqual(await reader.readExact(100, "a suffix"), bytes.subarray(100 + n), label);
+    assert.ok(await reader.atEnd(), label);
+    // The file's own digest (the tap) saw every byte, once.
+    assert.equal(tap.digest("hex"), sha256().update(bytes).digest("hex"), label);
+    if (label.startsWith("a file")) assert.ok(seen.every((s) => s <= HASH_PIECE), `${label}: pieces ${seen}`);
+  }
+});
+
+Deno.test("ChunkReader.hashBody names the offset where a truncated stream or file ends", async () => {
+  const bytes = random(3 * HASH_PIECE, 3);
+  const n = 4 * HASH_PIECE;
+  await assert.rejects(
+    () => new ChunkReader(from(chunks(bytes, 65_536))).hashBody(n, 'tensor "w"', sha256()),
+    new RegExp(
+      `truncated, stream ends at offset ${bytes.byteLength} with ${
+        n - bytes.byteLength
+      } bytes of tensor "w" missing \\(read from offset 0\\)`,
+    ),
+  );
+  await assert.rejects(
+    () => new ChunkReader(byteReader(bytes)).hashBody(n, 'tensor "w"', sha256()),
+    new RegExp(
+      `truncated, stream ends at offset ${bytes.byteLength} with ${
+        n - bytes.byteLength
+      } bytes of tensor "w" missing \\(read from offset 0\\)`,
+    ),
+  );
+  // A file that shrinks while it is read (its size said otherwise): the offset where it ended.
+  const shrinking = { ...byteReader(bytes), stat: () => Promise.resolve({ size: n }) };
+  await assert.rejects(
+    () => new ChunkReader(shrinking).hashBody(n, 'tensor "w"', sha256()),
+    new RegExp(`file ended at offset ${bytes.byteLength} with ${n - bytes.byteLength} bytes of tensor "w" missing`),
+  );
 });

@@ -3,6 +3,7 @@
 // its RSS before the operation. Sizes, not timings, are asserted.
 import assert from "node:assert/strict";
 import { join } from "node:path";
+import { saveCheckpoint } from "../../mod.ts";
 
 const ONE = new URL("../../bench/_save_one.ts", import.meta.url).pathname;
 const LIMIT = 64 * 2 ** 20;
@@ -31,6 +32,29 @@ Deno.test({
       console.log(
         `peak RSS growth: save ${(saveGrowth / 2 ** 20).toFixed(1)} MiB, load ${(loadGrowth / 2 ** 20).toFixed(1)} MiB`,
       );
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name: "verifying a checkpoint whose one tensor is 256 MiB adds under 32 MiB of RSS (no tensor is kept)",
+  ignore: Deno.build.os !== "linux",
+  async fn() {
+    const dir = await Deno.makeTempDir();
+    try {
+      const path = join(dir, "one.ckpt");
+      const data = new Float32Array(64 * 2 ** 20).fill(0.5);
+      await saveCheckpoint(path, {
+        metadata: { step: 1 },
+        tensors: [{ name: "w", dtype: "float32", shape: [data.length], data }],
+      });
+      const verify = await child(["--op", "verify", "--mib", "256", "--out", path]);
+      assert.equal(verify.tensors, 1);
+      const growth = verify.peakRss - verify.baseRss;
+      assert.ok(growth < 32 * 2 ** 20, `verify grew RSS by ${(growth / 2 ** 20).toFixed(1)} MiB`);
+      console.log(`peak RSS growth: verify of one 256 MiB tensor ${(growth / 2 ** 20).toFixed(1)} MiB`);
     } finally {
       await Deno.remove(dir, { recursive: true });
     }

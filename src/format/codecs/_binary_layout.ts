@@ -372,7 +372,8 @@ export function decodeTensorBody(d: TensorDescriptor, body: Uint8Array, at: numb
 }
 
 /**
- * Checks that a bool tensor holds only 0 and 1. Throws a `SyntaxError` naming the element.
+ * Checks that a bool tensor holds only 0 and 1. Throws a `SyntaxError` naming the element
+ * (`first` is the index of `data[0]` in the tensor, for a tensor checked piece by piece).
  *
  * @example
  * ```ts
@@ -382,11 +383,13 @@ export function decodeTensorBody(d: TensorDescriptor, body: Uint8Array, at: numb
  * assert.throws(() => checkBools(new Uint8Array([2]), "w", "at offset 0"), SyntaxError);
  * ```
  */
-export function checkBools(data: Uint8Array, name: string, where: string): void {
+export function checkBools(data: Uint8Array, name: string, where: string, first = 0): void {
   const i = data.findIndex((v) => v > 1);
   if (i >= 0) {
     throw new SyntaxError(
-      `Cannot decode checkpoint: bool tensor ${JSON.stringify(name)} element ${i} is ${data[i]}, not 0 or 1 ${where}`,
+      `Cannot decode checkpoint: bool tensor ${JSON.stringify(name)} element ${first + i} is ${
+        data[i]
+      }, not 0 or 1 ${where}`,
     );
   }
 }

@@ -158,6 +158,8 @@ async function* encodeRecords(
 
 /** Tensor bodies from this size on may be hashed on the second thread (smaller ones are hashed faster than handed over). */
 const OFF_THREAD_MIN = 2 ** 20;
+/** A verified tensor's data when bodies are only hashed: an empty array of its dtype. */
+const NO_BYTES = new Uint8Array(0);
 /**
  * With `reuseBuffers`, only bodies up to this size go there: the second thread's tensors have a
  * buffer of their own, so this caps what the second buffer adds to a one-pass reader's memory.
@@ -182,6 +184,7 @@ export async function* decodeRecords(
   limits?: DecoderOptions,
   tap?: Hash,
   digest?: Settle<string>,
+  bodies: "keep" | "hash" = "keep",
 ): AsyncGenerator<CheckpointRecord> {
   const lim = resolveLimits(limits);
   const reuse = limits?.reuseBuffers ?? false;
@@ -291,8 +294,23 @@ export async function* decodeRecords(
         if (dtype === "bool") checkBools(data as Uint8Array, name, `at offset ${bodyAt}`);
         return { type: "tensor", tensor: { name, dtype, shape, group, data } };
       };
+      // What a tensor verified but not kept is handed out as: its data an empty array.
+      const hollow = (): CheckpointRecord => ({
+        type: "tensor",
+        tensor: { name, dtype, shape, group, data: typedArrayFrom(dtype, NO_BYTES) },
+      });
       // The body goes into the record digest only; the stream digest covers that digest instead.
       // A byte-grouped body is decoded first: the record digest covers the tensor's own bytes.
+      if (bodies === "hash" && !d.encoding) {
+        // Verified, not kept: hashed piece by piece through two small reused buffers.
+        const where = `at offset ${bodyAt}`;
+        const bools = dtype === "bool" ? (p: Uint8Array, o: number) => checkBools(p, name, where, o) : undefined;
+        await r.hashBody(rh.bodyBytes, subject, h, bools);
+        await checkDigest(h, subject, at);
+        seen.push(indexEntry(d, at, r.position - at));
+        yield hollow();
+        continue;
+      }
       if (d.encoding) {
         // Read into the reader's scratch buffer: the stored bytes are decoded into a new one at once.
         const stored = await r.readBody(rh.bodyBytes, subject, undefined, "scratch");
@@ -300,7 +318,7 @@ export async function* decodeRecords(
         h.update(body);
         await checkDigest(h, subject, at);
         seen.push(indexEntry(d, at, r.position - at));
-        const record = finish(body);
+        const record = bodies === "hash" ? (finish(body), hollow()) : finish(body);
         yield* settle();
         yield record;
         continue;

@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { ChecksumMismatchError, decodeCheckpoint, encodeCheckpoint, loadCheckpoint } from "../../../mod.ts";
+import {
+  ChecksumMismatchError,
+  decodeCheckpoint,
+  encodeCheckpoint,
+  loadCheckpoint,
+  verifyCheckpoint,
+} from "../../../mod.ts";
 import { binaryCodec } from "../../../src/format/codecs/binary.ts";
 import type { Checkpoint, CheckpointInput } from "../../../src/format/types.ts";
 import { assertSameCheckpoint, collect, edgeCheckpoint, feeds, randomCheckpoint } from "../../_util.ts";
@@ -12,12 +18,26 @@ async function decodeBytes(bytes: Uint8Array | ReadableStream<Uint8Array>): Prom
   return await loadCheckpoint(bytes instanceof Uint8Array ? ReadableStream.from([bytes]) : bytes);
 }
 
+/** Each read fails alike: a load, and a verify (bodies hashed, not kept) of the bytes and of a file holding them. */
 async function rejects(bytes: Uint8Array, cls: ErrorConstructor | typeof ChecksumMismatchError, pattern: RegExp) {
-  await assert.rejects(() => decodeBytes(bytes), (e: Error) => {
-    assert.ok(e instanceof cls, `expected ${cls.name}, got ${e.constructor.name}: ${e.message}`);
-    assert.match(e.message, pattern);
-    return true;
-  });
+  const path = await Deno.makeTempFile();
+  await Deno.writeFile(path, bytes);
+  try {
+    const reads: [string, () => Promise<unknown>][] = [
+      ["load", () => decodeBytes(bytes)],
+      ["verify", () => verifyCheckpoint(bytes)],
+      ["verify a file", () => verifyCheckpoint(path)],
+    ];
+    for (const [how, read] of reads) {
+      await assert.rejects(read, (e: Error) => {
+        assert.ok(e instanceof cls, `${how}: expected ${cls.name}, got ${e.constructor.name}: ${e.message}`);
+        assert.match(e.message, pattern, how);
+        return true;
+      });
+    }
+  } finally {
+    await Deno.remove(path);
+  }
 }
 
 Deno.test("binary codec round-trips every dtype bit for bit, NaN payloads included, fed three ways", async () => {
@@ -74,6 +94,7 @@ Deno.test("binary decoder rejects every truncation of a valid stream, never a sh
   const bytes = buildRaw({ records: [meta(), tensor(W, f32(1, 2))] });
   for (let n = 0; n < bytes.length; n++) {
     await assert.rejects(() => decodeBytes(bytes.slice(0, n)), SyntaxError, `prefix of ${n} bytes`);
+    await assert.rejects(() => verifyCheckpoint(bytes.slice(0, n)), SyntaxError, `verify a prefix of ${n} bytes`);
   }
 });
 
@@ -83,6 +104,7 @@ Deno.test("binary decoder rejects every single flipped byte", async () => {
     const bad = bytes.slice();
     bad[i]! ^= 0x40;
     await assert.rejects(() => decodeBytes(bad), Error, `flip at ${i}`);
+    await assert.rejects(() => verifyCheckpoint(bad), Error, `verify, flip at ${i}`);
   }
 });
 
