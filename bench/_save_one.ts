@@ -45,9 +45,14 @@ function model(): TensorInput[] {
   return tensors;
 }
 
+/** Peak RSS from /proc (NaN where that is not readable: another OS, or a run with a permission denied). */
 function peakRss(): number {
-  const m = /VmHWM:\s+(\d+) kB/.exec(Deno.readTextFileSync("/proc/self/status"));
-  return m ? Number(m[1]) * 1024 : NaN;
+  try {
+    const m = /VmHWM:\s+(\d+) kB/.exec(Deno.readTextFileSync("/proc/self/status"));
+    return m ? Number(m[1]) * 1024 : NaN;
+  } catch {
+    return NaN;
+  }
 }
 function rss(): number {
   return Deno.memoryUsage().rss;

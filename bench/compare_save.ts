@@ -81,8 +81,10 @@ async function ckpt(
   out: string,
   extra: string[] = [],
   env: Record<string, string> = {},
+  permissions = ["-A"],
 ): Promise<Run> {
-  const r = await runTimed(deno, ["run", "-A", one, "--op", op, "--mib", String(mib), "--out", out, ...extra], env);
+  const args = ["run", ...permissions, one, "--op", op, "--mib", String(mib), "--out", out, ...extra];
+  const r = await runTimed(deno, args, env);
   return JSON.parse(r.stdout.trim().split("\n").at(-1)!);
 }
 
@@ -101,6 +103,11 @@ async function has(cmd: string, args: string[]): Promise<boolean> {
  * the load row is run both ways.
  */
 const HUGEPAGES = "GLIBC_TUNABLES=glibc.malloc.hugetlb=1";
+/**
+ * Permissions of a ckpt process without FFI: a load then cannot madvise its tensor buffers into
+ * huge pages (`src/storage/_huge_pages.ts`), which it does where FFI is granted (`-A`).
+ */
+const NO_FFI = ["-A", "--deny-ffi"];
 
 const PY = "/usr/bin/python3";
 // Saves and loads the raw float32 file's bytes as 16 MiB tensors, timing only the operation.
@@ -252,7 +259,7 @@ const thp = await Deno.readTextFile("/sys/kernel/mm/transparent_hugepage/enabled
   () => "unknown",
 );
 console.log(
-  `transparent huge pages: ${thp} (numpy madvises its arrays; ckpt's rows run without, plus one load row with ${HUGEPAGES})`,
+  `transparent huge pages: ${thp} (numpy madvises its arrays; so does a ckpt load where FFI is granted: ckpt rows run with -A, the load rows also without FFI and with ${HUGEPAGES})`,
 );
 console.log(
   "pages: 'fresh' = the bytes go to a new file (page-cache pages never used by that file: an atomic save); " +
@@ -362,11 +369,20 @@ for (const mib of sizes) {
     if (haveNumpy && !saveRows) await runTimed(PY, ["-c", PY_SCRIPT, "save", "numpy", raw, join(dir, "np.npz")]);
     if (haveTorch && !saveRows) await runTimed(PY, ["-c", PY_SCRIPT, "save", "torch", raw, join(dir, "t.pt")]);
     const methods: Method[] = [
-      { name: "ckpt load + verify, into fresh memory", pages: "cached", run: () => ckpt("load", mib, ckptFile) },
       {
-        name: `same, in a process started with \`${HUGEPAGES}\` (2 MiB pages, as numpy asks for)`,
+        name: "ckpt load + verify, into fresh memory, without FFI (`-A --deny-ffi`: 4 KiB pages)",
         pages: "cached",
-        run: () => ckpt("load", mib, ckptFile, [], { GLIBC_TUNABLES: HUGEPAGES.split("=").slice(1).join("=") }),
+        run: () => ckpt("load", mib, ckptFile, [], {}, NO_FFI),
+      },
+      {
+        name: "same, FFI granted (`-A`): tensor buffers madvised into 2 MiB pages, as numpy does",
+        pages: "cached",
+        run: () => ckpt("load", mib, ckptFile),
+      },
+      {
+        name: `same without FFI, in a process started with \`${HUGEPAGES}\` (2 MiB pages from malloc)`,
+        pages: "cached",
+        run: () => ckpt("load", mib, ckptFile, [], { GLIBC_TUNABLES: HUGEPAGES.split("=").slice(1).join("=") }, NO_FFI),
       },
       {
         name: "ckpt verify (`verifyCheckpoint`, as `ckpt verify`: every digest checked, no tensor kept)",
@@ -421,8 +437,9 @@ for (const mib of sizes) {
       mbs: mbs(bytes, med(m.name)),
     }));
     const npLoad = haveNumpy ? rows.find((r) => r.name.startsWith("`np.load`"))!.mbs : undefined;
-    const [load, hugetlb, verify, decode, sha256sum, loadTwo, decodeTwo] = rows;
+    const [load, loadFfi, hugetlb, verify, decode, sha256sum, loadTwo, decodeTwo] = rows;
     Object.assign(load!, vs(load!.mbs, npLoad, "np.load", 1.0));
+    Object.assign(loadFfi!, vs(loadFfi!.mbs, npLoad, "np.load", 1.0));
     hugetlb!.ratio = vs(hugetlb!.mbs, npLoad, "np.load").ratio;
     Object.assign(verify!, vs(verify!.mbs, openssl, "openssl sha256", 0.8));
     for (const r of [decode, sha256sum, decodeTwo]) r!.ratio = vs(r!.mbs, openssl, "openssl sha256").ratio;

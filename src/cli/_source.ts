@@ -17,6 +17,7 @@ import type { ByteReader } from "../format/_byte_reader.ts";
 import { type Hash, sha256 } from "../format/_hash.ts";
 import { settled } from "../format/_pair.ts";
 import { readableFrom } from "../format/_streams.ts";
+import { freshBuffer } from "../storage/_huge_pages.ts";
 import { fileCodec } from "../io/read.ts";
 import { UNTRUSTED_LIMITS } from "../format/limits.ts";
 import {
@@ -212,6 +213,7 @@ async function openBinaryFile(
       return n;
     },
     stat: () => file.stat(),
+    allocate: freshBuffer,
   };
   const tap: Hash | undefined = options.hash ? sha256() : undefined;
   let fileDigest: string | undefined;

@@ -8,6 +8,11 @@ export interface ByteReader {
   read(into: Uint8Array): Promise<number | null>;
   /** The source's total size. */
   stat(): Promise<{ size: number }>;
+  /**
+   * A fresh, zeroed buffer of `n` bytes for a body read from this source, if the platform has a
+   * better one than `new Uint8Array(n)` (a file reader on Linux asks for huge pages).
+   */
+  allocate?(n: number): Uint8Array;
 }
 
 /** Whether `source` is a {@linkcode ByteReader} rather than a chunk sequence. */

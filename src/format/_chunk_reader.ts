@@ -63,9 +63,14 @@ export class ChunkReader {
 
   #scratch(n: number): Uint8Array {
     if (!this.#body || this.#body.byteLength < n) {
-      this.#body = new ArrayBuffer(Math.max(n, (this.#body?.byteLength ?? 0) * 2));
+      this.#body = this.#fresh(Math.max(n, (this.#body?.byteLength ?? 0) * 2)).buffer as ArrayBuffer;
     }
     return new Uint8Array(this.#body, 0, n);
+  }
+
+  /** A fresh buffer for a body: from the file's allocator where it has one. */
+  #fresh(n: number): Uint8Array {
+    return this.#file?.allocate?.(n) ?? new Uint8Array(n);
   }
 
   /** Offset, from the start of the stream, of the next byte to be read. */
@@ -219,7 +224,7 @@ export class ChunkReader {
         } bytes of ${what} missing (read from offset ${start})`,
       );
     }
-    const out = alloc ? alloc(n) : new Uint8Array(n);
+    const out = alloc ? alloc(n) : this.#fresh(n);
     let have = 0;
     while (this.#buffered - this.#head > 0) {
       const part = await this.readSome(n);

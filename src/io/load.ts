@@ -9,7 +9,7 @@ import type { Checkpoint, CheckpointRecord, Metadata, Tensor } from "../format/t
 import { binaryCodec, decodeFooter, decodeRecords, FOOTER_BYTES } from "../format/codecs/binary.ts";
 import { type Hash, sha256, toHex } from "../format/_hash.ts";
 import { settled } from "../format/_pair.ts";
-import { readFull } from "../storage/_file_io.ts";
+import { fileReader, readFull } from "../storage/_file_io.ts";
 import { checkOptionNames, LIMIT_OPTION_NAMES } from "../format/_options.ts";
 import { FileStore } from "../storage/file.ts";
 import { isAddress } from "../storage/resolve.ts";
@@ -156,7 +156,7 @@ export async function verifiedRecords(
     streamDigest = digest.promise;
     records = (async function* () {
       try {
-        yield* decodeRecords(open, options, fileTap, digest, bodies);
+        yield* decodeRecords(fileReader(open), options, fileTap, digest, bodies);
       } finally {
         open.close();
       }

@@ -23,7 +23,7 @@ import { binaryCodec, decodeRecords } from "../format/codecs/binary.ts";
 import { type CheckpointIndex, readBinaryIndex } from "../format/codecs/binary_file.ts";
 import { readableFrom } from "../format/_streams.ts";
 import { settled } from "../format/_pair.ts";
-import { readFull } from "../storage/_file_io.ts";
+import { fileReader, readFull } from "../storage/_file_io.ts";
 import { FileStore } from "../storage/file.ts";
 import { type CountingReader, openRandomAccess } from "../storage/random_access.ts";
 import {
@@ -188,7 +188,7 @@ export function sourceRecords(
       const file = await store.openFile(key);
       try {
         if (await fileCodec(file, options.codecs) === binaryCodec) {
-          yield* decodeRecords(file, options, undefined, digest, bodies);
+          yield* decodeRecords(fileReader(file), options, undefined, digest, bodies);
           return;
         }
       } finally {

@@ -2,6 +2,7 @@
 // written by the runtime (off the JS thread), the other fills. Reusing the buffers avoids touching
 // fresh memory for every chunk (slow on first touch) and keeps writes large.
 
+import { freshBuffer } from "./_huge_pages.ts";
 import type { Hash } from "../format/_hash.ts";
 import type { WorkerHash } from "./_worker_hash.ts";
 
@@ -26,7 +27,8 @@ function takePair(size: number, shared: boolean): [Uint8Array, Uint8Array] {
     p[0].byteLength === size && (p[0].buffer instanceof SharedArrayBuffer) === shared
   );
   if (i >= 0) return freePairs.splice(i, 1)[0]!;
-  const make = () => new Uint8Array(shared ? new SharedArrayBuffer(size) : new ArrayBuffer(size));
+  // Touched once, then reused: in huge pages where the platform allows it (fewer first-touch faults).
+  const make = () => shared ? new Uint8Array(new SharedArrayBuffer(size)) : freshBuffer(size);
   return [make(), make()];
 }
 

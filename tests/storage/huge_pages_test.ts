@@ -1,0 +1,54 @@
+// Loaded tensors in huge pages (as numpy asks for its arrays), where the process was granted FFI:
+// checked in child processes run with and without it, on the real kernel.
+import assert from "node:assert/strict";
+import { adviseHugePages, freshBuffer, HUGE_PAGE_MIN } from "../../src/storage/_huge_pages.ts";
+
+const CHILD = new URL("./_huge_pages_child.ts", import.meta.url).pathname;
+
+async function child(flags: string[]) {
+  const out = await new Deno.Command(Deno.execPath(), { args: ["run", ...flags, CHILD], stderr: "piped" }).output();
+  assert.ok(out.success, new TextDecoder().decode(out.stderr));
+  return JSON.parse(new TextDecoder().decode(out.stdout).trim()) as {
+    advised: boolean;
+    exact: boolean;
+    hugeBefore: number;
+    hugeAfter: number;
+    mode: string;
+  };
+}
+
+Deno.test("without FFI granted, buffers are left as the runtime allocates them: no prompt, no error", () => {
+  // This test process runs without --allow-ffi.
+  assert.notEqual(Deno.permissions.querySync({ name: "ffi" }).state, "granted");
+  assert.equal(adviseHugePages(new Uint8Array(HUGE_PAGE_MIN)), false);
+  const b = freshBuffer(HUGE_PAGE_MIN);
+  assert.equal(b.byteLength, HUGE_PAGE_MIN);
+  assert.ok(b.every((x) => x === 0));
+});
+
+Deno.test({
+  name: "with FFI granted, a load's tensor buffers are advised into huge pages and still load bit for bit",
+  ignore: Deno.build.os !== "linux",
+  async fn() {
+    const without = await child(["-A", "--deny-ffi"]);
+    assert.equal(without.exact, true);
+    assert.equal(without.advised, false);
+    const withFfi = await child(["-A"]);
+    assert.equal(withFfi.exact, true);
+    const mode = withFfi.mode;
+    if (mode === "never" || mode === "") {
+      console.log(`transparent huge pages: ${mode || "absent"}; madvise succeeded: ${withFfi.advised}`);
+      return;
+    }
+    assert.equal(withFfi.advised, true);
+    // Three 8 MiB tensors: the kernel backs at least some of their 2 MiB pages with huge pages
+    // (all of them, unless it has no free 2 MiB block left to give).
+    const gained = withFfi.hugeAfter - withFfi.hugeBefore;
+    console.log(
+      `AnonHugePages grew by ${gained / 2 ** 20} MiB (thp ${mode}; without FFI: ${
+        (without.hugeAfter - without.hugeBefore) / 2 ** 20
+      } MiB)`,
+    );
+    assert.ok(gained >= 2 * 2 ** 20, `AnonHugePages grew by ${gained} bytes`);
+  },
+});
