@@ -33,7 +33,7 @@ export class ChunkReader {
   #file: ByteReader | undefined;
   #reuse: boolean;
   #tap: Hash | undefined;
-  #body: ArrayBuffer | undefined;
+  #body: Uint8Array | undefined;
   #pieces: [Uint8Array, Uint8Array] | undefined;
 
   /**
@@ -63,12 +63,19 @@ export class ChunkReader {
 
   #scratch(n: number): Uint8Array {
     if (!this.#body || this.#body.byteLength < n) {
-      this.#body = this.#fresh(Math.max(n, (this.#body?.byteLength ?? 0) * 2)).buffer as ArrayBuffer;
+      this.#body = this.#fresh(Math.max(n, (this.#body?.byteLength ?? 0) * 2));
     }
-    return new Uint8Array(this.#body, 0, n);
+    return this.#body.subarray(0, n);
   }
 
-  /** A fresh buffer for a body: from the file's allocator where it has one. */
+  /**
+   * A fresh, zeroed buffer of `n` bytes for a body: from the file's allocator where it has one
+   * (possibly a view into a larger buffer, 8-byte aligned).
+   */
+  allocate(n: number): Uint8Array {
+    return this.#fresh(n);
+  }
+
   #fresh(n: number): Uint8Array {
     return this.#file?.allocate?.(n) ?? new Uint8Array(n);
   }

@@ -45,7 +45,11 @@ export interface TensorInput {
   dtype: DType;
   /** Dimensions: non-negative integers; `[]` is a scalar, a zero dimension makes the tensor empty. */
   shape: readonly number[];
-  /** The elements in row-major order, in the typed array matching `dtype`. */
+  /**
+   * The elements in row-major order, in the typed array matching `dtype`. A tensor read from a
+   * checkpoint may be a view into a larger buffer: use its `byteOffset` and `length`, not
+   * `data.buffer` alone.
+   */
   data: TensorData;
   /**
    * What the tensor is for, such as `"params"`, `"buffers"` or `"optimizer"`.

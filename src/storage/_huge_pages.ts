@@ -30,6 +30,19 @@ function open(): Libc | null {
   }
 }
 
+/** Start and end (exclusive) of the whole 2 MiB pages inside `length` bytes from `address`. */
+function wholePages(address: bigint, length: number): [bigint, bigint] {
+  const page = BigInt(HUGE_PAGE);
+  const start = (address + page - 1n) / page * page;
+  const end = (address + BigInt(length)) / page * page;
+  return [start, end];
+}
+
+function advise(libc: Libc, start: bigint, end: bigint): boolean {
+  if (end <= start) return false;
+  return libc.symbols.madvise(Deno.UnsafePointer.create(start), end - start, MADV_HUGEPAGE) === 0;
+}
+
 /**
  * Asks the kernel to back the whole 2 MiB pages inside `bytes` with huge pages, before anything
  * touches them; returns whether it could ask. Buffers under {@linkcode HUGE_PAGE_MIN} are left
@@ -40,19 +53,31 @@ export function adviseHugePages(bytes: Uint8Array): boolean {
   libc ??= open();
   if (!libc) return false;
   try {
-    const base = Deno.UnsafePointer.value(Deno.UnsafePointer.of(bytes));
-    const start = (BigInt(base) + BigInt(HUGE_PAGE - 1)) & ~BigInt(HUGE_PAGE - 1);
-    const end = (BigInt(base) + BigInt(bytes.byteLength)) & ~BigInt(HUGE_PAGE - 1);
-    if (end <= start) return false;
-    return libc.symbols.madvise(Deno.UnsafePointer.create(start), end - start, MADV_HUGEPAGE) === 0;
+    const [start, end] = wholePages(BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(bytes))), bytes.byteLength);
+    return advise(libc, start, end);
   } catch {
     return false;
   }
 }
 
-/** A fresh buffer of `n` bytes, advised to use huge pages where {@linkcode adviseHugePages} can. */
+/**
+ * A fresh, zeroed buffer of `n` bytes. Where {@linkcode adviseHugePages} can advise, it is a view
+ * that starts on a 2 MiB boundary inside a buffer 2 MiB larger (the room past it is never
+ * touched, so it costs address space, not memory), so that every 2 MiB of it can be a huge page:
+ * a large allocation starts 4 KiB past a page boundary, which would leave its first and last
+ * 2 MiB (1/8 of a 16 MiB tensor) in 4 KiB pages. Elsewhere a plain `Uint8Array`.
+ */
 export function freshBuffer(n: number): Uint8Array {
-  const bytes = new Uint8Array(n);
-  adviseHugePages(bytes);
-  return bytes;
+  if (n < HUGE_PAGE_MIN) return new Uint8Array(n);
+  libc ??= open();
+  if (!libc) return new Uint8Array(n);
+  try {
+    const buffer = new ArrayBuffer(n + HUGE_PAGE);
+    const base = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(buffer)));
+    const [start, end] = wholePages(base, n + HUGE_PAGE);
+    if (!advise(libc, start, end)) return new Uint8Array(buffer, 0, n);
+    return new Uint8Array(buffer, Number(start - base), n);
+  } catch {
+    return new Uint8Array(n);
+  }
 }

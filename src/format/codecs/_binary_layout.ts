@@ -355,8 +355,8 @@ export function checkBodyLength(d: TensorDescriptor, bodyBytes: number, flags: n
 
 /**
  * The tensor bytes of a checked record body: the body itself when raw, else its byte planes
- * inflated and interleaved (every length checked against the descriptor first). `at` is the
- * offset of the body in the stream.
+ * inflated and interleaved (every length checked against the descriptor first) into
+ * `alloc(n)` where given. `at` is the offset of the body in the stream.
  *
  * @example
  * ```ts
@@ -366,9 +366,14 @@ export function checkBodyLength(d: TensorDescriptor, bodyBytes: number, flags: n
  * assert.deepEqual(await decodeTensorBody(d, new Uint8Array([1, 2]), 64), new Uint8Array([1, 2]));
  * ```
  */
-export function decodeTensorBody(d: TensorDescriptor, body: Uint8Array, at: number): Promise<Uint8Array> {
+export function decodeTensorBody(
+  d: TensorDescriptor,
+  body: Uint8Array,
+  at: number,
+  alloc?: (n: number) => Uint8Array,
+): Promise<Uint8Array> {
   if (d.encoding === undefined) return Promise.resolve(body);
-  return decodeByteGroups(body, d.dtype, d.byteLength / DTYPES[d.dtype].bytes, d.name, at);
+  return decodeByteGroups(body, d.dtype, d.byteLength / DTYPES[d.dtype].bytes, d.name, at, undefined, alloc);
 }
 
 /**

@@ -99,11 +99,21 @@ function split4(
   }
 }
 
-/** Interleaves `width` planes back into elements: the inverse of {@linkcode splitPlanes}. */
-export function joinPlanes(planes: readonly Uint8Array[], width: number): Uint8Array {
+/**
+ * Interleaves `width` planes back into elements: the inverse of {@linkcode splitPlanes}. The
+ * result goes into `alloc(n)` (a buffer of exactly `n` bytes, 4-byte aligned).
+ */
+export function joinPlanes(
+  planes: readonly Uint8Array[],
+  width: number,
+  alloc: (n: number) => Uint8Array = (n) => new Uint8Array(n),
+): Uint8Array {
   const count = planes[0]!.byteLength;
-  const out = new Uint8Array(count * width);
-  const words = new Uint32Array(out.buffer, 0, out.byteLength >>> 2);
+  const out = alloc(count * width);
+  if (out.byteLength !== count * width || out.byteOffset % 4 !== 0) {
+    throw new RangeError(`joinPlanes: alloc gave ${out.byteLength} bytes at offset ${out.byteOffset}`);
+  }
+  const words = new Uint32Array(out.buffer, out.byteOffset, out.byteLength >>> 2);
   const quads = count >>> 2;
   // Word views of the planes (an unaligned plane is copied to an aligned one first).
   const view = (p: Uint8Array) =>
@@ -243,7 +253,8 @@ export async function encodeByteGroups(
  * The tensor bytes a byte-grouped `body` holds, for a tensor of `count` elements of `dtype`
  * (named `name` in messages; the body starts at `offset` in the stream). Every length in the body
  * is checked against the body and against `count` before anything is allocated or inflated;
- * a malformed body is a `SyntaxError` naming the tensor, the plane and the offset.
+ * a malformed body is a `SyntaxError` naming the tensor, the plane and the offset. The tensor
+ * bytes go into `alloc(n)` where given (see {@linkcode joinPlanes}).
  */
 export async function decodeByteGroups(
   body: Uint8Array,
@@ -252,6 +263,7 @@ export async function decodeByteGroups(
   name: string,
   offset: number,
   backend?: DeflateBackend,
+  alloc?: (n: number) => Uint8Array,
 ): Promise<Uint8Array> {
   const subject = `tensor ${JSON.stringify(name)}`;
   const fail = (why: string, at: number): never => {
@@ -299,5 +311,5 @@ export async function decodeByteGroups(
         : await inflateRaw(bytes, count, `${subject} plane ${k}`, offset + p.at, backend),
     );
   }
-  return joinPlanes(data, width!);
+  return joinPlanes(data, width!, alloc);
 }

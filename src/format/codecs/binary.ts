@@ -314,7 +314,7 @@ export async function* decodeRecords(
       if (d.encoding) {
         // Read into the reader's scratch buffer: the stored bytes are decoded into a new one at once.
         const stored = await r.readBody(rh.bodyBytes, subject, undefined, "scratch");
-        const body = await decodeTensorBody(d, stored, bodyAt);
+        const body = await decodeTensorBody(d, stored, bodyAt, (n) => r.allocate(n));
         h.update(body);
         await checkDigest(h, subject, at);
         seen.push(indexEntry(d, at, r.position - at));

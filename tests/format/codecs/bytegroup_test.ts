@@ -184,8 +184,21 @@ Deno.test("splitPlanes and joinPlanes are inverses for every width, from unalign
       assert.equal(planes.length, width);
       for (let k = 0; k < width; k++) assert.equal(planes[k]![7], view[7 * width + k]);
       assert.deepEqual(joinPlanes(planes, width), view.slice());
+      // Into a buffer the caller allocates: a view 16 bytes into a larger one (as a huge-page
+      // aligned allocation is), written there and nowhere else.
+      const outer = new Uint8Array(width * 1000 + 64).fill(0xee);
+      const joined = joinPlanes(planes, width, (n) => outer.subarray(16, 16 + n));
+      assert.equal(joined.byteOffset, 16);
+      assert.deepEqual(joined, view);
+      assert.ok(
+        outer.subarray(0, 16).every((b) => b === 0xee) && outer.subarray(16 + view.length).every((b) => b === 0xee),
+      );
     }
   }
+  assert.throws(
+    () => joinPlanes([new Uint8Array(4), new Uint8Array(4)], 2, (n) => new Uint8Array(n + 2).subarray(2)),
+    /alloc gave 8 bytes at offset 2/,
+  );
 });
 
 Deno.test("deflated planes are plain raw deflate: DecompressionStream reads them, and the web fallback round-trips", async () => {
