@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { assertOneLineError, ckpt, indexOfText, tempDir, writeSample } from "./_run.ts";
+import { saveCheckpoint } from "../../mod.ts";
 
 /** The sample file with one bit of dense/kernel's data flipped. */
 async function corruptSample(path: string, options: { codec?: "binary" | "json" } = {}): Promise<void> {
@@ -139,3 +140,38 @@ Deno.test("verify reads standard input", async () => {
   assertOneLineError(r, 4, /^ckpt verify: stdin: Checksum mismatch for tensor "dense\/kernel"/);
   assertOneLineError(await ckpt(["verify", "-"], { stdin: new Uint8Array() }), 4, /stdin: .*empty/);
 });
+
+Deno.test("verify checks a tensor larger than its read pieces, from a file and from standard input", async () => {
+  await using t = await tempDir();
+  const path = `${t.dir}/big.ckpt`;
+  const n = 3 * 2 ** 20; // three of the 1 MiB pieces a verify hashes through
+  const big = new Float32Array(n / 4).map((_, i) => Math.cos(i));
+  const mask = new Uint8Array(n).map((_, i) => i & 1);
+  await saveCheckpoint(path, {
+    metadata: { step: 9 },
+    tensors: [
+      { name: "big", dtype: "float32", shape: [big.length], data: big },
+      { name: "mask", dtype: "bool", shape: [n], data: mask },
+    ],
+  });
+  const good = await Deno.readFile(path);
+  const ok = await ckpt(["verify", path]);
+  assert.equal(ok.code, 0, ok.err);
+  assert.match(ok.out, /^ok .*big\.ckpt: binary, step 9, 2 tensors, /);
+  const okStdin = await ckpt(["verify", "-"], { stdin: good });
+  assert.equal(okStdin.code, 0, okStdin.err);
+  // A flipped bit in "big" past its first two pieces.
+  const flipped = good.slice();
+  flipped[indexOfFloat(good, big, 2.5 * 2 ** 20)]! ^= 0x10;
+  await Deno.writeFile(path, flipped);
+  assertOneLineError(await ckpt(["verify", path]), 4, /Checksum mismatch for tensor "big"/);
+  assertOneLineError(await ckpt(["verify", "-"], { stdin: flipped }), 4, /Checksum mismatch for tensor "big"/);
+});
+
+/** The offset in `file` of the byte `at` bytes into `data`'s bytes (found by its first 64 bytes). */
+function indexOfFloat(file: Uint8Array, data: Float32Array, at: number): number {
+  const head = new Uint8Array(data.buffer, 0, 64);
+  const start = file.findIndex((_, i) => head.every((b, k) => file[i + k] === b));
+  assert.ok(start > 0);
+  return start + at;
+}

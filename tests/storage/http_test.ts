@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { loadCheckpoint, readCheckpointIndex, saveCheckpoint } from "../../mod.ts";
+import { loadCheckpoint, readCheckpointIndex, saveCheckpoint, verifyCheckpoint } from "../../mod.ts";
 import type { TensorInput } from "../../src/format/types.ts";
 import { HttpStatusError, HttpStore, parseContentRange } from "../../src/storage/http.ts";
 import { openRandomAccess } from "../../src/storage/random_access.ts";
@@ -220,5 +220,25 @@ Deno.test("resolveObject keeps a pre-signed URL's query for every request", asyn
     assert.equal(key, "x.bin");
     assert.deepEqual(await bytesOf((await store.get(key)).body), new Uint8Array([1, 2, 3]));
     assert.deepEqual(server.log, ["GET /x.bin?X-Amz-Signature=abc"]);
+  });
+});
+
+Deno.test("verifyCheckpoint over http reads the object once, keeps no tensor, and names a corrupted one", async () => {
+  await withServer(async (server, dir) => {
+    const ts = tensors(3, 3 * 2 ** 20);
+    const saved = await saveCheckpoint(join(dir, "v.ckpt"), { metadata: { step: 4 }, tensors: ts });
+    const sent = server.bytesSent;
+    const ok = await verifyCheckpoint(`${server.url}v.ckpt`);
+    assert.equal(ok.digest, saved.digest);
+    assert.equal(server.bytesSent - sent, saved.bytes, "every byte sent once");
+    assert.deepEqual(server.log.filter((l) => l.startsWith("GET")), ["GET /v.ckpt"]);
+    assert.deepEqual(ok.tensors.map((t) => [t.name, t.byteLength]), ts.map((t) => [t.name, 3 * 2 ** 20]));
+    const bytes = await Deno.readFile(join(dir, "v.ckpt"));
+    bytes[bytes.byteLength - 2 * 2 ** 20]! ^= 1; // inside the last tensor's body
+    await Deno.writeFile(join(dir, "v.ckpt"), bytes);
+    await assert.rejects(
+      () => verifyCheckpoint(`${server.url}v.ckpt`),
+      /Checksum mismatch for tensor "layer2\/kernel"/,
+    );
   });
 });
