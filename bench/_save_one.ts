@@ -17,6 +17,7 @@ const { values } = parseArgs({
     saves: { type: "string", default: "4" },
     "no-recycle": { type: "boolean", default: false },
     "two-threads": { type: "boolean", default: false },
+    "one-thread": { type: "boolean", default: false },
   },
 });
 const TENSOR_MIB = 16;
@@ -172,7 +173,7 @@ if (op === "raw") {
   // Every digest checked, no tensor kept (what `ckpt verify` does).
   const before = rss();
   const t0 = performance.now();
-  const { tensors } = await verifyCheckpoint(out);
+  const { tensors } = await verifyCheckpoint(out, { parallelHash: !values["one-thread"] });
   const seconds = (performance.now() - t0) / 1000;
   console.log(JSON.stringify({ seconds, tensors: tensors.length, peakRss: peakRss(), baseRss: before }));
 } else if (op === "naive") {

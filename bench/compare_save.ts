@@ -385,9 +385,15 @@ for (const mib of sizes) {
         run: () => ckpt("load", mib, ckptFile, [], { GLIBC_TUNABLES: HUGEPAGES.split("=").slice(1).join("=") }, NO_FFI),
       },
       {
-        name: "ckpt verify (`verifyCheckpoint`, as `ckpt verify`: every digest checked, no tensor kept)",
+        name:
+          "ckpt verify (`verifyCheckpoint`, as `ckpt verify`: every digest checked, no tensor kept; a second thread reads and hashes every other tensor)",
         pages: "cached",
         run: () => ckpt("verify", mib, ckptFile),
+      },
+      {
+        name: "same, one thread (`parallelHash: false`)",
+        pages: "cached",
+        run: () => ckpt("verify", mib, ckptFile, ["--one-thread"]),
       },
       {
         name: "ckpt streaming decode (`decodeCheckpoint` with `reuseBuffers`: each tensor verified, then handed out)",
@@ -437,12 +443,12 @@ for (const mib of sizes) {
       mbs: mbs(bytes, med(m.name)),
     }));
     const npLoad = haveNumpy ? rows.find((r) => r.name.startsWith("`np.load`"))!.mbs : undefined;
-    const [load, loadFfi, hugetlb, verify, decode, sha256sum, loadTwo, decodeTwo] = rows;
+    const [load, loadFfi, hugetlb, verify, verifyOne, decode, sha256sum, loadTwo, decodeTwo] = rows;
     Object.assign(load!, vs(load!.mbs, npLoad, "np.load", 1.0));
     Object.assign(loadFfi!, vs(loadFfi!.mbs, npLoad, "np.load", 1.0));
     hugetlb!.ratio = vs(hugetlb!.mbs, npLoad, "np.load").ratio;
     Object.assign(verify!, vs(verify!.mbs, openssl, "openssl sha256", 0.8));
-    for (const r of [decode, sha256sum, decodeTwo]) r!.ratio = vs(r!.mbs, openssl, "openssl sha256").ratio;
+    for (const r of [verifyOne, decode, sha256sum, decodeTwo]) r!.ratio = vs(r!.mbs, openssl, "openssl sha256").ratio;
     loadTwo!.ratio = vs(loadTwo!.mbs, npLoad, "np.load").ratio;
     const torchRow = rows.find((r) => r.name === "`torch.load`");
     if (torchRow) torchRow.ratio = vs(rows[0]!.mbs, torchRow.mbs, "torch.load").ratio?.replace(/^/, "ckpt load is ");

@@ -18,6 +18,7 @@ import { type Hash, sha256 } from "../format/_hash.ts";
 import { settled } from "../format/_pair.ts";
 import { readableFrom } from "../format/_streams.ts";
 import { freshBuffer } from "../storage/_huge_pages.ts";
+import { startRangeHasher } from "../storage/_file_io.ts";
 import { fileCodec } from "../io/read.ts";
 import { UNTRUSTED_LIMITS } from "../format/limits.ts";
 import {
@@ -202,6 +203,7 @@ async function openBinaryFile(
   progress: Progress,
   options: { hash?: boolean; reuseBuffers?: boolean; bodies?: "keep" | "hash" },
 ): Promise<OpenCheckpoint> {
+  // Bytes read here, plus those a second thread verified (skipped here): every byte checked once.
   let bytes = 0;
   const counted: ByteReader = {
     async read(into) {
@@ -214,6 +216,12 @@ async function openBinaryFile(
     },
     stat: () => file.stat(),
     allocate: freshBuffer,
+    async seekTo(offset) {
+      await file.seek(offset, Deno.SeekMode.Start);
+      progress.add(offset - bytes);
+      bytes = offset;
+    },
+    ...(input.path === undefined ? {} : { rangeHasher: () => startRangeHasher(input.path!, file) }),
   };
   const tap: Hash | undefined = options.hash ? sha256() : undefined;
   let fileDigest: string | undefined;

@@ -13,6 +13,25 @@ export interface ByteReader {
    * better one than `new Uint8Array(n)` (a file reader on Linux asks for huge pages).
    */
   allocate?(n: number): Uint8Array;
+  /** Moves to `offset` from the start, for bodies another thread hashes ({@linkcode RangeHasher}). */
+  seekTo?(offset: number): Promise<void>;
+  /**
+   * Starts a second thread that hashes byte ranges of this same source, reading them itself; a
+   * file reader in Deno has one. `undefined` where it cannot start.
+   */
+  rangeHasher?(): Promise<RangeHasher | undefined>;
+}
+
+/** Hashes byte ranges of a reader's source on another thread, reading them there. */
+export interface RangeHasher {
+  /** Whether it is up and idle (it takes one range at a time). */
+  readonly ready: boolean;
+  /** Settles once it is up (true) or will never be (false). */
+  readonly up: Promise<boolean>;
+  /** SHA-256 of `prefix` followed by `length` bytes of the source from `offset`. */
+  digest(prefix: Uint8Array, offset: number, length: number): Promise<Uint8Array>;
+  /** Ends the thread; a range in flight rejects. */
+  close(): void;
 }
 
 /** Whether `source` is a {@linkcode ByteReader} rather than a chunk sequence. */

@@ -262,6 +262,35 @@ export class ChunkReader {
   }
 
   /**
+   * Moves past the next `n` bytes of a file without reading them (another thread hashes them);
+   * false where that cannot be done (a chunk sequence, a file that cannot seek, or a `tap` that
+   * must see every byte), and nothing was taken. A file too short to hold them is a `SyntaxError`.
+   */
+  async skipBody(n: number, what: string): Promise<boolean> {
+    const file = this.#file;
+    if (!file?.seekTo || this.#tap) return false;
+    const start = this.#position;
+    const size = (await file.stat()).size;
+    if (start + n > size) {
+      throw new SyntaxError(
+        `Cannot decode ${this.#label}: truncated, stream ends at offset ${size} with ${
+          start + n - size
+        } bytes of ${what} missing (read from offset ${start})`,
+      );
+    }
+    const buffered = this.#buffered - this.#head;
+    if (buffered >= n) {
+      this.#consume(n);
+      return true;
+    }
+    // The file stands just past the buffered bytes: drop them and seek past the rest.
+    this.#consume(buffered);
+    await file.seekTo(start + n);
+    this.#position = start + n;
+    return true;
+  }
+
+  /**
    * Takes the next `n` bytes without keeping them: each piece goes to `hash` and then to `check`
    * (with its offset in the body), in order. From a file, the bytes are read through two
    * {@linkcode HASH_PIECE} buffers reused for every body, the next piece read while one is hashed;

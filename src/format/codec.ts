@@ -29,9 +29,13 @@ export interface DecoderOptions extends DecodeLimits {
    * instead of one (the thread's takes tensors up to 64 MiB), and a tensor's buffer may be
    * detached, rather than overwritten, once the next record is requested. The thread is closed
    * when the read ends or is cancelled, and ends itself after 2 s without work if a reader is
-   * abandoned. Off by default: on a machine whose cores are busy, two threads that wait on each
-   * other measured slower than one (README, "Performance"). Browsers and Node always hash on one
-   * thread. A codec may ignore it.
+   * abandoned. Off by default for reads that hand tensors out: its start and its second buffer
+   * cost more than it saved in every measurement so far (README, "Performance"). Browsers and
+   * Node always hash on one thread. A codec may ignore it.
+   *
+   * `verifyCheckpoint` of a local file of 64 MiB or more hashes on two threads unless this is
+   * `false`, another way: a Worker opens the same file and reads and hashes every other tensor of
+   * 1 MiB or more itself, while this thread moves past it (1.4× faster at 1 GiB here).
    *
    * @default {false}
    */

@@ -140,10 +140,13 @@ export async function verifiedRecords(
   let streamDigest: Promise<string | undefined>;
   let tap: Hash | undefined;
   let file: Deno.FsFile | undefined;
+  let path: string | undefined;
   if (at?.store instanceof FileStore && wantedDigest !== undefined) {
     const opened = await at.store.openFile(at.key);
-    if (await fileCodec(opened, options.codecs) === binaryCodec) file = opened;
-    else opened.close();
+    if (await fileCodec(opened, options.codecs) === binaryCodec) {
+      file = opened;
+      path = at.store.path(at.key);
+    } else opened.close();
   }
   if (file) {
     // A local binary file, decoded from the open file: the stored stream digest is checked by
@@ -156,7 +159,7 @@ export async function verifiedRecords(
     streamDigest = digest.promise;
     records = (async function* () {
       try {
-        yield* decodeRecords(fileReader(open), options, fileTap, digest, bodies);
+        yield* decodeRecords(fileReader(open, path), options, fileTap, digest, bodies);
       } finally {
         open.close();
       }

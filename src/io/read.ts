@@ -188,7 +188,7 @@ export function sourceRecords(
       const file = await store.openFile(key);
       try {
         if (await fileCodec(file, options.codecs) === binaryCodec) {
-          yield* decodeRecords(fileReader(file), options, undefined, digest, bodies);
+          yield* decodeRecords(fileReader(file, store.path(key)), options, undefined, digest, bodies);
           return;
         }
       } finally {

@@ -20,6 +20,15 @@ export interface VerifyOptions extends DecodeLimits, StorageOptions {
    * digest or the SHA-256 of the source's bytes. A mismatch is a `ChecksumMismatchError`.
    */
   sha256?: string;
+  /**
+   * A verify of a local ckpt binary file of 64 MiB or more hashes on two threads (Deno): a Worker
+   * opens the same file (checked to be the same by device and inode) and reads and hashes every
+   * other tensor of 1 MiB or more itself, while this thread reads and hashes the rest. `false`
+   * keeps to this thread.
+   *
+   * @default {true}
+   */
+  parallelHash?: boolean;
 }
 
 /** A tensor {@linkcode verifyCheckpoint} checked: all but its data. */
@@ -47,7 +56,13 @@ export interface VerifyResult {
 }
 
 /** Every option {@linkcode verifyCheckpoint} takes; any other name is a `TypeError`. */
-const VERIFY_OPTION_NAMES = ["codecs", "sha256", "storage", ...LIMIT_OPTION_NAMES] as const satisfies readonly (
+const VERIFY_OPTION_NAMES = [
+  "codecs",
+  "sha256",
+  "parallelHash",
+  "storage",
+  ...LIMIT_OPTION_NAMES,
+] as const satisfies readonly (
   keyof VerifyOptions
 )[];
 // A compile error here means VerifyOptions gained an option VERIFY_OPTION_NAMES does not list.
@@ -60,8 +75,8 @@ const _everyVerifyOption: Exclude<keyof VerifyOptions, typeof VERIFY_OPTION_NAME
  * its tensors. A ckpt binary checkpoint's bodies are hashed piece by piece through two reused
  * 1 MiB buffers, so memory stays at a few MiB whatever the size of the checkpoint or its largest
  * tensor, and no fresh memory is touched per tensor (byte-grouped bodies are decoded first,
- * since their digests cover the decoded bytes); other codecs decode each tensor into one reused
- * buffer. It returns only when everything checked out; errors are those of `loadCheckpoint`.
+ * since their digests cover the decoded bytes); from a large local file, on two threads (see
+ * `parallelHash`). Other codecs decode each tensor into one reused buffer. It returns only when everything checked out; errors are those of `loadCheckpoint`.
  *
  * @example
  * ```ts

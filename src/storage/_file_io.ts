@@ -1,6 +1,7 @@
 // Reading files in full-size pieces: a read may return fewer bytes than asked for, so every
 // caller loops; this is that loop, once (the format core's, over any reader a file satisfies).
-import { type ByteReader, readerChunks, readFull } from "../format/_byte_reader.ts";
+import { type ByteReader, type RangeHasher, readerChunks, readFull } from "../format/_byte_reader.ts";
+import { FileRangeHasher } from "./_range_hash.ts";
 import { freshBuffer } from "./_huge_pages.ts";
 
 export { readFull };
@@ -15,8 +16,26 @@ export function fileChunks(file: Deno.FsFile, size: number, close = false): Asyn
 
 /**
  * An open file as a decoder's byte source: bodies read straight into their buffers, which are
- * allocated in huge pages where the platform allows it (`_huge_pages.ts`).
+ * allocated in huge pages where the platform allows it (`_huge_pages.ts`); with its `path`, a
+ * verify may hash every other large body on a second thread that reads it from the file itself.
  */
-export function fileReader(file: Deno.FsFile): ByteReader {
-  return { read: (into) => file.read(into), stat: () => file.stat(), allocate: freshBuffer };
+export function fileReader(file: Deno.FsFile, path?: string): ByteReader {
+  return {
+    read: (into) => file.read(into),
+    stat: () => file.stat(),
+    allocate: freshBuffer,
+    seekTo: async (offset) => void await file.seek(offset, Deno.SeekMode.Start),
+    ...(path === undefined ? {} : { rangeHasher: () => startRangeHasher(path, file) }),
+  };
+}
+
+/** A {@linkcode FileRangeHasher} for the file open as `file` at `path`; `undefined` where Workers cannot start. */
+export async function startRangeHasher(path: string, file: Deno.FsFile): Promise<RangeHasher | undefined> {
+  if (typeof Worker !== "function") return undefined;
+  try {
+    const { dev, ino } = await file.stat();
+    return new FileRangeHasher(path, { dev, ino });
+  } catch {
+    return undefined;
+  }
 }

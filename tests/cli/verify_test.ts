@@ -175,3 +175,27 @@ function indexOfFloat(file: Uint8Array, data: Float32Array, at: number): number 
   assert.ok(start > 0);
   return start + at;
 }
+
+Deno.test("verify of a file large enough for a second hash thread counts every byte once and names a bad tensor", async () => {
+  await using t = await tempDir();
+  const path = `${t.dir}/large.ckpt`;
+  // 72 MiB in 4 MiB tensors: over the size from which a verify hashes on two threads.
+  const tensors = Array.from({ length: 18 }, (_, i) => {
+    const data = new Float32Array(2 ** 20).map((_, k) => (k + i * 2 ** 20) / 3);
+    return { name: `t${i}`, dtype: "float32" as const, shape: [data.length], data };
+  });
+  const saved = await saveCheckpoint(path, { metadata: { step: 3 }, tensors });
+  const r = await ckpt(["verify", "--json", path]);
+  assert.equal(r.code, 0, r.err);
+  const o = JSON.parse(r.out);
+  assert.equal(o.bytes, saved.bytes);
+  assert.equal(o.tensors, 18);
+  assert.equal(o.streamDigest, saved.digest);
+  const bytes = await Deno.readFile(path);
+  for (const i of [1, 16]) {
+    const bad = bytes.slice();
+    bad[indexOfFloat(bytes, tensors[i]!.data, 3 * 2 ** 20)]! ^= 1;
+    await Deno.writeFile(path, bad);
+    assertOneLineError(await ckpt(["verify", path]), 4, new RegExp(`Checksum mismatch for tensor "t${i}"`));
+  }
+});

@@ -21,7 +21,7 @@ import { type DecodeLimits, resolveLimits } from "../limits.ts";
 import { metadataFromJson, metadataToJson } from "../metadata.ts";
 import type { Checkpoint, CheckpointRecord } from "../types.ts";
 import { readTensorsByName } from "./binary_file.ts";
-import type { ByteReader } from "../_byte_reader.ts";
+import { type ByteReader, isByteReader, type RangeHasher } from "../_byte_reader.ts";
 import { ChunkReader } from "../_chunk_reader.ts";
 import { equalBytes, type Hash, type HashThread, hashThreadDue, sha256, startHashThread, toHex } from "../_hash.ts";
 import { digestingDecoder, digestingEncoder, type EncoderDigests, type Settle } from "../_pair.ts";
@@ -161,6 +161,36 @@ const OFF_THREAD_MIN = 2 ** 20;
 /** A verified tensor's data when bodies are only hashed: an empty array of its dtype. */
 const NO_BYTES = new Uint8Array(0);
 /**
+ * A verify (bodies only hashed) of a file from this size on starts a second thread that reads
+ * and hashes every other body of at least RANGE_BODY_MIN bytes itself ({@linkcode RangeHasher}):
+ * its start blocks this thread 30 ms and it is up after about 60, which a smaller file does not
+ * win back.
+ */
+const RANGE_FILE_MIN = 64 * 2 ** 20;
+const RANGE_BODY_MIN = 2 ** 20;
+let rangeFileMin = RANGE_FILE_MIN;
+
+/** The bytes of `parts`, one after another, in one new array. */
+function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
+}
+let rangeWaitReady = false;
+
+/**
+ * Test hook: from which file size a verify starts its range hasher, and whether it waits for it
+ * to be up before the first tensor (so which tensors go to it is certain); `"restore"` undoes it.
+ */
+export function setRangeHashForTests(policy: { fileMin?: number; waitReady?: boolean } | "restore"): void {
+  rangeFileMin = policy === "restore" ? RANGE_FILE_MIN : policy.fileMin ?? rangeFileMin;
+  rangeWaitReady = policy === "restore" ? false : policy.waitReady ?? rangeWaitReady;
+}
+/**
  * With `reuseBuffers`, only bodies up to this size go there: the second thread's tensors have a
  * buffer of their own, so this caps what the second buffer adds to a one-pass reader's memory.
  */
@@ -188,12 +218,18 @@ export async function* decodeRecords(
 ): AsyncGenerator<CheckpointRecord> {
   const lim = resolveLimits(limits);
   const reuse = limits?.reuseBuffers ?? false;
-  const parallel = limits?.parallelHash ?? false;
+  const parallel = limits?.parallelHash;
   // Started once enough large bodies came to make it worth its start; takes tensors once it is up.
   let thread: HashThread | undefined;
   let threadStarted = false;
   let largeBytes = 0;
   const r = new ChunkReader(input, "checkpoint", reuse, tap);
+  // A verify of a large file: a second thread reads and hashes every other large body itself.
+  let ranger: RangeHasher | undefined;
+  if (bodies === "hash" && parallel !== false && !tap && isByteReader(input) && input.rangeHasher) {
+    if ((await input.stat()).size >= rangeFileMin) ranger = await input.rangeHasher();
+    if (ranger && rangeWaitReady) await ranger.up;
+  }
   const stream = sha256();
   const read = async (n: number, what: string, record?: Hash): Promise<Uint8Array> => {
     const b = await r.readExact(n, what);
@@ -301,6 +337,31 @@ export async function* decodeRecords(
       });
       // The body goes into the record digest only; the stream digest covers that digest instead.
       // A byte-grouped body is decoded first: the record digest covers the tensor's own bytes.
+      if (
+        ranger?.ready && !pending && !d.encoding && dtype !== "bool" && rh.bodyBytes >= RANGE_BODY_MIN &&
+        await r.skipBody(rh.bodyBytes, subject)
+      ) {
+        // Verified on the other thread, which reads the body from the file itself; handed out
+        // (empty) once its digest matched, before anything after it.
+        const side = ranger;
+        const job = side.digest(concatBytes([recordHeader, head, pad]), bodyAt, rh.bodyBytes);
+        job.catch(() => {});
+        const stored = await read(DIGEST_BYTES, `the digest of ${subject}`);
+        seen.push(indexEntry(d, at, r.position - at));
+        pending = job.then(
+          (actual) => {
+            if (!equalBytes(actual, stored)) throw mismatch(subject, stored, actual, at);
+            return hollow();
+          },
+          (e) => {
+            throw new Error(`Cannot verify checkpoint: ${subject} at offset ${at}: ${(e as Error)?.message ?? e}`, {
+              cause: e,
+            });
+          },
+        );
+        pending.catch(() => {});
+        continue;
+      }
       if (bodies === "hash" && !d.encoding) {
         // Verified, not kept: hashed piece by piece through two small reused buffers.
         const where = `at offset ${bodyAt}`;
@@ -308,6 +369,7 @@ export async function* decodeRecords(
         await r.hashBody(rh.bodyBytes, subject, h, bools);
         await checkDigest(h, subject, at);
         seen.push(indexEntry(d, at, r.position - at));
+        yield* settle();
         yield hollow();
         continue;
       }
@@ -324,7 +386,7 @@ export async function* decodeRecords(
         continue;
       }
       const large = !d.encoding && rh.bodyBytes >= OFF_THREAD_MIN && (!reuse || rh.bodyBytes <= OFF_THREAD_MAX);
-      if (large && parallel && !threadStarted && hashThreadDue(largeBytes)) {
+      if (large && parallel === true && !threadStarted && hashThreadDue(largeBytes)) {
         threadStarted = true;
         thread = startHashThread();
       }
@@ -392,6 +454,7 @@ export async function* decodeRecords(
     throw e;
   } finally {
     thread?.close();
+    ranger?.close();
   }
 }
 
