@@ -20,24 +20,24 @@ export interface DecoderOptions extends DecodeLimits {
    */
   reuseBuffers?: boolean;
   /**
-   * Verify tensors on two threads where the runtime allows (Deno: a Worker with node:crypto).
-   * Once a read has passed 32 MiB of tensors of 1 MiB or more, a thread is started (it blocks the
-   * calling thread 50–70 ms, and is up after 100–150 ms on an idle machine), and from then on such
-   * tensors alternate: one is read whole and handed to the thread (its buffer transferred there
-   * and back, no copy) while this thread reads and hashes the next. Tensors still come out in
-   * order, each only once its digest matched. With `reuseBuffers`, the tensors share two buffers
-   * instead of one (the thread's takes tensors up to 64 MiB), and a tensor's buffer may be
-   * detached, rather than overwritten, once the next record is requested. The thread is closed
+   * Hash on two threads where the runtime allows (Deno). By default, a verify (`verifyCheckpoint`)
+   * and a read without `reuseBuffers` (`loadCheckpoint`, `decodeCheckpoint`) of a local ckpt
+   * binary file of 64 MiB or more start a Worker that opens the same file (checked to be the same
+   * file by device and inode, else left unused) and reads and hashes every other tensor of 1 MiB
+   * or more itself, while this thread reads that tensor into its buffer (or, verifying, moves past
+   * it). Tensors still come out in order, each only once its digest matched; the Worker is closed
    * when the read ends or is cancelled, and ends itself after 2 s without work if a reader is
-   * abandoned. Off by default for reads that hand tensors out: its start and its second buffer
-   * cost more than it saved in every measurement so far (README, "Performance"). Browsers and
-   * Node always hash on one thread. A codec may ignore it.
+   * abandoned. `false` keeps to one thread.
    *
-   * `verifyCheckpoint` of a local file of 64 MiB or more hashes on two threads unless this is
-   * `false`, another way: a Worker opens the same file and reads and hashes every other tensor of
-   * 1 MiB or more itself, while this thread moves past it (1.4× faster at 1 GiB here).
-   *
-   * @default {false}
+   * `true` also uses a second thread where that cannot (a stream, or `reuseBuffers`): once a read
+   * has passed 32 MiB of tensors of 1 MiB or more, a Worker is started (it blocks the calling
+   * thread 30–70 ms) and from then on such tensors alternate: one is read whole and handed to it
+   * (its buffer transferred there and back, no copy) while this thread reads and hashes the next.
+   * With `reuseBuffers` the tensors then share two buffers instead of one (the Worker's takes
+   * tensors up to 64 MiB), and a tensor's buffer may be detached, rather than overwritten, once
+   * the next record is requested. Not on by default: its start and its second buffer cost more
+   * than it saved in every measurement so far (README, "Performance"). Browsers and Node always
+   * hash on one thread. A codec may ignore this option.
    */
   parallelHash?: boolean;
 }

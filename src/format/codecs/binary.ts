@@ -161,10 +161,11 @@ const OFF_THREAD_MIN = 2 ** 20;
 /** A verified tensor's data when bodies are only hashed: an empty array of its dtype. */
 const NO_BYTES = new Uint8Array(0);
 /**
- * A verify (bodies only hashed) of a file from this size on starts a second thread that reads
- * and hashes every other body of at least RANGE_BODY_MIN bytes itself ({@linkcode RangeHasher}):
- * its start blocks this thread 30 ms and it is up after about 60, which a smaller file does not
- * win back.
+ * A verify or a load (without `reuseBuffers`) of a file from this size on starts a second thread
+ * that reads and hashes every other body of at least RANGE_BODY_MIN bytes itself
+ * ({@linkcode RangeHasher}), while this thread moves past the body (a verify) or reads it into
+ * its buffer (a load): its start blocks this thread 30 ms and it is up after about 60, which a
+ * smaller file does not win back.
  */
 const RANGE_FILE_MIN = 64 * 2 ** 20;
 const RANGE_BODY_MIN = 2 ** 20;
@@ -226,7 +227,8 @@ export async function* decodeRecords(
   const r = new ChunkReader(input, "checkpoint", reuse, tap);
   // A verify of a large file: a second thread reads and hashes every other large body itself.
   let ranger: RangeHasher | undefined;
-  if (bodies === "hash" && parallel !== false && !tap && isByteReader(input) && input.rangeHasher) {
+  // (With reuseBuffers a body's buffer is overwritten by the next: it could not wait for the other thread.)
+  if ((bodies === "hash" || !reuse) && parallel !== false && !tap && isByteReader(input) && input.rangeHasher) {
     if ((await input.stat()).size >= rangeFileMin) ranger = await input.rangeHasher();
     if (ranger && rangeWaitReady) await ranger.up;
   }
@@ -338,8 +340,8 @@ export async function* decodeRecords(
       // The body goes into the record digest only; the stream digest covers that digest instead.
       // A byte-grouped body is decoded first: the record digest covers the tensor's own bytes.
       if (
-        ranger?.ready && !pending && !d.encoding && dtype !== "bool" && rh.bodyBytes >= RANGE_BODY_MIN &&
-        await r.skipBody(rh.bodyBytes, subject)
+        bodies === "hash" && ranger?.ready && !pending && !d.encoding && dtype !== "bool" &&
+        rh.bodyBytes >= RANGE_BODY_MIN && await r.skipBody(rh.bodyBytes, subject)
       ) {
         // Verified on the other thread, which reads the body from the file itself; handed out
         // (empty) once its digest matched, before anything after it.
@@ -383,6 +385,28 @@ export async function* decodeRecords(
         const record = bodies === "hash" ? (finish(body), hollow()) : finish(body);
         yield* settle();
         yield record;
+        continue;
+      }
+      if (ranger?.ready && !pending && !reuse && rh.bodyBytes >= RANGE_BODY_MIN) {
+        // Read into its own buffer here while the other thread reads the same bytes from the
+        // file and hashes them; handed out once that digest matched, before anything after it.
+        const body = await r.readBody(rh.bodyBytes, subject);
+        const job = ranger.digest(concatBytes([recordHeader, head, pad]), bodyAt, rh.bodyBytes);
+        job.catch(() => {});
+        const stored = await read(DIGEST_BYTES, `the digest of ${subject}`);
+        seen.push(indexEntry(d, at, r.position - at));
+        pending = job.then(
+          (actual) => {
+            if (!equalBytes(actual, stored)) throw mismatch(subject, stored, actual, at);
+            return finish(body);
+          },
+          (e) => {
+            throw new Error(`Cannot verify checkpoint: ${subject} at offset ${at}: ${(e as Error)?.message ?? e}`, {
+              cause: e,
+            });
+          },
+        );
+        pending.catch(() => {});
         continue;
       }
       const large = !d.encoding && rh.bodyBytes >= OFF_THREAD_MIN && (!reuse || rh.bodyBytes <= OFF_THREAD_MAX);

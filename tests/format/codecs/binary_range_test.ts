@@ -2,7 +2,15 @@
 // thread that reads it from the file itself (src/storage/_range_hash.ts): tensors still come out
 // in order, each only once its digest matched, and a fault on either thread is named.
 import assert from "node:assert/strict";
-import { ChecksumMismatchError, saveCheckpoint, type TensorInput, verifyCheckpoint } from "../../../mod.ts";
+import {
+  ChecksumMismatchError,
+  loadCheckpoint,
+  saveCheckpoint,
+  type Tensor,
+  type TensorInput,
+  verifyCheckpoint,
+} from "../../../mod.ts";
+import { assertSameTensors } from "../../_util.ts";
 import type { RangeHasher } from "../../../src/format/_byte_reader.ts";
 import { decodeRecords, setRangeHashForTests } from "../../../src/format/codecs/binary.ts";
 import { settled } from "../../../src/format/_pair.ts";
@@ -56,8 +64,9 @@ async function withFile(fn: (path: string, ts: TensorInput[], digest: string) =>
 /** decodeRecords over the file, counting the ranges the second thread hashed. */
 async function decodeCounting(
   path: string,
-  options: { parallelHash?: boolean } = {},
-): Promise<{ names: string[]; ranges: number; digest: string }> {
+  options: { parallelHash?: boolean; reuseBuffers?: boolean } = {},
+  bodies: "keep" | "hash" = "hash",
+): Promise<{ names: string[]; ranges: number; digest: string; tensors: Tensor[] }> {
   using file = await Deno.open(path);
   const reader = fileReader(file, path);
   let ranges = 0;
@@ -78,13 +87,15 @@ async function decodeCounting(
   };
   const digest = settled<string>();
   const names: string[] = [];
-  for await (const r of decodeRecords(reader, options, undefined, digest, "hash")) {
+  const tensors: Tensor[] = [];
+  for await (const r of decodeRecords(reader, options, undefined, digest, bodies)) {
     if (r.type === "tensor") {
-      assert.equal(r.tensor.data.length, 0, "a verify keeps no data");
+      if (bodies === "hash") assert.equal(r.tensor.data.length, 0, "a verify keeps no data");
+      else if (!options.reuseBuffers) tensors.push(r.tensor);
       names.push(r.tensor.name);
     }
   }
-  return { names, ranges, digest: await digest.promise };
+  return { names, ranges, digest: await digest.promise, tensors };
 }
 
 Deno.test("a verify hands every other large tensor to the range thread and hands all out in order", async () => {
@@ -161,4 +172,26 @@ Deno.test("FileRangeHasher hashes prefix and range from the file, and refuses a 
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("a load reads every tensor here while the range thread hashes every other one: bit for bit, in order", async () => {
+  await withFile(async (path, ts, digest) => {
+    const got = await decodeCounting(path, {}, "keep");
+    assert.equal(got.ranges, 4);
+    assert.equal(got.digest, digest);
+    assertSameTensors(got.tensors, ts);
+    // One thread with parallelHash: false; with reuseBuffers (a buffer overwritten by the next
+    // tensor cannot wait for the other thread) too.
+    assert.equal((await decodeCounting(path, { parallelHash: false }, "keep")).ranges, 0);
+    assert.equal((await decodeCounting(path, { reuseBuffers: true }, "keep")).ranges, 0);
+    assertSameTensors((await loadCheckpoint(path)).tensors, ts);
+    // A tensor corrupted where the other thread hashes it, and one where this thread does.
+    const good = await Deno.readFile(path);
+    for (const i of [2, 5]) {
+      const bytes = good.slice();
+      bytes[bodyOffset(good, ts[i]!) + 77]! ^= 2;
+      await Deno.writeFile(path, bytes);
+      await assert.rejects(() => loadCheckpoint(path), new RegExp(`Checksum mismatch for tensor "${ts[i]!.name}"`));
+    }
+  });
 });
