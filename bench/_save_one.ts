@@ -157,7 +157,10 @@ if (op === "raw") {
 } else if (op === "load") {
   const before = rss();
   const t0 = performance.now();
-  const c = await loadCheckpoint(out, { parallelHash: values["two-threads"] });
+  // The default (two threads for a local file of 64 MiB or more); `--two-threads` adds the
+  // transfer scheme of `parallelHash: true`.
+  const parallelHash = values["two-threads"] ? true : values["one-thread"] ? false : undefined;
+  const c = await loadCheckpoint(out, { parallelHash });
   const seconds = (performance.now() - t0) / 1000;
   console.log(JSON.stringify({ seconds, tensors: c.tensors.length, peakRss: peakRss(), baseRss: before }));
 } else if (op === "load-stream") {
@@ -165,7 +168,7 @@ if (op === "raw") {
   const before = rss();
   const t0 = performance.now();
   let n = 0;
-  const options = { reuseBuffers: true, parallelHash: values["two-threads"] };
+  const options = { reuseBuffers: true, parallelHash: values["two-threads"] ? true : undefined };
   for await (const r of decodeCheckpoint(out, options)) if (r.type === "tensor") n++;
   const seconds = (performance.now() - t0) / 1000;
   console.log(JSON.stringify({ seconds, tensors: n, peakRss: peakRss(), baseRss: before }));

@@ -2,8 +2,9 @@
  * Side by side, in one run: ckpt's binary save and load against `dd`, `np.savez`/`np.load` and
  * `torch.save`/`torch.load` (where Debian's python3-numpy / python3-torch are installed) and
  * `openssl speed -evp sha256`, on the same float32 tensors. Every method runs in its own process
- * (so each load reads into fresh memory), trials are interleaved (method A, B, C, then A, B, C
- * again), and the table gives medians and ratios against the peer each target names.
+ * (so each load reads into fresh memory), trials are interleaved (each method once per trial, in
+ * a seeded random order of that trial's own), and the table gives medians and ratios against the
+ * peer each target names.
  *
  * Two memory regimes decide these numbers on a VM: whether a write lands in page-cache pages the
  * kernel just freed (overwriting or recycling a file: "recycled") or in pages never used before
@@ -196,9 +197,26 @@ async function interleaved(methods: Method[], mib: number): Promise<{ runs: Map<
   for (let t = 0; t < trials; t++) {
     const p = await ckpt("probe", Math.min(mib, 256), "-");
     probes.push(mbs(Math.min(mib, 256) * MiB, p.seconds));
-    for (const m of methods) runs.get(m.name)!.push(await m.run());
+    for (const m of shuffled(methods, t + 1)) runs.get(m.name)!.push(await m.run());
   }
   return { runs, probes };
+}
+
+/**
+ * `items` in an order of their own for trial `seed` (seeded, so a run can be repeated): on this
+ * VM a process that follows one which freed much memory ran up to 3× slower than the same
+ * process one later (a huge-page load after a 4 KiB-page one: 0.69–1.30 s against 0.40–0.45 s
+ * for 512 MiB), so no method may always follow the same one.
+ */
+function shuffled<T>(items: readonly T[], seed: number): T[] {
+  const out = [...items];
+  let x = (seed * 2654435761) >>> 0;
+  for (let i = out.length - 1; i > 0; i--) {
+    x = (x * 1664525 + 1013904223) >>> 0;
+    const j = x % (i + 1);
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
 }
 
 function regime(probes: number[]): string {
@@ -247,7 +265,9 @@ console.log(
     `${new Date().toISOString().slice(0, 16)}Z`,
 );
 console.log(`load average at start: ${await loadAverage()}`);
-console.log(`${trials} interleaved trials per method, medians; each method in its own process; dir ${dir}`);
+console.log(
+  `${trials} interleaved trials per method (each trial in its own seeded random order), medians; each method in its own process; dir ${dir}`,
+);
 console.log(`openssl speed -evp sha256 (one core, 16 KiB blocks): ${openssl0.toFixed(0)} MB/s`);
 console.log(
   `python3-numpy: ${haveNumpy ? "yes" : "no"}; python3-torch: ${
@@ -391,7 +411,7 @@ for (const mib of sizes) {
         run: () => ckpt("verify", mib, ckptFile),
       },
       {
-        name: "same, one thread (`parallelHash: false`)",
+        name: "same verify, one thread (`parallelHash: false`)",
         pages: "cached",
         run: () => ckpt("verify", mib, ckptFile, ["--one-thread"]),
       },
@@ -406,12 +426,12 @@ for (const mib of sizes) {
         run: async () => ({ seconds: (await runTimed("sha256sum", [ckptFile])).seconds }),
       },
       {
-        name: "ckpt load + verify, two hash threads (`parallelHash: true`)",
+        name: "ckpt load + verify, FFI, `parallelHash: true` (a second thread reads and hashes every other tensor)",
         pages: "cached",
         run: () => ckpt("load", mib, ckptFile, ["--two-threads"]),
       },
       {
-        name: "ckpt streaming decode, two hash threads (`parallelHash: true`)",
+        name: "ckpt streaming decode, `parallelHash: true` (`reuseBuffers`: the transfer scheme)",
         pages: "cached",
         run: () => ckpt("load-stream", mib, ckptFile, ["--two-threads"]),
       },
@@ -432,6 +452,7 @@ for (const mib of sizes) {
           JSON.parse((await runTimed(PY, ["-c", PY_SCRIPT, "load", "torch", raw, join(dir, "t.pt")])).stdout),
       });
     }
+    if (new Set(methods.map((m) => m.name)).size !== methods.length) throw new Error("two load rows share a name");
     const { runs, probes } = await interleaved(methods, mib);
     const openssl1 = await opensslSpeed();
     const openssl = median([openssl0, openssl1].filter(Number.isFinite));

@@ -20,24 +20,24 @@ export interface DecoderOptions extends DecodeLimits {
    */
   reuseBuffers?: boolean;
   /**
-   * Hash on two threads where the runtime allows (Deno). By default, a verify (`verifyCheckpoint`)
-   * and a read without `reuseBuffers` (`loadCheckpoint`, `decodeCheckpoint`) of a local ckpt
-   * binary file of 64 MiB or more start a Worker that opens the same file (checked to be the same
-   * file by device and inode, else left unused) and reads and hashes every other tensor of 1 MiB
-   * or more itself, while this thread reads that tensor into its buffer (or, verifying, moves past
-   * it). Tensors still come out in order, each only once its digest matched; the Worker is closed
-   * when the read ends or is cancelled, and ends itself after 2 s without work if a reader is
-   * abandoned. `false` keeps to one thread.
+   * Hash on two threads where the runtime allows (Deno). A verify (`verifyCheckpoint`) of a local
+   * ckpt binary file of 64 MiB or more does by default: a Worker opens the same file (checked to
+   * be the same file by device and inode, else left unused) and reads and hashes every other
+   * tensor of 1 MiB or more itself while this thread moves past it. `false` keeps a verify to one
+   * thread.
    *
-   * `true` also uses a second thread where that cannot (a stream, or `reuseBuffers`): once a read
-   * has passed 32 MiB of tensors of 1 MiB or more, a Worker is started (it blocks the calling
-   * thread 30–70 ms) and from then on such tensors alternate: one is read whole and handed to it
-   * (its buffer transferred there and back, no copy) while this thread reads and hashes the next.
-   * With `reuseBuffers` the tensors then share two buffers instead of one (the Worker's takes
-   * tensors up to 64 MiB), and a tensor's buffer may be detached, rather than overwritten, once
-   * the next record is requested. Not on by default: its start and its second buffer cost more
-   * than it saved in every measurement so far (README, "Performance"). Browsers and Node always
-   * hash on one thread. A codec may ignore this option.
+   * `true` makes reads that hand tensors out use a second thread too: from a local binary file
+   * without `reuseBuffers`, the same Worker hashes every other tensor while this thread reads it
+   * into its buffer; elsewhere (a stream, or `reuseBuffers`), once a read has passed 32 MiB of
+   * tensors of 1 MiB or more, a Worker is started (it blocks the calling thread 30–70 ms) and such
+   * tensors alternate: one is read whole and handed to it (its buffer transferred there and back,
+   * no copy) while this thread reads and hashes the next. With `reuseBuffers` the tensors then
+   * share two buffers instead of one (the Worker's takes tensors up to 64 MiB), and a tensor's
+   * buffer may be detached, rather than overwritten, once the next record is requested. Tensors
+   * always come out in order, each only once its digest matched; a Worker is closed when the read
+   * ends or is cancelled, and ends itself after 2 s without work if a reader is abandoned. Not on
+   * by default for these reads: it measured slower as often as faster (README, "Performance").
+   * Browsers and Node always hash on one thread. A codec may ignore this option.
    */
   parallelHash?: boolean;
 }

@@ -161,11 +161,11 @@ const OFF_THREAD_MIN = 2 ** 20;
 /** A verified tensor's data when bodies are only hashed: an empty array of its dtype. */
 const NO_BYTES = new Uint8Array(0);
 /**
- * A verify or a load (without `reuseBuffers`) of a file from this size on starts a second thread
- * that reads and hashes every other body of at least RANGE_BODY_MIN bytes itself
- * ({@linkcode RangeHasher}), while this thread moves past the body (a verify) or reads it into
- * its buffer (a load): its start blocks this thread 30 ms and it is up after about 60, which a
- * smaller file does not win back.
+ * A verify (or, with `parallelHash: true`, a load without `reuseBuffers`) of a file from this size
+ * on starts a second thread that reads and hashes every other body of at least RANGE_BODY_MIN
+ * bytes itself ({@linkcode RangeHasher}), while this thread moves past the body (a verify) or
+ * reads it into its buffer (a load): its start blocks this thread 30 ms and it is up after about
+ * 60, which a smaller file does not win back.
  */
 const RANGE_FILE_MIN = 64 * 2 ** 20;
 const RANGE_BODY_MIN = 2 ** 20;
@@ -227,8 +227,11 @@ export async function* decodeRecords(
   const r = new ChunkReader(input, "checkpoint", reuse, tap);
   // A verify of a large file: a second thread reads and hashes every other large body itself.
   let ranger: RangeHasher | undefined;
-  // (With reuseBuffers a body's buffer is overwritten by the next: it could not wait for the other thread.)
-  if ((bodies === "hash" || !reuse) && parallel !== false && !tap && isByteReader(input) && input.rangeHasher) {
+  // On by default for a verify only: for a load it measured slower as often as faster (README,
+  // "Performance"). With reuseBuffers a body's buffer is overwritten by the next: it could not
+  // wait for the other thread.
+  const ranges = bodies === "hash" ? parallel !== false : !reuse && parallel === true;
+  if (ranges && !tap && isByteReader(input) && input.rangeHasher) {
     if ((await input.stat()).size >= rangeFileMin) ranger = await input.rangeHasher();
     if (ranger && rangeWaitReady) await ranger.up;
   }

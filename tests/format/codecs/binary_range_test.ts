@@ -174,24 +174,27 @@ Deno.test("FileRangeHasher hashes prefix and range from the file, and refuses a 
   }
 });
 
-Deno.test("a load reads every tensor here while the range thread hashes every other one: bit for bit, in order", async () => {
+Deno.test("a load with parallelHash reads every tensor here while the range thread hashes every other one: bit for bit", async () => {
   await withFile(async (path, ts, digest) => {
-    const got = await decodeCounting(path, {}, "keep");
+    // Not by default: a load keeps to one thread unless parallelHash is true.
+    assert.equal((await decodeCounting(path, {}, "keep")).ranges, 0);
+    const got = await decodeCounting(path, { parallelHash: true }, "keep");
     assert.equal(got.ranges, 4);
     assert.equal(got.digest, digest);
     assertSameTensors(got.tensors, ts);
-    // One thread with parallelHash: false; with reuseBuffers (a buffer overwritten by the next
-    // tensor cannot wait for the other thread) too.
-    assert.equal((await decodeCounting(path, { parallelHash: false }, "keep")).ranges, 0);
-    assert.equal((await decodeCounting(path, { reuseBuffers: true }, "keep")).ranges, 0);
-    assertSameTensors((await loadCheckpoint(path)).tensors, ts);
+    // Not with reuseBuffers: a buffer overwritten by the next tensor cannot wait for the other thread.
+    assert.equal((await decodeCounting(path, { reuseBuffers: true, parallelHash: true }, "keep")).ranges, 0);
+    assertSameTensors((await loadCheckpoint(path, { parallelHash: true })).tensors, ts);
     // A tensor corrupted where the other thread hashes it, and one where this thread does.
     const good = await Deno.readFile(path);
     for (const i of [2, 5]) {
       const bytes = good.slice();
       bytes[bodyOffset(good, ts[i]!) + 77]! ^= 2;
       await Deno.writeFile(path, bytes);
-      await assert.rejects(() => loadCheckpoint(path), new RegExp(`Checksum mismatch for tensor "${ts[i]!.name}"`));
+      await assert.rejects(
+        () => loadCheckpoint(path, { parallelHash: true }),
+        new RegExp(`Checksum mismatch for tensor "${ts[i]!.name}"`),
+      );
     }
   });
 });
