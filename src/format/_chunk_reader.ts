@@ -222,15 +222,8 @@ export class ChunkReader {
       return await this.readExact(n, what, alloc, hash);
     }
     const file = this.#file;
-    const size = (await file.stat()).size;
     const start = this.#position;
-    if (start + n > size) {
-      throw new SyntaxError(
-        `Cannot decode ${this.#label}: truncated, stream ends at offset ${size} with ${
-          start + n - size
-        } bytes of ${what} missing (read from offset ${start})`,
-      );
-    }
+    await this.#holds(file, start, n, what);
     const out = alloc ? alloc(n) : this.#fresh(n);
     let have = 0;
     while (this.#buffered - this.#head > 0) {
@@ -261,6 +254,18 @@ export class ChunkReader {
     return out;
   }
 
+  /** Throws the truncation error when `file` is too short to hold `n` bytes from `start`. */
+  async #holds(file: ByteReader, start: number, n: number, what: string): Promise<void> {
+    const size = (await file.stat()).size;
+    if (start + n > size) {
+      throw new SyntaxError(
+        `Cannot decode ${this.#label}: truncated, stream ends at offset ${size} with ${
+          start + n - size
+        } bytes of ${what} missing (read from offset ${start})`,
+      );
+    }
+  }
+
   /**
    * Moves past the next `n` bytes of a file without reading them (another thread hashes them);
    * false where that cannot be done (a chunk sequence, a file that cannot seek, or a `tap` that
@@ -270,14 +275,7 @@ export class ChunkReader {
     const file = this.#file;
     if (!file?.seekTo || this.#tap) return false;
     const start = this.#position;
-    const size = (await file.stat()).size;
-    if (start + n > size) {
-      throw new SyntaxError(
-        `Cannot decode ${this.#label}: truncated, stream ends at offset ${size} with ${
-          start + n - size
-        } bytes of ${what} missing (read from offset ${start})`,
-      );
-    }
+    await this.#holds(file, start, n, what);
     const buffered = this.#buffered - this.#head;
     if (buffered >= n) {
       this.#consume(n);
@@ -313,14 +311,7 @@ export class ChunkReader {
     }
     if (have === n) return;
     const file = this.#file!;
-    const size = (await file.stat()).size;
-    if (start + n > size) {
-      throw new SyntaxError(
-        `Cannot decode ${this.#label}: truncated, stream ends at offset ${size} with ${
-          start + n - size
-        } bytes of ${what} missing (read from offset ${start})`,
-      );
-    }
+    await this.#holds(file, start, n, what);
     this.#pieces ??= [new Uint8Array(HASH_PIECE), new Uint8Array(HASH_PIECE)];
     const pieces = this.#pieces;
     let turn = 0;

@@ -340,23 +340,18 @@ export async function* decodeRecords(
         type: "tensor",
         tensor: { name, dtype, shape, group, data: typedArrayFrom(dtype, NO_BYTES) },
       });
-      // The body goes into the record digest only; the stream digest covers that digest instead.
-      // A byte-grouped body is decoded first: the record digest covers the tensor's own bytes.
-      if (
-        bodies === "hash" && ranger?.ready && !pending && !d.encoding && dtype !== "bool" &&
-        rh.bodyBytes >= RANGE_BODY_MIN && await r.skipBody(rh.bodyBytes, subject)
-      ) {
-        // Verified on the other thread, which reads the body from the file itself; handed out
-        // (empty) once its digest matched, before anything after it.
-        const side = ranger;
-        const job = side.digest(concatBytes([recordHeader, head, pad]), bodyAt, rh.bodyBytes);
+      // The range thread hashes this record's prefix and its body (which this thread has moved
+      // past, or read into its buffer); `record` is handed out once that digest matched, before
+      // anything after it.
+      const onOtherThread = async (side: RangeHasher, prefix: Uint8Array[], record: () => CheckpointRecord) => {
+        const job = side.digest(concatBytes(prefix), bodyAt, rh.bodyBytes);
         job.catch(() => {});
         const stored = await read(DIGEST_BYTES, `the digest of ${subject}`);
         seen.push(indexEntry(d, at, r.position - at));
         pending = job.then(
           (actual) => {
             if (!equalBytes(actual, stored)) throw mismatch(subject, stored, actual, at);
-            return hollow();
+            return record();
           },
           (e) => {
             throw new Error(`Cannot verify checkpoint: ${subject} at offset ${at}: ${(e as Error)?.message ?? e}`, {
@@ -365,6 +360,15 @@ export async function* decodeRecords(
           },
         );
         pending.catch(() => {});
+      };
+      // The body goes into the record digest only; the stream digest covers that digest instead.
+      // A byte-grouped body is decoded first: the record digest covers the tensor's own bytes.
+      if (
+        bodies === "hash" && ranger?.ready && !pending && !d.encoding && dtype !== "bool" &&
+        rh.bodyBytes >= RANGE_BODY_MIN && await r.skipBody(rh.bodyBytes, subject)
+      ) {
+        // Verified on the other thread, which reads the body from the file itself.
+        await onOtherThread(ranger, [recordHeader, head, pad], hollow);
         continue;
       }
       if (bodies === "hash" && !d.encoding) {
@@ -392,24 +396,9 @@ export async function* decodeRecords(
       }
       if (ranger?.ready && !pending && !reuse && rh.bodyBytes >= RANGE_BODY_MIN) {
         // Read into its own buffer here while the other thread reads the same bytes from the
-        // file and hashes them; handed out once that digest matched, before anything after it.
+        // file and hashes them.
         const body = await r.readBody(rh.bodyBytes, subject);
-        const job = ranger.digest(concatBytes([recordHeader, head, pad]), bodyAt, rh.bodyBytes);
-        job.catch(() => {});
-        const stored = await read(DIGEST_BYTES, `the digest of ${subject}`);
-        seen.push(indexEntry(d, at, r.position - at));
-        pending = job.then(
-          (actual) => {
-            if (!equalBytes(actual, stored)) throw mismatch(subject, stored, actual, at);
-            return finish(body);
-          },
-          (e) => {
-            throw new Error(`Cannot verify checkpoint: ${subject} at offset ${at}: ${(e as Error)?.message ?? e}`, {
-              cause: e,
-            });
-          },
-        );
-        pending.catch(() => {});
+        await onOtherThread(ranger, [recordHeader, head, pad], () => finish(body));
         continue;
       }
       const large = !d.encoding && rh.bodyBytes >= OFF_THREAD_MIN && (!reuse || rh.bodyBytes <= OFF_THREAD_MAX);
