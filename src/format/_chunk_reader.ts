@@ -63,7 +63,7 @@ export class ChunkReader {
 
   #scratch(n: number): Uint8Array {
     if (!this.#body || this.#body.byteLength < n) {
-      this.#body = this.#fresh(Math.max(n, (this.#body?.byteLength ?? 0) * 2));
+      this.#body = this.allocate(Math.max(n, (this.#body?.byteLength ?? 0) * 2));
     }
     return this.#body.subarray(0, n);
   }
@@ -73,10 +73,6 @@ export class ChunkReader {
    * (possibly a view into a larger buffer, 8-byte aligned).
    */
   allocate(n: number): Uint8Array {
-    return this.#fresh(n);
-  }
-
-  #fresh(n: number): Uint8Array {
     return this.#file?.allocate?.(n) ?? new Uint8Array(n);
   }
 
@@ -224,7 +220,7 @@ export class ChunkReader {
     const file = this.#file;
     const start = this.#position;
     await this.#holds(file, start, n, what);
-    const out = alloc ? alloc(n) : this.#fresh(n);
+    const out = alloc ? alloc(n) : this.allocate(n);
     let have = 0;
     while (this.#buffered - this.#head > 0) {
       const part = await this.readSome(n);
@@ -239,11 +235,7 @@ export class ChunkReader {
       const got = await pending;
       const want = Math.min(n, at + FILE_PIECE) - at;
       if (got < want) {
-        throw new SyntaxError(
-          `Cannot decode ${this.#label}: file ended at offset ${start + at + got} with ${
-            n - at - got
-          } bytes of ${what} missing (read from offset ${start})`,
-        );
+        this.#ended(start, at + got, n, what);
       }
       have += got;
       pending = have < n ? piece(have) : undefined;
@@ -252,6 +244,15 @@ export class ChunkReader {
     }
     this.#position = start + n;
     return out;
+  }
+
+  /** A file that ended `have` bytes into a body of `n` read from `start` (shorter than its size said). */
+  #ended(start: number, have: number, n: number, what: string): never {
+    throw new SyntaxError(
+      `Cannot decode ${this.#label}: file ended at offset ${start + have} with ${
+        n - have
+      } bytes of ${what} missing (read from offset ${start})`,
+    );
   }
 
   /** Throws the truncation error when `file` is too short to hold `n` bytes from `start`. */
@@ -323,11 +324,7 @@ export class ChunkReader {
         const got: number = await pending;
         const want = Math.min(HASH_PIECE, n - at);
         if (got < want) {
-          throw new SyntaxError(
-            `Cannot decode ${this.#label}: file ended at offset ${start + at + got} with ${
-              n - at - got
-            } bytes of ${what} missing (read from offset ${start})`,
-          );
+          this.#ended(start, at + got, n, what);
         }
         const current = pieces[turn]!.subarray(0, got);
         turn ^= 1;

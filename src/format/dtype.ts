@@ -110,6 +110,26 @@ export function bytesOf(data: ArrayBufferView): Uint8Array {
   return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
 }
 
+/**
+ * The bytes of `parts`, one after another, in one new array.
+ *
+ * @example
+ * ```ts
+ * import { concatBytes } from "./dtype.ts";
+ * import assert from "node:assert/strict";
+ * assert.deepEqual([...concatBytes([new Uint8Array([1]), new Uint8Array([2, 3])])], [1, 2, 3]);
+ * ```
+ */
+export function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
+}
+
 /** Names that would be dangerous as object keys; checkpoints refuse them as tensor names. */
 const RESERVED_NAMES = new Set(["__proto__", "constructor", "prototype"]);
 

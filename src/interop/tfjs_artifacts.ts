@@ -14,7 +14,7 @@
 import type { io } from "@tensorflow/tfjs-core";
 import type { DecodeOptions } from "../format/decode.ts";
 import { type CheckpointSource, decodeCheckpoint, readCheckpointIndex, type StorageOptions } from "../io/read.ts";
-import { checkTensorName, isDType, typedArrayFrom } from "../format/dtype.ts";
+import { checkTensorName, concatBytes, isDType, typedArrayFrom } from "../format/dtype.ts";
 import { ChecksumMismatchError } from "../format/errors.ts";
 import { resolveLimits } from "../format/limits.ts";
 import { metadataFromJson, metadataToJson } from "../format/metadata.ts";
@@ -121,7 +121,7 @@ export function artifactsToCheckpoint(artifacts: ModelArtifacts, metadata: Metad
     : Array.isArray(artifacts.weightData)
     ? artifacts.weightData
     : [artifacts.weightData];
-  const data = buffers.length === 1 ? new Uint8Array(buffers[0]!) : concat(buffers.map((b) => new Uint8Array(b)));
+  const data = buffers.length === 1 ? new Uint8Array(buffers[0]!) : concatBytes(buffers.map((b) => new Uint8Array(b)));
   const tensors: Tensor[] = [];
   let offset = 0;
   for (const spec of specs) {
@@ -143,16 +143,6 @@ export function artifactsToCheckpoint(artifacts: ModelArtifacts, metadata: Metad
   }
   const custom = { ...metadata.custom, [TFJS_KEY]: fields };
   return { metadata: { ...metadata, custom }, tensors };
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.byteLength;
-  }
-  return out;
 }
 
 /**
@@ -181,7 +171,7 @@ export function checkpointToArtifacts(
   return {
     ...(fields as Partial<ModelArtifacts>),
     weightSpecs: weights.map((w) => w.spec),
-    weightData: concat(weights.map((w) => w.bytes)).buffer as ArrayBuffer,
+    weightData: concatBytes(weights.map((w) => w.bytes)).buffer as ArrayBuffer,
   };
 }
 

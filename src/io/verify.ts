@@ -4,7 +4,7 @@
  * @module
  */
 import type { Codec } from "../format/codec.ts";
-import { DTYPES } from "../format/dtype.ts";
+import { DTYPES, elementCount } from "../format/dtype.ts";
 import type { DecodeLimits } from "../format/limits.ts";
 import type { DType, Metadata } from "../format/types.ts";
 import { checkOptionNames, LIMIT_OPTION_NAMES } from "../format/_options.ts";
@@ -75,7 +75,8 @@ const _everyVerifyOption: Exclude<keyof VerifyOptions, typeof VERIFY_OPTION_NAME
  * 1 MiB buffers, so memory stays at a few MiB whatever the size of the checkpoint or its largest
  * tensor, and no fresh memory is touched per tensor (byte-grouped bodies are decoded first,
  * since their digests cover the decoded bytes); from a large local file, on two threads (see
- * `parallelHash`). Other codecs decode each tensor into one reused buffer. It returns only when everything checked out; errors are those of `loadCheckpoint`.
+ * `parallelHash`). Other codecs decode each tensor into one reused buffer. It returns only when
+ * everything checked out; errors are those of `loadCheckpoint`.
  *
  * @example
  * ```ts
@@ -104,7 +105,7 @@ export async function verifyCheckpoint(source: CheckpointSource, options: Verify
       continue;
     }
     const { name, dtype, shape, group } = record.tensor;
-    const byteLength = shape.reduce((a, b) => a * b, 1) * DTYPES[dtype].bytes;
+    const byteLength = elementCount(shape) * DTYPES[dtype].bytes;
     tensors.push({ name, dtype, shape, group, byteLength });
   }
   if (!metadata) throw new SyntaxError("Cannot decode checkpoint: no metadata record");

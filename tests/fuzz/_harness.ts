@@ -21,7 +21,7 @@ import {
 } from "../../mod.ts";
 import type { Checkpoint, CheckpointInput, TensorInput } from "../../src/format/types.ts";
 import { readTfjsArtifacts, writeTfjsArtifacts } from "../../src/interop/tfjs_artifacts.ts";
-import { bytesOf } from "../../src/format/dtype.ts";
+import { bytesOf, concatBytes } from "../../src/format/dtype.ts";
 import { edgeCheckpoint, prng, randomCheckpoint } from "../_util.ts";
 
 /** The decoders fuzzed. */
@@ -220,22 +220,25 @@ function blind(r: Rand, b: Uint8Array, other?: Uint8Array): [Uint8Array, string]
     case 2: {
       const len = int(r, 64) + 1;
       const ins = Uint8Array.from({ length: len }, () => int(r, 256));
-      return [concat([b.subarray(0, at), ins, b.subarray(at)]), `insert ${len} at ${at}`];
+      return [concatBytes([b.subarray(0, at), ins, b.subarray(at)]), `insert ${len} at ${at}`];
     }
     case 3: {
       const len = int(r, Math.min(n - at, 256) + 1);
-      return [concat([b.subarray(0, at), b.subarray(at + len)]), `delete ${len} at ${at}`];
+      return [concatBytes([b.subarray(0, at), b.subarray(at + len)]), `delete ${len} at ${at}`];
     }
     case 4: {
       const len = int(r, Math.min(n - at, 256) + 1);
       const to = int(r, n + 1);
-      return [concat([b.subarray(0, to), b.subarray(at, at + len), b.subarray(to)]), `duplicate ${len} from ${at}`];
+      return [
+        concatBytes([b.subarray(0, to), b.subarray(at, at + len), b.subarray(to)]),
+        `duplicate ${len} from ${at}`,
+      ];
     }
     case 5:
       return [b.slice(0, at), `truncate at ${at}`];
     case 6: {
       const tail = Uint8Array.from({ length: int(r, 80) + 1 }, () => int(r, 256));
-      return [concat([b, tail]), `append ${tail.byteLength}`];
+      return [concatBytes([b, tail]), `append ${tail.byteLength}`];
     }
     case 7: {
       const c = b.slice();
@@ -254,7 +257,7 @@ function blind(r: Rand, b: Uint8Array, other?: Uint8Array): [Uint8Array, string]
       if (!other || other.byteLength === 0) return [b.slice(), "no-op"];
       const from = int(r, other.byteLength);
       const len = int(r, other.byteLength - from) + 1;
-      return [concat([b.subarray(0, at), other.subarray(from, from + len), b.subarray(at)]), `splice ${len}`];
+      return [concatBytes([b.subarray(0, at), other.subarray(from, from + len), b.subarray(at)]), `splice ${len}`];
     }
     default: {
       const c = b.slice();
@@ -263,16 +266,6 @@ function blind(r: Rand, b: Uint8Array, other?: Uint8Array): [Uint8Array, string]
       return [c, `scramble ${k} bytes`];
     }
   }
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((s, p) => s + p.byteLength, 0));
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.byteLength;
-  }
-  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -582,11 +575,11 @@ function mutateSafetensors(r: Rand, src: Uint8Array): [Uint8Array, string] {
     return blind(r, src);
   }
   let h: Uint8Array = utf8.encode(jsonText(r, mutateJson(r, header)));
-  if (r() < 0.3) h = concat([h, new Uint8Array(int(r, 9)).fill(0x20)]);
+  if (r() < 0.3) h = concatBytes([h, new Uint8Array(int(r, 9)).fill(0x20)]);
   const prefix = new Uint8Array(8);
   const length = r() < 0.9 ? BigInt(h.byteLength) : pick(r, INTERESTING_U64);
   new DataView(prefix.buffer).setBigUint64(0, length, true);
-  return [concat([prefix, h, src.subarray(8 + n)]), "header value"];
+  return [concatBytes([prefix, h, src.subarray(8 + n)]), "header value"];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -675,7 +668,7 @@ export function makeCase(seeds: Record<Target, Seed[]>, target: Target, seed: nu
     // Fully random bytes, sometimes behind a format's first bytes so that they reach its decoder.
     const rnd = Uint8Array.from({ length: int(r, 2048) }, () => int(r, 256));
     const keep = r() < 0.7 ? bytes.subarray(0, int(r, Math.min(64, bytes.byteLength) + 1)) : new Uint8Array(0);
-    return { ...base, input: { bytes: concat([keep, rnd]) }, fixed: true, how: `random after ${keep.byteLength}` };
+    return { ...base, input: { bytes: concatBytes([keep, rnd]) }, fixed: true, how: `random after ${keep.byteLength}` };
   }
   let cur = bytes;
   let fixed = false;
