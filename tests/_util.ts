@@ -191,3 +191,13 @@ export function assertSameCheckpoint(actual: Checkpoint, expected: CheckpointInp
   assert.deepEqual(actual.metadata, expected.metadata);
   assertSameTensors(actual.tensors, expected.tensors as TensorInput[]);
 }
+
+/** Runs `fn` with a new temporary directory, removed afterwards. */
+export async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
+  const dir = await Deno.makeTempDir();
+  try {
+    await fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}

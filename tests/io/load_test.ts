@@ -9,21 +9,12 @@ import {
   safetensorsCodec,
   saveCheckpoint,
 } from "../../mod.ts";
-import { assertSameTensors, edgeCheckpoint, edgeTensors } from "../_util.ts";
+import { assertSameTensors, edgeCheckpoint, edgeTensors, withDir } from "../_util.ts";
 import { buildRaw, meta, tensor } from "../format/codecs/_binary_builder.ts";
 
 async function sha256sum(path: string): Promise<string> {
   const out = await new Deno.Command("sha256sum", { args: [path] }).output();
   return new TextDecoder().decode(out.stdout).split(" ")[0]!;
-}
-
-async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir();
-  try {
-    await fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
 }
 
 Deno.test("loadCheckpoint({ only }) seeks through the index and reads nothing else", async () => {

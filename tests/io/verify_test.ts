@@ -14,7 +14,7 @@ import {
 } from "../../mod.ts";
 import { HASH_PIECE } from "../../src/format/_chunk_reader.ts";
 import { buildRaw, meta, tensor } from "../format/codecs/_binary_builder.ts";
-import { collect, edgeCheckpoint } from "../_util.ts";
+import { collect, edgeCheckpoint, withDir } from "../_util.ts";
 
 /** Float weights of several hash pieces (`HASH_PIECE`), then the edge cases of every dtype. */
 function checkpoint(): CheckpointInput {
@@ -35,15 +35,6 @@ function summary(ckpt: CheckpointInput) {
     group: t.group ?? "params",
     byteLength: t.data.byteLength,
   }));
-}
-
-async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
-  const dir = await Deno.makeTempDir();
-  try {
-    await fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
 }
 
 Deno.test("verifyCheckpoint reports metadata, tensors and stream digest for every codec, from files, bytes and streams", async () => {
