@@ -5,10 +5,11 @@
  *
  * @module
  */
-import { loadCheckpoint, type Tensor } from "../../mod.ts";
+import { type Checkpoint, loadCheckpoint, type Tensor } from "../../mod.ts";
 import { type Command, numberOption, type Values } from "./_command.ts";
 import { type CliIO, EXIT, humanBytes, jsonNumber, numberText, shapeText, table, UsageError, write } from "./_io.ts";
 import { EXTRA_CODECS, indexedKind, type OpenCheckpoint, openCheckpoint, readError } from "./_source.ts";
+import { findTfjsArtifacts, readArtifacts } from "./_tfjs.ts";
 import {
   type CheckpointDiff,
   DEFAULT_DIFF_BUFFER_BYTES,
@@ -55,6 +56,23 @@ async function side(path: string, open: OpenCheckpoint, io: CliIO): Promise<Diff
   };
 }
 
+/**
+ * A side held whole: TF.js artifacts, which are read whole (every shard checked against the
+ * `"ckpt"` record where `model.json` has one), as `inspect` and `verify` read them.
+ */
+function whole(checkpoint: Checkpoint): DiffSource {
+  return {
+    metadata: checkpoint.metadata,
+    async *tensors() {
+      yield* checkpoint.tensors;
+    },
+    async *byName(names) {
+      const wanted = new Set(names);
+      for (const t of checkpoint.tensors) if (wanted.has(t.name)) yield t;
+    },
+  };
+}
+
 /** The CLI's metadata rows: `step`, `epoch`, `createdAt`, `metric NAME`, `custom NAME`. */
 function metadataRows(changes: MetadataChange[]): string[][] {
   const show = (v: unknown) => (v === undefined ? "-" : typeof v === "number" ? numberText(v) : JSON.stringify(v));
@@ -73,13 +91,22 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
   const rtol = numberOption(values, "rtol", 0);
   const budget = numberOption(values, "buffer", DEFAULT_BUFFER_MB) * 2 ** 20;
   const options = { atol, rtol, metrics: { atol: 0, rtol: 0 }, bufferBytes: budget };
-  const A = await openCheckpoint(a, io);
+  // Checkpoints are streamed (closed when done); TF.js artifacts are read whole first.
+  const opened: OpenCheckpoint[] = [];
+  const open = async (spec: string, progress: boolean): Promise<DiffSource> => {
+    const artifacts = await findTfjsArtifacts(spec);
+    if (artifacts !== undefined) return whole(await readArtifacts(artifacts));
+    const o = await openCheckpoint(spec, io, progress ? undefined : { progress: false });
+    opened.push(o);
+    return await side(spec, o, io);
+  };
   let diff: CheckpointDiff;
   try {
     // One progress line: A's (B is read in step with it).
-    const B = await openCheckpoint(b, io, { progress: false });
+    const A = await open(a, true);
+    const B = await open(b, false);
     try {
-      diff = await diffCheckpoints(await side(a, A, io), await side(b, B, io), options);
+      diff = await diffCheckpoints(A, B, options);
     } catch (e) {
       if (e instanceof RangeError && /tensor order differs too much/.test(e.message)) {
         throw new UsageError(
@@ -89,11 +116,9 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
         );
       }
       throw e;
-    } finally {
-      await B.close();
     }
   } finally {
-    await A.close();
+    for (const o of opened.reverse()) await o.close();
   }
   const metaRows = metadataRows(diff.metadata);
   const onlyA = diff.onlyInActual;
@@ -227,7 +252,9 @@ difference |a - b| / max(|a|, |b|). NaN equals NaN; NaN against a number (or Inf
 metrics, custom) are listed too but do not count as a difference. Tensors of the same shape
 but different dtypes (float32 against float16, say) are compared as numbers too, and listed as
 a dtype change. By default only common
-tensors that changed are listed (--all lists every one).
+tensors that changed are listed (--all lists every one). Either side may be TF.js artifacts
+(a model.json or the folder holding it), read whole, every shard checked against model.json's
+ckpt record where it has one.
 
 A common tensor differs when an element lies outside |a - b| <= TOLERANCE + RTOL * |b|
 (both 0 by default: any change differs). The exit code is 1 when anything differs: a tensor
@@ -256,6 +283,7 @@ second pass needs files: with standard input it fails with a clear message inste
     ["ckpt diff a.ckpt b.ckpt.gz --tolerance 1e-6", "equal up to 1e-6?"],
     ["ckpt diff --rtol 1e-3 fp32.ckpt fp16.ckpt", "values across dtypes, relative tolerance"],
     ["ckpt convert old.jsonl - | ckpt diff - new.ckpt", "one side from a pipe"],
+    ["ckpt diff web/mlp step-600.ckpt", "a TF.js export against its checkpoint"],
   ],
   exits: [[1, "the checkpoints differ beyond the tolerance"]],
   run,

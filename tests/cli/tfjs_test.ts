@@ -1,6 +1,7 @@
 // `ckpt convert` to and from TF.js artifacts: a local directory, an http:// folder from a local
 // range-honouring Deno.serve file server (reads), and s3:// against the test endpoint (Ceph RGW).
 import assert from "node:assert/strict";
+import { saveCheckpoint } from "../../mod.ts";
 import { writeTfjsArtifacts } from "../../src/interop/tfjs_artifacts.ts";
 import { s3Test } from "../_s3.ts";
 import { serveDirectory } from "../storage/_http_server.ts";
@@ -189,4 +190,50 @@ s3Test("convert to and from TF.js artifacts on s3://, from a file and from stdin
   assert.equal(obj.code, 0, obj.err);
   const none = await ckpt(["convert", `s3://${bucket.name}/nothing`, `${t.dir}/n.ckpt`], { env, net: true });
   assertOneLineError(none, 3, /nothing/);
+});
+
+Deno.test("diff takes TF.js artifacts on either side: values compared with a checkpoint, a tampered shard named", async () => {
+  await using t = await tempDir();
+  const w = new Float32Array(300).map((_, i) => i / 7);
+  const checkpoint = (w0: number) => ({
+    metadata: { step: 12 },
+    tensors: [
+      { name: "w", dtype: "float32" as const, shape: [300], data: w.map((x, i) => (i === 0 ? w0 : x)) },
+      { name: "n", dtype: "int8" as const, shape: [3], data: new Int8Array([-1, 0, 1]) },
+    ],
+  });
+  await writeTfjsArtifacts(`${t.dir}/web`, checkpoint(0), { shardBytes: 1000 });
+  await saveCheckpoint(`${t.dir}/same.ckpt`, checkpoint(0));
+  await saveCheckpoint(`${t.dir}/moved.ckpt`, checkpoint(0.5));
+  for (const [a, b] of [[`${t.dir}/web`, `${t.dir}/same.ckpt`], [`${t.dir}/same.ckpt`, `${t.dir}/web/model.json`]]) {
+    const r = await ckpt(["diff", a!, b!]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /2 common tensors: 2 identical, 0 within tolerance, 0 outside/);
+  }
+  const moved = await ckpt(["diff", "--json", `${t.dir}/web`, `${t.dir}/moved.ckpt`]);
+  assert.equal(moved.code, 1, moved.err);
+  const doc = JSON.parse(moved.out);
+  assert.equal(doc.a, `${t.dir}/web`);
+  assert.deepEqual(
+    doc.compared.map((c: { name: string; changed: number; maxAbs: number }) => [c.name, c.changed, c.maxAbs]),
+    [
+      ["w", 1, 0.5],
+      ["n", 0, 0],
+    ],
+  );
+  // Both sides artifacts, and one from a pipe.
+  const both = await ckpt(["diff", `${t.dir}/web`, `${t.dir}/web/model.json`]);
+  assert.equal(both.code, 0, both.err);
+  const piped = await ckpt(["diff", "-", `${t.dir}/web`], { stdin: await Deno.readFile(`${t.dir}/moved.ckpt`) });
+  assert.equal(piped.code, 1, piped.err);
+  assert.match(piped.out, /1 outside/);
+  const shard = `${t.dir}/web/weights-shard1of2.bin`;
+  const bytes = await Deno.readFile(shard);
+  bytes[0]! ^= 1;
+  await Deno.writeFile(shard, bytes);
+  assertOneLineError(
+    await ckpt(["diff", `${t.dir}/same.ckpt`, `${t.dir}/web`]),
+    4,
+    /web\/model\.json: Checksum mismatch for TF\.js shard "weights-shard1of2\.bin"/,
+  );
 });
