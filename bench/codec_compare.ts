@@ -84,23 +84,31 @@ function gaussian(n: number, seed: number, sigma = 0.02): Float32Array {
 /** float32 to float16 bits, rounded to nearest even (normal range; tiny values flush to ±0). */
 function toF16(x: Float32Array): Uint16Array {
   const bits = new Uint32Array(x.buffer, x.byteOffset, x.length);
-  return Uint16Array.from(bits, (b) => {
+  // A loop, not Uint16Array.from(bits, fn), which builds a JS array as long as the input first.
+  const out = new Uint16Array(bits.length);
+  for (let i = 0; i < bits.length; i++) {
+    const b = bits[i]!;
     const sign = (b >>> 16) & 0x8000;
     const e = ((b >>> 23) & 0xff) - 127 + 15;
-    if (e <= 0) return sign;
-    if (e >= 31) return sign | 0x7c00;
-    const m = b & 0x7fffff;
-    let h = (e << 10) | (m >>> 13);
-    const rest = m & 0x1fff;
-    if (rest > 0x1000 || (rest === 0x1000 && (h & 1))) h++;
-    return sign | h;
-  });
+    if (e <= 0) out[i] = sign;
+    else if (e >= 31) out[i] = sign | 0x7c00;
+    else {
+      const m = b & 0x7fffff;
+      let h = (e << 10) | (m >>> 13);
+      const rest = m & 0x1fff;
+      if (rest > 0x1000 || (rest === 0x1000 && (h & 1))) h++;
+      out[i] = sign | h;
+    }
+  }
+  return out;
 }
 
 /** float32 to bfloat16 bits, rounded to nearest even. */
 function toBf16(x: Float32Array): Uint16Array {
   const bits = new Uint32Array(x.buffer, x.byteOffset, x.length);
-  return Uint16Array.from(bits, (b) => (b + 0x7fff + ((b >>> 16) & 1)) >>> 16);
+  const out = new Uint16Array(bits.length);
+  for (let i = 0; i < bits.length; i++) out[i] = (bits[i]! + 0x7fff + ((bits[i]! >>> 16) & 1)) >>> 16;
+  return out;
 }
 
 /** Splits `data` into tensors of at most 4 MiB elements, as layers would be. */

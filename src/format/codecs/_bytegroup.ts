@@ -230,9 +230,9 @@ export async function encodeByteGroups(
       continue;
     }
     const packed = await deflateRaw(plane, backend);
+    if (packed.byteLength < plane.byteLength) stored.push([PLANE_DEFLATE, packed]);
     // A scratch plane that does not shrink after all is written as a copy of its own.
-    const own = transient ? plane : plane.slice();
-    stored.push(packed.byteLength < plane.byteLength ? [PLANE_DEFLATE, packed] : [PLANE_STORED, own]);
+    else stored.push([PLANE_STORED, transient ? plane : plane.slice()]);
   }
   const table = new Uint8Array(BYTEGROUP_HEADER_BYTES + width * PLANE_ENTRY_BYTES);
   const v = new DataView(table.buffer);
