@@ -29,13 +29,54 @@ function noise(n: number, seed: number): Float32Array {
   return new Float32Array(u.buffer);
 }
 
-/** Makes the tensors for one size: `mib` MiB in tensors of `tensorMib` MiB. */
-export function makeTensors(mib: number, tensorMib: number): number {
+/** `n` bytes of seeded N(0, 0.02) float32: weights-like, so their exponent plane compresses. */
+function weights(n: number, seed: number): Float32Array {
+  const out = new Float32Array(n / 4);
+  let x = seed | 1;
+  const rand = () => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return ((x >>> 0) + 1) / 4294967297;
+  };
+  for (let i = 0; i < out.length; i += 2) {
+    const r = Math.sqrt(-2 * Math.log(rand())) * 0.02;
+    const t = 2 * Math.PI * rand();
+    out[i] = r * Math.cos(t);
+    if (i + 1 < out.length) out[i + 1] = r * Math.sin(t);
+  }
+  return out;
+}
+
+/** ckpt: the tensors saved to OPFS byte-grouped (`compression: "bytegroup"`: pako's deflate in a page). */
+export function ckptSaveBytegroup(): Promise<number> {
+  return timedSave("g.ckpt", "bytegroup");
+}
+
+/** ckpt: the byte-grouped save read back from OPFS (DecompressionStream in a page), every digest checked. */
+export function ckptLoadBytegroup(): Promise<number> {
+  return timedLoad("g.ckpt");
+}
+
+/** The size of the byte-grouped save over the uncompressed one (after one of each). */
+export async function bytegroupRatio(): Promise<number> {
+  const { root } = await opfs();
+  const dir = await root.getDirectoryHandle("ckpt");
+  const size = async (name: string) => (await (await dir.getFileHandle(name)).getFile()).size;
+  return (await size("g.ckpt")) / (await size("a.ckpt"));
+}
+
+/**
+ * Makes the tensors for one size: `mib` MiB in tensors of `tensorMib` MiB, of incompressible
+ * noise or (`"weights"`, for the byte-grouped rows) N(0, 0.02) floats.
+ */
+export function makeTensors(mib: number, tensorMib: number, kind: "noise" | "weights" = "noise"): number {
   tensors = [];
   _retained = undefined;
+  const fill = kind === "weights" ? weights : noise;
   for (let i = 0; i * tensorMib < mib; i++) {
     const bytes = Math.min(tensorMib, mib - i * tensorMib) * MiB;
-    tensors.push({ name: `layer${i}/kernel`, dtype: "float32", shape: [bytes / 4], data: noise(bytes, i + 1) });
+    tensors.push({ name: `layer${i}/kernel`, dtype: "float32", shape: [bytes / 4], data: fill(bytes, i + 1) });
   }
   return tensors.length;
 }
@@ -46,24 +87,34 @@ async function opfs(): Promise<{ store: OpfsStore; root: FileSystemDirectoryHand
   return { store, root };
 }
 
-/** ckpt: encode, hash and write the tensors to OPFS (temporary file, moved over the key). */
-export async function ckptSave(): Promise<number> {
+/** Milliseconds of one save of the tensors to OPFS under `key`. */
+async function timedSave(key: string, compression: "none" | "bytegroup"): Promise<number> {
   const { store } = await opfs();
   const t0 = performance.now();
-  await saveCheckpoint({ store, key: "a.ckpt" }, { metadata: { step: 1 }, tensors });
+  await saveCheckpoint({ store, key }, { metadata: { step: 1 }, tensors }, { compression });
   return performance.now() - t0;
 }
 
-/** ckpt: read from OPFS, decode and check every digest. */
-export async function ckptLoad(): Promise<number> {
+/** Milliseconds of one load of `key` from OPFS (kept alive until the next call). */
+async function timedLoad(key: string): Promise<number> {
   const { store } = await opfs();
   _retained = undefined;
   const t0 = performance.now();
-  const back = await loadCheckpoint({ store, key: "a.ckpt" });
+  const back = await loadCheckpoint({ store, key });
   const ms = performance.now() - t0;
   if (back.tensors.length !== tensors.length) throw new Error("ckpt load returned the wrong tensors");
   _retained = back;
   return ms;
+}
+
+/** ckpt: encode, hash and write the tensors to OPFS (temporary file, moved over the key). */
+export function ckptSave(): Promise<number> {
+  return timedSave("a.ckpt", "none");
+}
+
+/** ckpt: read from OPFS, decode and check every digest. */
+export function ckptLoad(): Promise<number> {
+  return timedLoad("a.ckpt");
 }
 
 /** The peer: the same bytes written to one OPFS file, tensor by tensor, no encoding, no hashing. */

@@ -5,6 +5,8 @@
  *   moved over the key) against writing the same bytes to one OPFS file with `createWritable()`,
  *   no encoding, no hashing; and `loadCheckpoint` from OPFS (decode, every digest checked)
  *   against reading the file back with `File.arrayBuffer()`;
+ * - ckpt's byte-grouped save and load (`compression: "bytegroup"`, through the page's
+ *   CompressionStream / DecompressionStream) against ckpt uncompressed, on N(0, 0.02) weights;
  * - TF.js's own `model.save("indexeddb://…")` / `tf.loadLayersModel("indexeddb://…")` against
  *   ckpt for the same tfjs-layers model (`snapshot()` + save to OPFS; load + `restore()` into the
  *   model), at sizes below and above 32 MiB, on the cpu backend;
@@ -16,7 +18,8 @@
  * the peer's (the peer's time divided by ckpt's: above 1, ckpt is faster). A timing never
  * fails anything here; the README quotes a run.
  *
- *   deno task bench:web [--sizes 64,256] [--model-sizes 8,48,128] [--heap-mib 256] [--trials 5]
+ *   deno task bench:web [--sizes 64,256] [--bytegroup-sizes 64] [--model-sizes 8,48,128] [--heap-mib 256]
+ *                       [--trials 5]
  *
  * @module
  */
@@ -32,6 +35,7 @@ const { values } = parseArgs({
   options: {
     sizes: { type: "string", default: "64,256" },
     "model-sizes": { type: "string", default: "8,48,128" },
+    "bytegroup-sizes": { type: "string", default: "64" },
     "heap-mib": { type: "string", default: "256" },
     trials: { type: "string", default: "5" },
     "tensor-mib": { type: "string", default: "4" },
@@ -40,6 +44,7 @@ const { values } = parseArgs({
 const list = (s: string) => s.split(",").filter((x) => x !== "").map(Number);
 const SIZES = list(values.sizes);
 const MODEL_SIZES = list(values["model-sizes"]);
+const BYTEGROUP_SIZES = list(values["bytegroup-sizes"]);
 const HEAP_MIB = Number(values["heap-mib"]);
 const TRIALS = Number(values.trials);
 const TENSOR_MIB = Number(values["tensor-mib"]);
@@ -57,7 +62,7 @@ const median = (xs: number[]) => {
 };
 const mbs = (mib: number, ms: number) => (mib * MiB) / 1e6 / (ms / 1000);
 
-type Op = Exclude<keyof Lib, "makeTensors" | "makeModel" | "cleanUp">;
+type Op = Exclude<keyof Lib, "makeTensors" | "makeModel" | "cleanUp" | "bytegroupRatio">;
 const call = (page: Page, op: Op) => page.evaluate((op: Op) => m[op](), op);
 
 /** Runs `ops` interleaved for `TRIALS` rounds (after one untimed warm-up round); medians in ms. */
@@ -143,6 +148,29 @@ try {
       `${l.ckptLoad!.toFixed(0)} ms (${rd[0]!.toFixed(0)} MB/s)`,
       `${l.rawRead!.toFixed(0)} ms (${rd[1]!.toFixed(0)} MB/s)`,
       `${(rd[0]! / rd[1]!).toFixed(2)}×`,
+    );
+  }
+  for (const mib of BYTEGROUP_SIZES) {
+    // Byte-grouped against uncompressed, both ckpt, on N(0, 0.02) weights: what a page pays for
+    // the smaller file (CompressionStream / DecompressionStream: deflate at zlib's default level,
+    // not the Huffman-only deflate node:zlib allows).
+    await page.evaluate((mib: number, t: number) => m.makeTensors(mib, t, "weights"), mib, TENSOR_MIB);
+    const s = await interleaved(page, ["ckptSave", "ckptSaveBytegroup"]);
+    const l = await interleaved(page, ["ckptLoad", "ckptLoadBytegroup"]);
+    const ratio = await page.evaluate(() => m.bytegroupRatio());
+    row(
+      `byte-grouped save to OPFS vs uncompressed (N(0, 0.02) weights, file ${ratio.toFixed(3)} of the size)`,
+      String(mib),
+      `${s.ckptSaveBytegroup!.toFixed(0)} ms (${mbs(mib, s.ckptSaveBytegroup!).toFixed(0)} MB/s)`,
+      `${s.ckptSave!.toFixed(0)} ms (${mbs(mib, s.ckptSave!).toFixed(0)} MB/s)`,
+      `${(s.ckptSave! / s.ckptSaveBytegroup!).toFixed(2)}×`,
+    );
+    row(
+      "byte-grouped load + verify from OPFS vs uncompressed",
+      String(mib),
+      `${l.ckptLoadBytegroup!.toFixed(0)} ms (${mbs(mib, l.ckptLoadBytegroup!).toFixed(0)} MB/s)`,
+      `${l.ckptLoad!.toFixed(0)} ms (${mbs(mib, l.ckptLoad!).toFixed(0)} MB/s)`,
+      `${(l.ckptLoad! / l.ckptLoadBytegroup!).toFixed(2)}×`,
     );
   }
   await page.evaluate(() => m.makeTensors(0, 1));

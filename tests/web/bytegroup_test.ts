@@ -1,6 +1,6 @@
 // Byte-grouped checkpoints in Chromium: planes deflated by Deno's node:zlib inflate through the
-// page's DecompressionStream("deflate-raw"), and planes the page deflates with CompressionStream
-// load in Deno, every tensor bit for bit.
+// page's DecompressionStream("deflate-raw"), and the page deflates its planes Huffman only with
+// pako into the very bytes Deno writes, which load in Deno, every tensor bit for bit.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { encodeCheckpoint, loadCheckpoint, readCheckpointIndex } from "../../mod.ts";
@@ -64,6 +64,7 @@ browserTest("bytegroup in Chromium", { entries: { core: "tests/web/page/core_ent
       );
       assert.deepEqual(r.bits, expected, "the page decoded every tensor bit for bit");
       const fromPage = uploads.get("page.ckpt")!;
+      assert.deepEqual(fromPage, bytes, "the page wrote exactly Deno's bytes");
       assertSameCheckpoint(await loadCheckpoint(fromPage), ckpt);
       const path = join(filesDir, "page.ckpt");
       await Deno.writeFile(path, fromPage);
