@@ -221,9 +221,15 @@ Deno.test("diff takes TF.js artifacts on either side: values compared with a che
       ["n", 0, 0],
     ],
   );
-  // Both sides artifacts, and one from a pipe.
-  const both = await ckpt(["diff", `${t.dir}/web`, `${t.dir}/web/model.json`]);
-  assert.equal(both.code, 0, both.err);
+  // Both sides artifacts (one over http://, found from its folder), and one from a pipe.
+  const server = serveDirectory(t.dir);
+  try {
+    const both = await ckpt(["diff", `${server.url}web/`, `${t.dir}/web/model.json`], { net: true });
+    assert.equal(both.code, 0, both.err);
+    assert.match(both.out, /2 common tensors: 2 identical/);
+  } finally {
+    await server.close();
+  }
   const piped = await ckpt(["diff", "-", `${t.dir}/web`], { stdin: await Deno.readFile(`${t.dir}/moved.ckpt`) });
   assert.equal(piped.code, 1, piped.err);
   assert.match(piped.out, /1 outside/);
