@@ -1,5 +1,5 @@
 // The web build under Node 20: imports, hashes with node:crypto, round-trips every codec and
-// writes exactly Deno's bytes.
+// writes exactly Deno's bytes, byte-grouped ones included.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { encodeCheckpoint } from "../../mod.ts";
@@ -31,6 +31,15 @@ for (const codec of ["binary", "json"]) {
     };
   }
 }
+// Byte-grouped: weights-like floats (the same formula as the Deno side), planes deflated by Node's zlib.
+const w = new Float32Array(1 << 14);
+for (let i = 0, x = 7; i < w.length; i++) { x = (x * 1103515245 + 12345) >>> 0; w[i] = ((x >>> 8) / 16777216 - 0.5) * 0.05; }
+const grouped = [];
+const g = await ckpt.saveCheckpoint(new WritableStream({ write: (c) => { grouped.push(c.slice()); } }),
+  { metadata: { step: 1 }, tensors: [{ name: "w", dtype: "float32", shape: [w.length], data: w }] }, { compression: "bytegroup", sha256sum: true });
+const gBytes = Buffer.concat(grouped);
+const gBack = await ckpt.loadCheckpoint(new Blob([gBytes]));
+out.bytegroup = { sha256: g.sha256, same: Buffer.compare(Buffer.from(gBack.tensors[0].data.buffer), Buffer.from(w.buffer)) === 0 };
 let pathError = "";
 try { await ckpt.loadCheckpoint("/tmp/x.ckpt"); } catch (e) { pathError = e.constructor.name + ": " + e.message; }
 out.pathError = pathError;
@@ -85,6 +94,23 @@ Deno.test({ name: "the web build imports and round-trips checkpoints under Node"
       assert.equal(node.sha256, sha256().update(deno).digest("hex"));
       assert.ok(node.same && r[`${codec}/gzip`].same, `${codec} round-trips under Node`);
     }
+    // Byte-grouped: Node's zlib writes the planes Deno's node:zlib writes.
+    const w = new Float32Array(1 << 14);
+    for (let i = 0, x = 7; i < w.length; i++) {
+      x = (x * 1103515245 + 12345) >>> 0;
+      w[i] = ((x >>> 8) / 16777216 - 0.5) * 0.05;
+    }
+    const grouped = new Uint8Array(
+      await new Response(
+        encodeCheckpoint({
+          metadata: { step: 1 },
+          tensors: [{ name: "w", dtype: "float32", shape: [w.length], data: w }],
+        }, { compression: "bytegroup" }),
+      ).arrayBuffer(),
+    );
+    assert.match(new TextDecoder().decode(grouped), /"encoding":"bytegroup"/, "the tensor was byte-grouped");
+    assert.equal(r.bytegroup.sha256, sha256().update(grouped).digest("hex"), "bytegroup: Node wrote Deno's bytes");
+    assert.ok(r.bytegroup.same, "bytegroup round-trips under Node");
     assert.match(r.pathError, /^TypeError: .*file/);
   } finally {
     await Deno.remove(dir, { recursive: true });
