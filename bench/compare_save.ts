@@ -477,8 +477,8 @@ for (const mib of sizes) {
     const torchRow = rows.find((r) => r.name === "`torch.load`");
     if (torchRow) {
       torchRow.ratio = `ckpt load is ${vs(loadFfi!.mbs, torchRow.mbs, "torch.load").ratio} (${
-        vs(load!.mbs, torchRow.mbs, "").ratio?.replace(/× $/, "×")
-      } without FFI)`;
+        (load!.mbs / torchRow.mbs).toFixed(2)
+      }× without FFI)`;
     }
     table(
       `### Load (page cache warm; tensors land in fresh memory; ${regime(probes)}; openssl ${

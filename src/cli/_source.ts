@@ -17,8 +17,7 @@ import type { ByteReader } from "../format/_byte_reader.ts";
 import { type Hash, sha256 } from "../format/_hash.ts";
 import { settled } from "../format/_pair.ts";
 import { readableFrom } from "../format/_streams.ts";
-import { freshBuffer } from "../storage/_huge_pages.ts";
-import { startRangeHasher } from "../storage/_file_io.ts";
+import { fileReader } from "../storage/_file_io.ts";
 import { fileCodec } from "../io/read.ts";
 import { UNTRUSTED_LIMITS } from "../format/limits.ts";
 import {
@@ -205,23 +204,22 @@ async function openBinaryFile(
 ): Promise<OpenCheckpoint> {
   // Bytes read here, plus those a second thread verified (skipped here): every byte checked once.
   let bytes = 0;
+  const plain = fileReader(file, input.path);
   const counted: ByteReader = {
+    ...plain,
     async read(into) {
-      const n = await file.read(into);
+      const n = await plain.read(into);
       if (n !== null) {
         bytes += n;
         progress.add(n);
       }
       return n;
     },
-    stat: () => file.stat(),
-    allocate: freshBuffer,
     async seekTo(offset) {
-      await file.seek(offset, Deno.SeekMode.Start);
+      await plain.seekTo!(offset);
       progress.add(offset - bytes);
       bytes = offset;
     },
-    ...(input.path === undefined ? {} : { rangeHasher: () => startRangeHasher(input.path!, file) }),
   };
   const tap: Hash | undefined = options.hash ? sha256() : undefined;
   let fileDigest: string | undefined;
