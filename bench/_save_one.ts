@@ -138,11 +138,12 @@ if (op === "raw") {
   const seconds = (performance.now() - t0) / 1000;
   console.log(JSON.stringify({ seconds, bytes: r.bytes, peakRss: peakRss(), baseRss: before }));
 } else if (op === "save-lazy-pooled") {
-  // Like save-lazy, but the producer cycles through two buffers, as a snapshot staging pool does:
-  // what remains is ckpt's own footprint.
-  const before = rss();
+  // Like save-lazy, but the producer cycles through two buffers, as a snapshot staging pool does.
+  // Both are filled before the starting RSS is taken, so the growth is ckpt's own footprint.
   const n = Math.ceil(total / (TENSOR_MIB * 2 ** 20));
   const pool = [new Float32Array(TENSOR_MIB * 2 ** 18), new Float32Array(TENSOR_MIB * 2 ** 18)];
+  pool.forEach((a, i) => fillWeights(a, i + 1));
+  const before = rss();
   const lazy = async function* (): AsyncGenerator<TensorInput> {
     for (let i = 0; i < n; i++) {
       const data = pool[i % 2]!;

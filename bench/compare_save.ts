@@ -493,7 +493,7 @@ for (const mib of sizes) {
     const stream = await ckpt("load-stream", mib, join(dir, "lazy.ckpt"));
     const verified = await ckpt("verify", mib, join(dir, "lazy.ckpt"));
     console.log(
-      `\nbounded memory: a save of lazily produced tensors (producer recycling two 16 MiB buffers) peaks at +${
+      `\nbounded memory: a save of lazily produced tensors (producer recycling two 16 MiB buffers, both filled before the start: ckpt's own memory) peaks at +${
         fmtMiB(lazy.peakRss! - lazy.baseRss!)
       } RSS over its start; a tensor-by-tensor load at +${fmtMiB(stream.peakRss! - stream.baseRss!)}; a verify at +${
         fmtMiB(verified.peakRss! - verified.baseRss!)

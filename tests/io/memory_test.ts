@@ -1,12 +1,17 @@
 // Bounded memory, measured for real: a 1 GiB checkpoint saved from lazily produced tensors and
 // read back tensor by tensor, each in its own process, whose peak RSS (VmHWM) is compared with
 // its RSS before the operation. Sizes, not timings, are asserted.
+//
+// The budget is ckpt's own memory: the producer's two 16 MiB buffers are filled before the
+// starting RSS is taken. A save holds two 8 MiB staging buffers and a hash Worker (a Deno Worker
+// with node:crypto is 14-18 MiB of RSS here); a tensor-by-tensor load one reused 16 MiB tensor
+// buffer and the reader's. Measured: 24-25 MiB and 25-30 MiB. Keeping every tensor would be 1 GiB.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { saveCheckpoint } from "../../mod.ts";
 
 const ONE = new URL("../../bench/_save_one.ts", import.meta.url).pathname;
-const LIMIT = 64 * 2 ** 20;
+const LIMIT = 48 * 2 ** 20;
 
 async function child(args: string[]): Promise<{ peakRss: number; baseRss: number; bytes?: number; tensors?: number }> {
   const out = await new Deno.Command(Deno.execPath(), { args: ["run", "-A", ONE, ...args], stderr: "piped" }).output();
@@ -15,7 +20,7 @@ async function child(args: string[]): Promise<{ peakRss: number; baseRss: number
 }
 
 Deno.test({
-  name: "saving 1 GiB of lazily produced tensors and reading it back tensor by tensor each add under 64 MiB of RSS",
+  name: "saving 1 GiB of lazily produced tensors and reading it back tensor by tensor each add under 48 MiB of RSS",
   ignore: Deno.build.os !== "linux", // VmHWM comes from /proc
   async fn() {
     const dir = await Deno.makeTempDir();
