@@ -14,6 +14,8 @@
  *
  * Throughput is tensor bytes (uncompressed) per second, so rows compare directly; ratio is file
  * bytes over uncompressed file bytes. Saves go to a file (atomic, fsync), loads verify every digest.
+ * A second table times `verifyCheckpoint` of the uncompressed and byte-grouped files, by default
+ * and on one thread (`parallelHash: false`).
  *
  * @module
  */
@@ -28,6 +30,7 @@ import {
   loadCheckpoint,
   saveCheckpoint,
   type TensorInput,
+  verifyCheckpoint,
 } from "../mod.ts";
 
 const DEFAULT_WEIGHTS = "runs/adam1024";
@@ -200,13 +203,19 @@ say(
 const header = ["data set", "method", "ratio", "save MB/s", "load MB/s", "save / gzip", "load / none"];
 const rows: string[][] = [];
 const records: Record<string, unknown>[] = [];
+// verifyCheckpoint, uncompressed and byte-grouped: by default (a second thread for a file of
+// 64 MiB or more, decoding byte-grouped tensors there too) and with `parallelHash: false`.
+const verifyHeader = ["data set", "method", "verify MB/s", "one thread MB/s", "default / one thread"];
+const verifyRows: string[][] = [];
 const targets: string[] = [];
 for (const set of sets) {
   const raw = set.tensors.reduce((n, t) => n + t.data.byteLength, 0);
   const ckpt: CheckpointInput = { metadata: { step: 1 }, tensors: set.tensors };
   const save: Record<string, number[]> = {};
   const load: Record<string, number[]> = {};
+  const rate = (m: string, of: Record<string, number[]>) => mbps(raw, median(of[m]!));
   const bytes: Record<string, number> = {};
+  const verify: Record<string, number[]> = {};
   for (let trial = 0; trial < trials; trial++) {
     for (const m of methods) {
       const path = join(dir, `${m}.ckpt`);
@@ -217,9 +226,18 @@ for (const set of sets) {
       t = performance.now();
       await loadCheckpoint(path, { sha256: r.digest });
       (load[m] ??= []).push((performance.now() - t) / 1000);
+      if (m === "gzip") continue;
+      for (const parallelHash of [undefined, false]) {
+        t = performance.now();
+        await verifyCheckpoint(path, { parallelHash });
+        (verify[`${m} ${parallelHash ?? "default"}`] ??= []).push((performance.now() - t) / 1000);
+      }
     }
   }
-  const rate = (m: string, of: Record<string, number[]>) => mbps(raw, median(of[m]!));
+  for (const m of ["none", "bytegroup"]) {
+    const [two, one] = [rate(`${m} default`, verify), rate(`${m} false`, verify)];
+    verifyRows.push([set.name, m, two.toFixed(0), one.toFixed(0), (two / one).toFixed(2) + "×"]);
+  }
   for (const m of methods) {
     records.push({
       set: set.name,
@@ -326,11 +344,20 @@ let jsonLines: Record<string, number> = {};
   );
 }
 
-const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-const line = (cells: string[]) => "| " + cells.map((c, i) => c.padEnd(widths[i]!)).join(" | ") + " |";
-say("\n" + line(header));
-say("| " + widths.map((w) => "-".repeat(w)).join(" | ") + " |");
-for (const r of rows) say(line(r));
+/** A Markdown table. */
+function table(header: string[], rows: string[][]): void {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => "| " + cells.map((c, i) => c.padEnd(widths[i]!)).join(" | ") + " |";
+  say("\n" + line(header));
+  say("| " + widths.map((w) => "-".repeat(w)).join(" | ") + " |");
+  for (const r of rows) say(line(r));
+}
+table(header, rows);
+say(
+  "\nverifyCheckpoint (every digest checked, no tensor kept), same trials; a file under 64 MiB verifies on one thread " +
+    "either way (its ratio is the noise of the run):",
+);
+table(verifyHeader, verifyRows);
 say("\nTargets:\n  " + targets.join("\n  "));
 if (values.json) console.log(JSON.stringify({ rows: records, jsonLines, targets }));
 if (!values.dir) await Deno.remove(dir, { recursive: true });

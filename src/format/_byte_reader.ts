@@ -2,6 +2,8 @@
 // bodies straight into their final buffers through it. Structural, so the format core names no
 // platform type; storage backends hand in what they have.
 
+import type { DType } from "./types.ts";
+
 /** Reads into the caller's buffer, like `Deno.FsFile`: how many bytes, or `null` at the end. */
 export interface ByteReader {
   /** Fills some of `into` from the current position; `null` at the end. */
@@ -22,6 +24,18 @@ export interface ByteReader {
   rangeHasher?(): Promise<RangeHasher | undefined>;
 }
 
+/** A byte-grouped tensor body for a {@linkcode RangeHasher} to decode before it hashes. */
+export interface EncodedBody {
+  /** The tensor's name, for messages. */
+  name: string;
+  /** Its dtype (a float dtype: only those are byte-grouped). */
+  dtype: DType;
+  /** Its element count, checked against its descriptor's shape and byte length. */
+  count: number;
+  /** Whether the decoded bytes come back (a load) or are dropped once hashed (a verify). */
+  keep: boolean;
+}
+
 /** Hashes byte ranges of a reader's source on another thread, reading them there. */
 export interface RangeHasher {
   /** Whether it is up and idle (it takes one range at a time). */
@@ -30,6 +44,17 @@ export interface RangeHasher {
   readonly up: Promise<boolean>;
   /** SHA-256 of `prefix` followed by `length` bytes of the source from `offset`. */
   digest(prefix: Uint8Array, offset: number, length: number): Promise<Uint8Array>;
+  /**
+   * Reads the byte-grouped body of `length` bytes at `offset` there, decodes it (a malformed body
+   * rejects with the `SyntaxError` the decoder on this thread would throw), and gives the SHA-256
+   * of `prefix` followed by the decoded bytes, and those bytes when `body.keep`.
+   */
+  decode?(
+    prefix: Uint8Array,
+    offset: number,
+    length: number,
+    body: EncodedBody,
+  ): Promise<{ digest: Uint8Array; data?: Uint8Array }>;
   /** Ends the thread; a range in flight rejects. */
   close(): void;
 }

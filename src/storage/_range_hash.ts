@@ -1,25 +1,33 @@
 // A second thread that hashes byte ranges of the file a reader is reading, reading them itself
 // (a Worker that opens the same path): while the reader's own thread reads and hashes one tensor,
-// this one reads and hashes another, and neither copies a byte to the other. Deno only. Before it
-// takes any range, the file it opened must be the reader's (same device and inode): a path
-// replaced in between (an atomic save over it) leaves it unused, never reading another file.
+// this one reads and hashes another (decoding it first when it is byte-grouped), and neither
+// copies a byte to the other. Deno only. Before it takes any range, the file it opened must be
+// the reader's (same device and inode): a path replaced in between (an atomic save over it)
+// leaves it unused, never reading another file.
 // An idle Worker keeps a Deno process alive, so its owner closes it, and it closes itself after
 // IDLE_MS without work in case an owner is abandoned.
-import type { RangeHasher } from "../format/_byte_reader.ts";
+import type { EncodedBody, RangeHasher } from "../format/_byte_reader.ts";
 
 /** Without a job for this long, the thread ends itself. */
 const IDLE_MS = 2000;
 
+/** A job's answer: the digest, and the decoded bytes a byte-grouped load asked for. */
+interface Done {
+  seq: number;
+  digest: Uint8Array;
+  data?: { buffer: ArrayBuffer; byteOffset: number; byteLength: number };
+}
+
 interface Waiter {
-  resolve(digest: Uint8Array): void;
+  resolve(done: Done): void;
   reject(e: unknown): void;
 }
 
 type Reply =
   | { ready: true; dev: number; ino: number | null }
   | { ready: false; error: string }
-  | { seq: number; digest: Uint8Array }
-  | { seq: number; error: string };
+  | Done
+  | { seq: number; error: string; syntax?: boolean };
 
 /** A Worker that hashes ranges of one file; see the module comment. */
 export class FileRangeHasher implements RangeHasher {
@@ -49,8 +57,8 @@ export class FileRangeHasher implements RangeHasher {
       }
       const w = this.#waiting.get(m.seq);
       this.#waiting.delete(m.seq);
-      if ("digest" in m) w?.resolve(m.digest);
-      else w?.reject(new Error(m.error));
+      if ("digest" in m) w?.resolve(m);
+      else w?.reject(m.syntax ? new SyntaxError(m.error) : new Error(m.error));
       this.#arm();
     };
     this.#worker.onerror = (e: ErrorEvent) => {
@@ -65,13 +73,27 @@ export class FileRangeHasher implements RangeHasher {
     return this.#started && !this.#closed && this.#waiting.size === 0;
   }
 
-  digest(prefix: Uint8Array, offset: number, length: number): Promise<Uint8Array> {
+  async digest(prefix: Uint8Array, offset: number, length: number): Promise<Uint8Array> {
+    return (await this.#send({ prefix, offset, length })).digest;
+  }
+
+  async decode(
+    prefix: Uint8Array,
+    offset: number,
+    length: number,
+    body: EncodedBody,
+  ): Promise<{ digest: Uint8Array; data?: Uint8Array }> {
+    const { digest, data } = await this.#send({ prefix, offset, length, decode: body });
+    return { digest, data: data && new Uint8Array(data.buffer, data.byteOffset, data.byteLength) };
+  }
+
+  #send(job: { prefix: Uint8Array; offset: number; length: number; decode?: EncodedBody }): Promise<Done> {
     if (!this.ready) return Promise.reject(new Error("the range hash thread is not ready"));
     clearTimeout(this.#idle);
     const seq = ++this.#seq;
     return new Promise((resolve, reject) => {
       this.#waiting.set(seq, { resolve, reject });
-      this.#worker.postMessage({ seq, prefix, offset, length });
+      this.#worker.postMessage({ seq, ...job });
     });
   }
 

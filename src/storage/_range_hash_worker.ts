@@ -1,8 +1,13 @@
 // The range hasher's worker: opens the file the reader reads, by path, and hashes the byte
 // ranges it is sent (a record's prefix, then its body read from the file here) with node:crypto,
-// so a verify hashes two tensors at once. It answers its first message with the identity of the
+// so a verify hashes two tensors at once. A byte-grouped body is decoded here first (the record
+// digest covers the decoded bytes), into a buffer reused from one job to the next for a verify,
+// or into a fresh one sent back for a load. It answers its first message with the identity of the
 // file it opened, which the reader compares with its own before it sends any range.
 import { createHash } from "node:crypto";
+import type { EncodedBody } from "../format/_byte_reader.ts";
+import { decodeByteGroups } from "../format/codecs/_bytegroup.ts";
+import { freshBuffer } from "./_huge_pages.ts";
 
 interface Open {
   path: string;
@@ -12,14 +17,68 @@ interface Job {
   prefix: Uint8Array;
   offset: number;
   length: number;
+  decode?: EncodedBody;
 }
 
 const PIECE = 2 ** 20;
 const scope = self as unknown as Worker;
 let file: Deno.FsFile | undefined;
 const buf = new Uint8Array(PIECE);
+/** Reused by byte-grouped jobs: the stored body, and a verify's decoded bytes (huge pages where granted). */
+let bodyScratch: Uint8Array = new Uint8Array(0);
+let decodedScratch: Uint8Array = new Uint8Array(0);
 
-scope.onmessage = (e: MessageEvent<Open | Job>) => {
+/** `scratch`, or a larger buffer (doubling) when it is shorter than `n` bytes. */
+function reuse(scratch: Uint8Array, n: number): Uint8Array {
+  return scratch.byteLength >= n ? scratch : freshBuffer(Math.max(n, 2 * scratch.byteLength));
+}
+
+/** Reads `length` bytes from `offset`, piece by piece into `into` (or `buf`), each given to `use`. */
+function readRange(
+  offset: number,
+  length: number,
+  use: (piece: Uint8Array, at: number) => void,
+  into: Uint8Array = buf,
+): void {
+  file!.seekSync(offset, Deno.SeekMode.Start);
+  for (let done = 0; done < length;) {
+    const target = into === buf ? buf.subarray(0, Math.min(length - done, PIECE)) : into.subarray(done, length);
+    const n = file!.readSync(target);
+    if (n === null || n === 0) {
+      throw new SyntaxError(`file ended at offset ${offset + done} with ${length - done} bytes missing`);
+    }
+    use(target.subarray(0, n), done);
+    done += n;
+  }
+}
+
+async function run(m: Job): Promise<void> {
+  const h = createHash("sha256").update(m.prefix);
+  if (!m.decode) {
+    readRange(m.offset, m.length, (piece) => h.update(piece));
+    const d = h.digest();
+    scope.postMessage({ seq: m.seq, digest: new Uint8Array(d.buffer, d.byteOffset, d.byteLength).slice() });
+    return;
+  }
+  const { name, dtype, count, keep } = m.decode;
+  bodyScratch = reuse(bodyScratch, m.length);
+  const body = bodyScratch.subarray(0, m.length);
+  readRange(m.offset, m.length, () => {}, body);
+  const alloc = keep ? freshBuffer : (n: number) => {
+    decodedScratch = reuse(decodedScratch, n);
+    return decodedScratch.subarray(0, n);
+  };
+  const data = await decodeByteGroups(body, dtype, count, name, m.offset, undefined, alloc);
+  const d = h.update(data).digest();
+  const digest = new Uint8Array(d.buffer, d.byteOffset, d.byteLength).slice();
+  if (!keep) scope.postMessage({ seq: m.seq, digest });
+  else {
+    const { buffer, byteOffset, byteLength } = data;
+    scope.postMessage({ seq: m.seq, digest, data: { buffer, byteOffset, byteLength } }, [buffer as ArrayBuffer]);
+  }
+}
+
+scope.onmessage = async (e: MessageEvent<Open | Job>) => {
   const m = e.data;
   if ("path" in m) {
     try {
@@ -32,19 +91,10 @@ scope.onmessage = (e: MessageEvent<Open | Job>) => {
     return;
   }
   try {
-    const h = createHash("sha256").update(m.prefix);
-    file!.seekSync(m.offset, Deno.SeekMode.Start);
-    for (let left = m.length; left > 0;) {
-      const n = file!.readSync(buf.subarray(0, Math.min(left, PIECE)));
-      if (n === null || n === 0) {
-        throw new SyntaxError(`file ended at offset ${m.offset + m.length - left} with ${left} bytes missing`);
-      }
-      h.update(buf.subarray(0, n));
-      left -= n;
-    }
-    const d = h.digest();
-    scope.postMessage({ seq: m.seq, digest: new Uint8Array(d.buffer, d.byteOffset, d.byteLength).slice() });
+    await run(m);
   } catch (err) {
-    scope.postMessage({ seq: m.seq, error: String((err as Error)?.message ?? err) });
+    // A malformed byte-grouped body is the decoder's SyntaxError, passed on as one.
+    const decoding = m.decode !== undefined && err instanceof SyntaxError && err.message.startsWith("Cannot decode");
+    scope.postMessage({ seq: m.seq, error: String((err as Error)?.message ?? err), syntax: decoding });
   }
 };

@@ -15,13 +15,13 @@ import type {
   EncoderOptions,
   RandomAccessReader,
 } from "../codec.ts";
-import { bytesOf, concatBytes, typedArrayFrom } from "../dtype.ts";
+import { bytesOf, concatBytes, DTYPES, typedArrayFrom } from "../dtype.ts";
 import { ChecksumMismatchError } from "../errors.ts";
 import { type DecodeLimits, resolveLimits } from "../limits.ts";
 import { metadataFromJson, metadataToJson } from "../metadata.ts";
 import type { Checkpoint, CheckpointRecord } from "../types.ts";
 import { readTensorsByName } from "./binary_file.ts";
-import { type ByteReader, isByteReader, type RangeHasher } from "../_byte_reader.ts";
+import { type ByteReader, type EncodedBody, isByteReader, type RangeHasher } from "../_byte_reader.ts";
 import { ChunkReader } from "../_chunk_reader.ts";
 import { equalBytes, type Hash, type HashThread, hashThreadDue, sha256, startHashThread, toHex } from "../_hash.ts";
 import { digestingDecoder, digestingEncoder, type EncoderDigests, type Settle } from "../_pair.ts";
@@ -248,6 +248,14 @@ export async function* decodeRecords(
     }
     return sideBuffer;
   };
+  // A verify decodes byte-grouped bodies into this buffer, reused from one tensor to the next.
+  let decodeBuffer: ArrayBuffer | undefined;
+  const decodeScratch = (n: number): Uint8Array => {
+    if (!decodeBuffer || decodeBuffer.byteLength < n) {
+      decodeBuffer = new ArrayBuffer(Math.max(n, 2 * (decodeBuffer?.byteLength ?? 0)));
+    }
+    return new Uint8Array(decodeBuffer, 0, n);
+  };
   // The tensor being hashed off the main thread: its record once the digest matched, or the
   // error that names it.
   let pending: Promise<CheckpointRecord> | undefined;
@@ -332,17 +340,27 @@ export async function* decodeRecords(
       // The range thread hashes this record's prefix and its body (which this thread has moved
       // past, or read into its buffer); `record` is handed out once that digest matched, before
       // anything after it.
-      const onOtherThread = async (side: RangeHasher, prefix: Uint8Array[], record: () => CheckpointRecord) => {
-        const job = side.digest(concatBytes(prefix), bodyAt, rh.bodyBytes);
+      // A byte-grouped body is decoded there too (`keep`: its bytes come back to be handed out).
+      const onOtherThread = async (
+        side: RangeHasher,
+        prefix: Uint8Array[],
+        record: (data?: Uint8Array) => CheckpointRecord,
+        decode?: EncodedBody,
+      ) => {
+        const job = decode && side.decode
+          ? side.decode(concatBytes(prefix), bodyAt, rh.bodyBytes, decode)
+          : side.digest(concatBytes(prefix), bodyAt, rh.bodyBytes).then((digest) => ({ digest, data: undefined }));
         job.catch(() => {});
         const stored = await read(DIGEST_BYTES, `the digest of ${subject}`);
         seen.push(indexEntry(d, at, r.position - at));
         pending = job.then(
-          (actual) => {
+          ({ digest: actual, data }) => {
             if (!equalBytes(actual, stored)) throw mismatch(subject, stored, actual, at);
-            return record();
+            return record(data);
           },
           (e) => {
+            // A malformed body: the decoder's own error, as on this thread.
+            if (e instanceof SyntaxError) throw e;
             throw new Error(`Cannot verify checkpoint: ${subject} at offset ${at}: ${(e as Error)?.message ?? e}`, {
               cause: e,
             });
@@ -371,10 +389,23 @@ export async function* decodeRecords(
         yield hollow();
         continue;
       }
+      if (
+        d.encoding && ranger?.ready && ranger.decode && !pending && (bodies === "hash" || !reuse) &&
+        rh.bodyBytes >= RANGE_BODY_MIN && await r.skipBody(rh.bodyBytes, subject)
+      ) {
+        // Read, decoded and hashed on the other thread; a load gets the decoded bytes back.
+        const keep = bodies === "keep";
+        const count = d.byteLength / DTYPES[dtype].bytes;
+        const record = (data?: Uint8Array) => keep ? finish(data!) : hollow();
+        await onOtherThread(ranger, [recordHeader, head, pad], record, { name, dtype, count, keep });
+        continue;
+      }
       if (d.encoding) {
-        // Read into the reader's scratch buffer: the stored bytes are decoded into a new one at once.
+        // Read into the reader's scratch buffer: the stored bytes are decoded at once, into a new
+        // buffer for a load, into one reused from tensor to tensor for a verify.
         const stored = await r.readBody(rh.bodyBytes, subject, undefined, "scratch");
-        const body = await decodeTensorBody(d, stored, bodyAt, (n) => r.allocate(n));
+        const into = bodies === "hash" ? (n: number) => decodeScratch(n) : (n: number) => r.allocate(n);
+        const body = await decodeTensorBody(d, stored, bodyAt, into);
         h.update(body);
         await checkDigest(h, subject, at);
         seen.push(indexEntry(d, at, r.position - at));
