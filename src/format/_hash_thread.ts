@@ -3,7 +3,9 @@
 // ArrayBuffers). It takes work only once started (85–140 ms here with node:crypto), so a reader
 // hashes on its own thread until then. An idle Worker keeps a Deno process alive until it is
 // terminated, so it is closed by its owner when done and, in case an owner is abandoned without
-// closing it, by itself after IDLE_MS without work.
+// closing it, by itself after IDLE_MS without work (src/format/_worker_calls.ts).
+
+import { WorkerCalls } from "./_worker_calls.ts";
 
 /** A Worker that hashes regions of transferred buffers. */
 export interface HashThread {
@@ -21,71 +23,37 @@ export interface HashThread {
 /** Without a job for this long, the thread ends itself. */
 const IDLE_MS = 2000;
 
-interface Waiter {
-  resolve(r: { digest: Uint8Array; buffer: ArrayBuffer }): void;
-  reject(e: unknown): void;
-}
-
+/** A Worker that hashes regions of transferred buffers. */
 export class WorkerHashThread implements HashThread {
-  #worker: Worker;
+  #calls: WorkerCalls<{ seq: number; digest: Uint8Array; buffer: ArrayBuffer }>;
   #started = false;
-  #failure: Error | undefined;
-  #seq = 0;
-  #waiting = new Map<number, Waiter>();
-  #idle: ReturnType<typeof setTimeout> | undefined;
 
   constructor(url: URL) {
-    this.#worker = new Worker(url, { type: "module" });
-    this.#worker.onmessage = (
-      e: MessageEvent<{ ready?: true; seq: number; digest: Uint8Array; buffer: ArrayBuffer }>,
-    ) => {
-      if (e.data.ready) {
+    this.#calls = new WorkerCalls(url, {
+      what: "the hash thread",
+      idleMs: IDLE_MS,
+      onOther: (data) => {
+        if (!(data as { ready?: boolean }).ready) return;
         this.#started = true;
-        this.#arm();
-        return;
-      }
-      const w = this.#waiting.get(e.data.seq);
-      this.#waiting.delete(e.data.seq);
-      w?.resolve({ digest: e.data.digest, buffer: e.data.buffer });
-      this.#arm();
-    };
-    this.#worker.onerror = (e: ErrorEvent) => {
-      e.preventDefault();
-      this.#fail(new Error(`the hash thread failed (${e.message})`));
-    };
-  }
-
-  get ready(): boolean {
-    return this.#started && !this.#failure && this.#waiting.size === 0;
-  }
-
-  /** Ends the thread after IDLE_MS without work; the timer alone does not keep the process alive. */
-  #arm(): void {
-    if (this.#failure || this.#waiting.size > 0) return;
-    clearTimeout(this.#idle);
-    this.#idle = setTimeout(() => this.close(), IDLE_MS);
-    (globalThis as { Deno?: { unrefTimer?(id: number): void } }).Deno?.unrefTimer?.(this.#idle as unknown as number);
-  }
-
-  #fail(e: Error): void {
-    this.#failure ??= e;
-    clearTimeout(this.#idle);
-    this.#worker.terminate();
-    for (const w of this.#waiting.values()) w.reject(this.#failure);
-    this.#waiting.clear();
-  }
-
-  digest(buffer: ArrayBuffer, offset: number, length: number): Promise<{ digest: Uint8Array; buffer: ArrayBuffer }> {
-    if (this.#failure) return Promise.reject(this.#failure);
-    clearTimeout(this.#idle);
-    const seq = ++this.#seq;
-    return new Promise((resolve, reject) => {
-      this.#waiting.set(seq, { resolve, reject });
-      this.#worker.postMessage({ seq, buffer, offset, length }, [buffer]);
+        this.#calls.idle();
+      },
     });
   }
 
+  get ready(): boolean {
+    return this.#started && !this.#calls.failed && !this.#calls.busy;
+  }
+
+  async digest(
+    buffer: ArrayBuffer,
+    offset: number,
+    length: number,
+  ): Promise<{ digest: Uint8Array; buffer: ArrayBuffer }> {
+    const { digest, buffer: back } = await this.#calls.call({ buffer, offset, length }, [buffer]);
+    return { digest, buffer: back };
+  }
+
   close(): void {
-    this.#fail(new Error("the hash thread was closed"));
+    this.#calls.close();
   }
 }
