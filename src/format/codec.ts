@@ -23,8 +23,10 @@ export interface DecoderOptions extends DecodeLimits {
    * Hash on two threads where the runtime allows (Deno). A verify (`verifyCheckpoint`) of a local
    * ckpt binary file of 64 MiB or more does by default: a Worker opens the same file (checked to
    * be the same file by device and inode, else left unused) and reads and hashes every other
-   * tensor of 1 MiB or more itself while this thread moves past it. `false` keeps a verify to one
-   * thread.
+   * tensor of 1 MiB or more itself while this thread moves past it, decoding a byte-grouped one
+   * first. So does a load of such a file when it is byte-grouped (decoding is the work two threads
+   * share; the decoded bytes come back from the Worker without a copy), unless `reuseBuffers`.
+   * `false` keeps either to one thread.
    *
    * `true` makes reads that hand tensors out use a second thread too: from a local binary file
    * without `reuseBuffers`, the same Worker hashes every other tensor while this thread reads it
@@ -36,7 +38,8 @@ export interface DecoderOptions extends DecodeLimits {
    * buffer may be detached, rather than overwritten, once the next record is requested. Tensors
    * always come out in order, each only once its digest matched; a Worker is closed when the read
    * ends or is cancelled, and ends itself after 2 s without work if a reader is abandoned. Not on
-   * by default for these reads: it measured slower as often as faster (README, "Performance").
+   * by default for these reads of raw bodies: it measured slower as often as faster (README,
+   * "Performance").
    * Browsers and Node always hash on one thread. A codec may ignore this option.
    */
   parallelHash?: boolean;

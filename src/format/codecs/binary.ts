@@ -214,16 +214,8 @@ export async function* decodeRecords(
   let threadStarted = false;
   let largeBytes = 0;
   const r = new ChunkReader(input, "checkpoint", reuse, tap);
-  // A verify of a large file: a second thread reads and hashes every other large body itself.
+  // A large file: a second thread reads and hashes (and decodes) every other large body itself.
   let ranger: RangeHasher | undefined;
-  // On by default for a verify only: for a load it measured slower as often as faster (README,
-  // "Performance"). With reuseBuffers a body's buffer is overwritten by the next: it could not
-  // wait for the other thread.
-  const ranges = bodies === "hash" ? parallel !== false : !reuse && parallel === true;
-  if (ranges && !tap && isByteReader(input) && input.rangeHasher) {
-    if ((await input.stat()).size >= rangeFileMin) ranger = await input.rangeHasher();
-    if (ranger && rangeWaitReady) await ranger.up;
-  }
   const stream = sha256();
   const read = async (n: number, what: string, record?: Hash): Promise<Uint8Array> => {
     const b = await r.readExact(n, what);
@@ -267,6 +259,18 @@ export async function* decodeRecords(
   }
   try {
     const flags = decodeHeader(await read(HEADER_BYTES, "the header"));
+    // By default for a verify, and for a load of a byte-grouped file (decoding is work two threads
+    // share); a load of raw bodies only with parallelHash: true, as it measured slower as often as
+    // faster (README, "Performance"). With reuseBuffers a body's buffer is overwritten by the
+    // next: it could not wait for the other thread.
+    const grouped = (flags & FLAG_BYTEGROUP) !== 0;
+    const ranges = bodies === "hash"
+      ? parallel !== false
+      : !reuse && (parallel === true || (parallel === undefined && grouped));
+    if (ranges && !tap && isByteReader(input) && input.rangeHasher) {
+      if ((await input.stat()).size >= rangeFileMin) ranger = await input.rangeHasher();
+      if (ranger && rangeWaitReady) await ranger.up;
+    }
     const seen: IndexEntry[] = [];
     const names = new Set<string>();
     let sawMetadata = false;
