@@ -161,11 +161,12 @@ const OFF_THREAD_MIN = 2 ** 20;
 /** A verified tensor's data when bodies are only hashed: an empty array of its dtype. */
 const NO_BYTES = new Uint8Array(0);
 /**
- * A verify (or, with `parallelHash: true`, a load without `reuseBuffers`) of a file from this size
- * on starts a second thread that reads and hashes every other body of at least RANGE_BODY_MIN
- * bytes itself ({@linkcode RangeHasher}), while this thread moves past the body (a verify) or
- * reads it into its buffer (a load): its start blocks this thread 30 ms and it is up after about
- * 60, which a smaller file does not win back.
+ * A verify, or a load without `reuseBuffers` of a byte-grouped file (of any file with
+ * `parallelHash: true`), from this size on starts a second thread that reads and hashes every
+ * other body of at least RANGE_BODY_MIN bytes itself, decoding a byte-grouped one first
+ * ({@linkcode RangeHasher}), while this thread moves past the body (a verify, or a byte-grouped
+ * body) or reads it into its buffer (a raw body in a load): its start blocks this thread 30 ms and
+ * it is up after about 60, which a smaller file does not win back.
  */
 const RANGE_FILE_MIN = 64 * 2 ** 20;
 const RANGE_BODY_MIN = 2 ** 20;
@@ -173,7 +174,7 @@ let rangeFileMin = RANGE_FILE_MIN;
 let rangeWaitReady = false;
 
 /**
- * Test hook: from which file size a verify starts its range hasher, and whether it waits for it
+ * Test hook: from which file size a read starts its range hasher, and whether it waits for it
  * to be up before the first tensor (so which tensors go to it is certain); `"restore"` undoes it.
  */
 export function setRangeHashForTests(policy: { fileMin?: number; waitReady?: boolean } | "restore"): void {
