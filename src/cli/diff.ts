@@ -5,11 +5,12 @@
  *
  * @module
  */
-import { type Checkpoint, loadCheckpoint, type Tensor } from "../../mod.ts";
+import { loadCheckpoint, type Tensor } from "../../mod.ts";
 import { type Command, numberOption, type Values } from "./_command.ts";
 import { type CliIO, EXIT, humanBytes, jsonNumber, numberText, shapeText, table, UsageError, write } from "./_io.ts";
 import { EXTRA_CODECS, indexedKind, type OpenCheckpoint, openCheckpoint, readError } from "./_source.ts";
 import { findTfjsArtifacts, readArtifacts } from "./_tfjs.ts";
+import { openSide } from "../testing/_open.ts";
 import {
   type CheckpointDiff,
   DEFAULT_DIFF_BUFFER_BYTES,
@@ -56,23 +57,6 @@ async function side(path: string, open: OpenCheckpoint, io: CliIO): Promise<Diff
   };
 }
 
-/**
- * A side held whole: TF.js artifacts, which are read whole (every shard checked against the
- * `"ckpt"` record where `model.json` has one), as `inspect` and `verify` read them.
- */
-function whole(checkpoint: Checkpoint): DiffSource {
-  return {
-    metadata: checkpoint.metadata,
-    async *tensors() {
-      yield* checkpoint.tensors;
-    },
-    async *byName(names) {
-      const wanted = new Set(names);
-      for (const t of checkpoint.tensors) if (wanted.has(t.name)) yield t;
-    },
-  };
-}
-
 /** The CLI's metadata rows: `step`, `epoch`, `createdAt`, `metric NAME`, `custom NAME`. */
 function metadataRows(changes: MetadataChange[]): string[][] {
   const show = (v: unknown) => (v === undefined ? "-" : typeof v === "number" ? numberText(v) : JSON.stringify(v));
@@ -95,7 +79,9 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
   const opened: OpenCheckpoint[] = [];
   const open = async (spec: string, progress: boolean): Promise<DiffSource> => {
     const artifacts = await findTfjsArtifacts(spec);
-    if (artifacts !== undefined) return whole(await readArtifacts(artifacts));
+    // Read whole (every shard checked against model.json's "ckpt" record where it has one), as
+    // `inspect` and `verify` read them; then a side in memory, as `assertCheckpointEquals` takes one.
+    if (artifacts !== undefined) return await openSide(await readArtifacts(artifacts), spec);
     const o = await openCheckpoint(spec, io, progress ? undefined : { progress: false });
     opened.push(o);
     return await side(spec, o, io);

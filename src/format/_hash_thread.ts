@@ -44,13 +44,8 @@ export class WorkerHashThread implements HashThread {
     return this.#started && !this.#calls.failed && !this.#calls.busy;
   }
 
-  async digest(
-    buffer: ArrayBuffer,
-    offset: number,
-    length: number,
-  ): Promise<{ digest: Uint8Array; buffer: ArrayBuffer }> {
-    const { digest, buffer: back } = await this.#calls.call({ buffer, offset, length }, [buffer]);
-    return { digest, buffer: back };
+  digest(buffer: ArrayBuffer, offset: number, length: number): Promise<{ digest: Uint8Array; buffer: ArrayBuffer }> {
+    return this.#calls.call({ buffer, offset, length }, [buffer]);
   }
 
   close(): void {

@@ -56,8 +56,7 @@ async function run(m: Job): Promise<void> {
   const h = createHash("sha256").update(m.prefix);
   if (!m.decode) {
     readRange(m.offset, m.length, (piece) => h.update(piece));
-    const d = h.digest();
-    scope.postMessage({ seq: m.seq, digest: new Uint8Array(d.buffer, d.byteOffset, d.byteLength).slice() });
+    scope.postMessage({ seq: m.seq, digest: new Uint8Array(h.digest()) });
     return;
   }
   const { name, dtype, count, keep } = m.decode;
@@ -69,8 +68,7 @@ async function run(m: Job): Promise<void> {
     return decodedScratch.subarray(0, n);
   };
   const data = await decodeByteGroups(body, dtype, count, name, m.offset, undefined, alloc);
-  const d = h.update(data).digest();
-  const digest = new Uint8Array(d.buffer, d.byteOffset, d.byteLength).slice();
+  const digest = new Uint8Array(h.update(data).digest()); // a copy: plain bytes, not a pooled Buffer
   if (!keep) scope.postMessage({ seq: m.seq, digest });
   else {
     const { buffer, byteOffset, byteLength } = data;

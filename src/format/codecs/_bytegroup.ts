@@ -173,8 +173,9 @@ function join4(
 }
 
 /**
- * Buffers reused from one tensor to the next by one encoder, for the planes that are only deflate
- * input (what is written is the deflated copy), so they do not cost fresh memory per tensor.
+ * Buffers reused from one tensor to the next, so they do not cost fresh memory per tensor: by one
+ * encoder for the planes that are only deflate input (what is written is the deflated copy), by a
+ * verifying decoder for the decoded bytes it hashes and drops.
  */
 export class PlaneScratch {
   #buffers: ArrayBuffer[] = [];

@@ -241,14 +241,8 @@ export async function* decodeRecords(
     }
     return sideBuffer;
   };
-  // A verify decodes byte-grouped bodies into this buffer, reused from one tensor to the next.
-  let decodeBuffer: ArrayBuffer | undefined;
-  const decodeScratch = (n: number): Uint8Array => {
-    if (!decodeBuffer || decodeBuffer.byteLength < n) {
-      decodeBuffer = new ArrayBuffer(Math.max(n, 2 * (decodeBuffer?.byteLength ?? 0)));
-    }
-    return new Uint8Array(decodeBuffer, 0, n);
-  };
+  // A verify decodes byte-grouped bodies into one buffer, reused from one tensor to the next.
+  const decoded = new PlaneScratch();
   // The tensor being hashed off the main thread: its record once the digest matched, or the
   // error that names it.
   let pending: Promise<CheckpointRecord> | undefined;
@@ -409,7 +403,7 @@ export async function* decodeRecords(
         // Read into the reader's scratch buffer: the stored bytes are decoded at once, into a new
         // buffer for a load, into one reused from tensor to tensor for a verify.
         const stored = await r.readBody(rh.bodyBytes, subject, undefined, "scratch");
-        const into = bodies === "hash" ? (n: number) => decodeScratch(n) : (n: number) => r.allocate(n);
+        const into = bodies === "hash" ? (n: number) => decoded.take(0, n) : (n: number) => r.allocate(n);
         const body = await decodeTensorBody(d, stored, bodyAt, into);
         h.update(body);
         await checkDigest(h, subject, at);
