@@ -108,11 +108,12 @@ function closeQuietly(file: Deno.FsFile): void {
 
 /**
  * An {@linkcode ObjectStore} over a directory. Writes go to a temporary file beside the target
- * (`.NAME.tmp-PID-XXXXXXXX`), which is flushed (`fdatasync`), renamed over the target, and the
- * directory flushed (`fsync`): readers see the previous file or the new one, never a partial one,
- * even across a crash. `"create"` publishes with a hard link, which fails if the target exists;
- * `{ ifMatch }` checks and renames under an exclusive lock on the directory. An object's
- * `version` is its device, inode, size and modification time.
+ * (`.NAME.tmp-PID-XXXXXXXX`), which is flushed (`fdatasync`: behind the writes as they go, and
+ * its end at close), renamed over the target, and the directory flushed (`fsync`): readers see
+ * the previous file or the new one, never a partial one, even across a crash. `"create"`
+ * publishes with a hard link, which fails if the target exists; `{ ifMatch }` checks and renames
+ * under an exclusive lock on the directory. An object's `version` is its device, inode, size and
+ * modification time.
  *
  * Keys map to paths below the root (`a/b.ckpt` is `ROOT/a/b.ckpt`); they never escape it. Only
  * regular files (or links to them) are objects: reading a directory, device or pipe is a
@@ -462,7 +463,7 @@ export class FileStore implements ObjectStore {
       dir,
       reused,
       sync: options.sync ?? true,
-      sink: new StagedFileSink(file, worker ? { worker } : {}),
+      sink: new StagedFileSink(file, { worker, flushBehind: options.sync ?? true }),
       info: (st) => this.#info(key, st),
       signal: options.signal,
     });

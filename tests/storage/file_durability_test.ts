@@ -1,7 +1,8 @@
 // A directory the file store or the manager creates is durable only once its parent is flushed:
 // its entry lives there. A real subprocess runs under strace (`-y` names each file descriptor's
 // path), and the test reads the system calls: every mkdir is followed by an fsync of the new
-// directory's parent. Needs strace (Debian's `strace`, which .ci/run installs); with CI=true a
+// directory's parent; and a durable write flushes behind itself (fdatasync between its writes).
+// Needs strace (Debian's `strace`, which .ci/run installs); with CI=true a
 // missing strace fails the test, elsewhere it skips saying so.
 import assert from "node:assert/strict";
 import { dirname, join } from "node:path";
@@ -98,5 +99,55 @@ Deno.test({
   ignore: !strace && !inCI,
   async fn() {
     assertParentsFlushed(await trace("manager"), ["deep", "deep/er", "deep/er/run"]);
+  },
+});
+
+const WRITER = `
+import { FileStore } from ${JSON.stringify(new URL("../../src/storage/file.ts", import.meta.url).href)};
+const [root, sync] = Deno.args;
+const w = await new FileStore(root).writer("big.bin", { sync: sync === "sync" });
+const chunk = new Uint8Array(4 << 20).fill(7);
+for (let i = 0; i < 10; i++) await w.write(chunk);
+await w.close();
+`;
+
+/** The writes and flushes of the temporary file a 40 MiB FileStore write goes through, in order. */
+async function traceWrite(sync: boolean): Promise<string[]> {
+  const root = await Deno.realPath(await Deno.makeTempDir({ prefix: "ckpt-flush-" }));
+  try {
+    await Deno.writeTextFile(join(root, "child.ts"), WRITER);
+    await Deno.mkdir(join(root, "data"));
+    const log = join(root, "strace.log");
+    const out = await new Deno.Command("strace", {
+      args: ["-f", "-y", "-e", "trace=write,pwrite64,fdatasync,fsync", "-o", log, Deno.execPath(), "run", "-A"]
+        .concat([join(root, "child.ts"), join(root, "data"), sync ? "sync" : "nosync"]),
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.ok(out.success, new TextDecoder().decode(out.stderr));
+    const calls: string[] = [];
+    for (const line of (await Deno.readTextFile(log)).split("\n")) {
+      const m = line.match(/\b(write|pwrite64|fdatasync|fsync)\(\d+<([^>]+)>/);
+      if (m && /\.big\.bin\.tmp-/.test(m[2]!)) calls.push(m[1] === "pwrite64" ? "write" : m[1]!);
+    }
+    assert.equal((await Deno.stat(join(root, "data", "big.bin"))).size, 40 << 20);
+    return calls;
+  } finally {
+    await Deno.remove(root, { recursive: true }).catch(() => {});
+  }
+}
+
+Deno.test({
+  name:
+    "FileStore flushes a durable write behind itself (fdatasync between the writes), and never one with sync: false",
+  ignore: !strace && !inCI,
+  async fn() {
+    const durable = await traceWrite(true);
+    const lastWrite = durable.lastIndexOf("write");
+    assert.ok(lastWrite > 0, durable.join(" "));
+    assert.ok(durable.slice(0, lastWrite).includes("fdatasync"), `a flush before the last write: ${durable.join(" ")}`);
+    assert.equal(durable.at(-1), "fdatasync", "the end of the file is flushed before it is published");
+    const plain = await traceWrite(false);
+    assert.ok(plain.includes("write") && !plain.some((c) => c !== "write"), plain.join(" "));
   },
 });

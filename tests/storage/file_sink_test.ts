@@ -1,0 +1,62 @@
+// StagedFileSink's flush behind the writes, against a stand-in file whose writes and flushes the
+// test settles itself: when a flush starts, that only one runs at a time, that close waits for it,
+// and that a failed flush fails the save. tests/storage/file_durability_test.ts watches the real
+// system calls of a FileStore write.
+import assert from "node:assert/strict";
+import { StagedFileSink } from "../../src/storage/_file_sink.ts";
+
+/** A stand-in for an open file: records calls; each syncData waits until the test settles it. */
+function fakeFile() {
+  const calls: string[] = [];
+  const syncs: { resolve: () => void; reject: (e: unknown) => void }[] = [];
+  const file = {
+    write(bytes: Uint8Array): Promise<number> {
+      calls.push(`write ${bytes.byteLength}`);
+      return Promise.resolve(bytes.byteLength);
+    },
+    syncData(): Promise<void> {
+      calls.push("sync");
+      return new Promise<void>((resolve, reject) => syncs.push({ resolve, reject }));
+    },
+  };
+  return { file: file as unknown as Deno.FsFile, calls, syncs };
+}
+
+const tick = () => new Promise((r) => setTimeout(r, 0));
+
+Deno.test("StagedFileSink with flushBehind starts a flush once a buffer is written, one at a time, and close waits for it", async () => {
+  const { file, calls, syncs } = fakeFile();
+  const sink = new StagedFileSink(file, { staging: 4, flushBehind: true });
+  await sink.write(new Uint8Array(10)); // two buffers handed off, 2 bytes staged
+  await tick();
+  assert.deepEqual(calls, ["write 4", "sync", "write 4"], "the second buffer's write does not start another flush");
+  let closed = false;
+  const closing = sink.close().then(() => closed = true);
+  await tick();
+  assert.deepEqual(calls, ["write 4", "sync", "write 4", "write 2"]);
+  assert.equal(closed, false, "close waits for the flush in flight");
+  syncs[0]!.resolve();
+  await closing;
+  assert.equal(sink.bytes, 10);
+});
+
+Deno.test("StagedFileSink: a failed flush fails the next write and the close, and starts no other", async () => {
+  const { file, calls, syncs } = fakeFile();
+  const sink = new StagedFileSink(file, { staging: 4, flushBehind: true });
+  await sink.write(new Uint8Array(4));
+  await tick();
+  const failure = new Error("EIO");
+  syncs[0]!.reject(failure);
+  await tick();
+  await assert.rejects(sink.write(new Uint8Array(4)), (e) => e === failure);
+  await assert.rejects(sink.close(), (e) => e === failure);
+  assert.equal(calls.filter((c) => c === "sync").length, 1);
+});
+
+Deno.test("StagedFileSink without flushBehind never flushes: the caller's one fdatasync is all", async () => {
+  const { file, calls } = fakeFile();
+  const sink = new StagedFileSink(file, { staging: 4 });
+  await sink.write(new Uint8Array(10));
+  await sink.close();
+  assert.deepEqual(calls, ["write 4", "write 4", "write 2"]);
+});
