@@ -12,6 +12,7 @@ import {
 import { BINARY_ALIGNMENT, decodeHeader, FLAG_BYTEGROUP } from "../../../src/format/codecs/binary.ts";
 import {
   encodeByteGroups,
+  huffmanBits,
   joinPlanes,
   PLANE_DEFLATE,
   PLANE_STORED,
@@ -155,6 +156,19 @@ Deno.test("bytegroup deflates the sign and exponent plane of weights and stores 
   for (let i = 0; i < noise.length; i++) noise[i] = rand() * 256;
   assert.equal(await encodeByteGroups("float32", noise), undefined);
   assert.equal(await encodeByteGroups("int32", smooth), undefined);
+});
+
+Deno.test("huffmanBits is the Huffman code's size, which a Huffman-only deflate of the plane matches within 1%", async () => {
+  assert.equal(huffmanBits([]), 0);
+  assert.equal(huffmanBits([0, 7]), 7); // one symbol: a bit each
+  assert.equal(huffmanBits([1, 1, 1, 1]), 8);
+  assert.equal(huffmanBits([8, 4, 2, 1, 1]), 30); // codes of 1, 2, 3, 4, 4 bits
+  const [, , , exponent] = splitPlanes(bytesOf(gaussian(1 << 18, 9)), 4);
+  const counts = new Array(256).fill(0);
+  for (const b of exponent!) counts[b]++;
+  const estimate = huffmanBits(counts) / 8;
+  const deflated = (await deflateRaw(exponent!)).byteLength;
+  assert.ok(Math.abs(deflated - estimate) < 0.01 * estimate, `deflate ${deflated} bytes, estimate ${estimate}`);
 });
 
 Deno.test("bytegroup leaves integers, bool and tiny tensors raw, and the file still decodes as before", async () => {
