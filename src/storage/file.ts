@@ -455,6 +455,16 @@ export class FileStore implements ObjectStore {
       }
     }
     file ??= await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
+    const sync = options.sync ?? true;
+    // A second handle to flush through while the first one writes (see StagedFileSink).
+    let flushBehind: Deno.FsFile | undefined;
+    try {
+      flushBehind = sync ? await Deno.open(tmp, { write: true }) : undefined;
+    } catch (e) {
+      file.close();
+      await Deno.remove(tmp).catch(() => {});
+      throw e;
+    }
     const worker = (options as { [WORKER_HASH]?: WorkerHash })[WORKER_HASH];
     return new FileWriter({
       file,
@@ -462,8 +472,8 @@ export class FileStore implements ObjectStore {
       path,
       dir,
       reused,
-      sync: options.sync ?? true,
-      sink: new StagedFileSink(file, { worker, flushBehind: options.sync ?? true }),
+      sync,
+      sink: new StagedFileSink(file, { worker, flushBehind }),
       info: (st) => this.#info(key, st),
       signal: options.signal,
     });
