@@ -119,8 +119,9 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
     this.bytes += chunk.byteLength;
     let off = 0;
     while (off < chunk.byteLength) {
+      // Free: the one write in flight is always the other buffer's (#flushCurrent waits for it
+      // before handing this one off), so this one fills while that one is written.
       const buf = this.#buffers[this.#current]!;
-      if (this.#fill === 0) await this.#pending; // reuse only after the runtime let go of it
       const n = Math.min(buf.byteLength - this.#fill, chunk.byteLength - off);
       buf.set(chunk.subarray(off, off + n), this.#fill);
       this.#fill += n;

@@ -1,6 +1,7 @@
-// StagedFileSink's flush behind the writes, against stand-in file handles whose flushes the test
-// settles itself: when a flush starts, that only one runs at a time, that it goes through the
-// second handle, that close waits for it, and that a failed flush fails the save.
+// StagedFileSink against stand-in file handles whose writes and flushes the test settles itself:
+// double buffering (one buffer fills while the other is written, one write in flight), and the
+// flush behind the writes (when it starts, one at a time, through the second handle, close waits
+// for it, a failed flush fails the save).
 // tests/storage/file_durability_test.ts watches the real system calls of a FileStore write.
 import assert from "node:assert/strict";
 import { StagedFileSink } from "../../src/storage/_file_sink.ts";
@@ -83,4 +84,40 @@ Deno.test("StagedFileSink without flushBehind never flushes: the caller's one fd
   await sink.write(new Uint8Array(10));
   await sink.close();
   assert.deepEqual(calls, ["write 4", "write 4", "write 2"]);
+});
+
+/** A stand-in file whose writes each wait until the test settles them. */
+function slowFile() {
+  const writes: { bytes: number; done: () => void }[] = [];
+  const file = {
+    write(bytes: Uint8Array): Promise<number> {
+      return new Promise<number>((resolve) =>
+        writes.push({ bytes: bytes.byteLength, done: () => resolve(bytes.byteLength) })
+      );
+    },
+  };
+  return { file: file as unknown as Deno.FsFile, writes };
+}
+
+Deno.test("StagedFileSink fills one buffer while the other is being written, and never has two writes in flight", async () => {
+  const { file, writes } = slowFile();
+  const sink = new StagedFileSink(file, { staging: 4 });
+  await sink.write(new Uint8Array(4)); // the first buffer is handed off; its write is in flight
+  assert.equal(writes.length, 1);
+  const filling = await Promise.race([sink.write(new Uint8Array(3)).then(() => "filled"), tick().then(() => "waited")]);
+  assert.equal(filling, "filled", "the other buffer takes bytes while the first one is written");
+  let second = false;
+  const more = sink.write(new Uint8Array(1)).then(() => second = true); // fills the second buffer: its write must wait
+  await tick();
+  assert.equal(writes.length, 1, "one write in flight at a time");
+  assert.equal(second, false);
+  writes[0]!.done();
+  await tick();
+  assert.equal(writes.length, 2);
+  await more;
+  const closing = sink.close();
+  await tick();
+  writes[1]!.done();
+  await closing;
+  assert.deepEqual(writes.map((w) => w.bytes), [4, 4]);
 });
