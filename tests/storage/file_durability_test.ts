@@ -138,12 +138,25 @@ async function traceWrite(sync: boolean): Promise<string[]> {
     // Deno runs each call on a duplicate of the handle's fd (fcntl F_DUPFD_CLOEXEC): named by the fd it duplicates.
     const handle = new Map<string, string>();
     const calls: string[] = [];
-    for (const line of (await Deno.readTextFile(log)).split("\n")) {
-      const dup = line.match(/\bfcntl\((\d+)<[^>]*>, F_DUPFD(?:_CLOEXEC)?, \d+\) = (\d+)/);
+    // A call another thread interrupts is logged in two lines, "PID call(args <unfinished ...>" and
+    // "PID <... call resumed>) = result": an fcntl's or openat's result is read from them joined;
+    // writes and flushes are counted where they start.
+    const unfinished = new Map<string, string>();
+    for (const logged of (await Deno.readTextFile(log)).split("\n")) {
+      let line = logged;
+      const pid = line.split(" ", 1)[0]!;
+      const cut = line.match(/^(\d+ .*) <unfinished \.\.\.>$/);
+      if (cut) unfinished.set(pid, cut[1]!);
+      const resumed = line.match(/^\d+ <\.\.\. \w+ resumed>(.*)$/);
+      if (resumed && unfinished.has(pid)) {
+        line = unfinished.get(pid)! + resumed[1]!;
+        unfinished.delete(pid);
+      }
+      const dup = line.match(/\bfcntl\((\d+)<[^>]*>, F_DUPFD(?:_CLOEXEC)?, \d+\)\s*= (\d+)/);
       if (dup) handle.set(dup[2]!, handle.get(dup[1]!) ?? dup[1]!);
-      const opened = line.match(/\bopenat\(.*\) = (\d+)</);
+      const opened = line.match(/\bopenat\(.*\)\s*= (\d+)</);
       if (opened) handle.set(opened[1]!, opened[1]!);
-      const m = line.match(/\b(write|pwrite64|fdatasync|fsync)\((\d+)<([^>]+)>/);
+      const m = logged.match(/\b(write|pwrite64|fdatasync|fsync)\((\d+)<([^>]+)>/); // where each call starts
       if (m && /\.big\.bin\.tmp-/.test(m[3]!)) {
         calls.push(`${m[1] === "pwrite64" ? "write" : m[1]} ${handle.get(m[2]!) ?? m[2]}`);
       }
