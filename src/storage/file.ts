@@ -436,7 +436,8 @@ export class FileStore implements ObjectStore {
     }
     options.signal?.throwIfAborted();
     await this.#stat(key, "write");
-    const dir = await this.#parent(key, options.sync ?? true);
+    const sync = options.sync ?? true;
+    const dir = await this.#parent(key, sync);
     const tmp = tempPath(path);
     let file: Deno.FsFile | undefined;
     let reused = false;
@@ -455,13 +456,12 @@ export class FileStore implements ObjectStore {
       }
     }
     file ??= await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
-    const sync = options.sync ?? true;
     // A second handle to flush through while the first one writes (see StagedFileSink).
     let flushBehind: Deno.FsFile | undefined;
     try {
       flushBehind = sync ? await Deno.open(tmp, { write: true }) : undefined;
     } catch (e) {
-      file.close();
+      closeQuietly(file);
       await Deno.remove(tmp).catch(() => {});
       throw e;
     }
