@@ -6,7 +6,7 @@
 // file it opened, which the reader compares with its own before it sends any range.
 import { createHash } from "node:crypto";
 import type { EncodedBody } from "../format/_byte_reader.ts";
-import { decodeByteGroups } from "../format/codecs/_bytegroup.ts";
+import { decodeByteGroups, PlaneScratch } from "../format/codecs/_bytegroup.ts";
 import { freshBuffer } from "./_huge_pages.ts";
 
 interface Open {
@@ -24,8 +24,12 @@ const PIECE = 2 ** 20;
 const scope = self as unknown as Worker;
 let file: Deno.FsFile | undefined;
 const buf = new Uint8Array(PIECE);
-/** Reused by byte-grouped jobs: the stored body, and a verify's decoded bytes (huge pages where granted). */
+/**
+ * Reused by byte-grouped jobs (one at a time): the stored body, its inflated planes, and a
+ * verify's decoded bytes (huge pages where granted).
+ */
 let bodyScratch: Uint8Array = new Uint8Array(0);
+const planes = new PlaneScratch();
 let decodedScratch: Uint8Array = new Uint8Array(0);
 
 /** `scratch`, or a larger buffer (doubling) when it is shorter than `n` bytes. */
@@ -67,7 +71,7 @@ async function run(m: Job): Promise<void> {
     decodedScratch = reuse(decodedScratch, n);
     return decodedScratch.subarray(0, n);
   };
-  const data = await decodeByteGroups(body, dtype, count, name, m.offset, undefined, alloc);
+  const data = await decodeByteGroups(body, dtype, count, name, m.offset, { alloc, scratch: planes });
   const digest = new Uint8Array(h.update(data).digest()); // a copy: plain bytes, not a pooled Buffer
   if (!keep) scope.postMessage({ seq: m.seq, digest });
   else {

@@ -12,6 +12,7 @@ import {
   decodeByteGroups,
   isByteGroupable,
   PLANE_ENTRY_BYTES,
+  type PlaneScratch,
 } from "./_bytegroup.ts";
 
 /** The 8 bytes every binary checkpoint starts with: `\x89CKPT\r\n\x1a`. */
@@ -355,8 +356,8 @@ export function checkBodyLength(d: TensorDescriptor, bodyBytes: number, flags: n
 
 /**
  * The tensor bytes of a checked record body: the body itself when raw, else its byte planes
- * inflated and interleaved (every length checked against the descriptor first) into
- * `alloc(n)` where given. `at` is the offset of the body in the stream.
+ * inflated (into `scratch`'s buffers where given) and interleaved (every length checked against
+ * the descriptor first) into `alloc(n)` where given. `at` is the offset of the body in the stream.
  *
  * @example
  * ```ts
@@ -371,9 +372,11 @@ export function decodeTensorBody(
   body: Uint8Array,
   at: number,
   alloc?: (n: number) => Uint8Array,
+  scratch?: PlaneScratch,
 ): Promise<Uint8Array> {
   if (d.encoding === undefined) return Promise.resolve(body);
-  return decodeByteGroups(body, d.dtype, d.byteLength / DTYPES[d.dtype].bytes, d.name, at, undefined, alloc);
+  const count = d.byteLength / DTYPES[d.dtype].bytes;
+  return decodeByteGroups(body, d.dtype, count, d.name, at, { alloc, scratch });
 }
 
 /**

@@ -289,12 +289,21 @@ export async function encodeByteGroups(
   return { parts: [table, ...stored.map(([, data]) => data)], byteLength };
 }
 
+/** Where {@linkcode decodeByteGroups} puts what it decodes, and which inflater it falls back to. */
+export interface DecodeByteGroupsOptions {
+  /** The general inflater for planes that are not literals only (see `inflateRaw`). */
+  backend?: DeflateBackend;
+  /** The buffer for the tensor bytes (see {@linkcode joinPlanes}); a new one by default. */
+  alloc?: (n: number) => Uint8Array;
+  /** Buffers for inflated planes, reused from one call to the next; new ones by default. */
+  scratch?: PlaneScratch;
+}
+
 /**
  * The tensor bytes a byte-grouped `body` holds, for a tensor of `count` elements of `dtype`
  * (named `name` in messages; the body starts at `offset` in the stream). Every length in the body
  * is checked against the body and against `count` before anything is allocated or inflated;
- * a malformed body is a `SyntaxError` naming the tensor, the plane and the offset. The tensor
- * bytes go into `alloc(n)` where given (see {@linkcode joinPlanes}).
+ * a malformed body is a `SyntaxError` naming the tensor, the plane and the offset.
  */
 export async function decodeByteGroups(
   body: Uint8Array,
@@ -302,9 +311,9 @@ export async function decodeByteGroups(
   count: number,
   name: string,
   offset: number,
-  backend?: DeflateBackend,
-  alloc?: (n: number) => Uint8Array,
+  options: DecodeByteGroupsOptions = {},
 ): Promise<Uint8Array> {
+  const { backend, alloc, scratch } = options;
   const subject = `tensor ${JSON.stringify(name)}`;
   const fail = (why: string, at: number): never => {
     throw new SyntaxError(`Cannot decode checkpoint: ${subject} ${why} at offset ${offset + at}`);
@@ -348,7 +357,7 @@ export async function decodeByteGroups(
     data.push(
       p.method === PLANE_STORED
         ? bytes
-        : await inflateRaw(bytes, count, `${subject} plane ${k}`, offset + p.at, backend),
+        : await inflateRaw(bytes, count, `${subject} plane ${k}`, offset + p.at, backend, scratch?.take(k, count)),
     );
   }
   return joinPlanes(data, width!, alloc);

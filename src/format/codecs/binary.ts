@@ -241,8 +241,10 @@ export async function* decodeRecords(
     }
     return sideBuffer;
   };
-  // A verify decodes byte-grouped bodies into one buffer, reused from one tensor to the next.
+  // A verify decodes byte-grouped bodies into one buffer, reused from one tensor to the next, and
+  // any decoder inflates their planes into buffers reused likewise.
   const decoded = new PlaneScratch();
+  const planes = new PlaneScratch();
   // The tensor being hashed off the main thread: its record once the digest matched, or the
   // error that names it.
   let pending: Promise<CheckpointRecord> | undefined;
@@ -404,7 +406,7 @@ export async function* decodeRecords(
         // buffer for a load, into one reused from tensor to tensor for a verify.
         const stored = await r.readBody(rh.bodyBytes, subject, undefined, "scratch");
         const into = bodies === "hash" ? (n: number) => decoded.take(0, n) : (n: number) => r.allocate(n);
-        const body = await decodeTensorBody(d, stored, bodyAt, into);
+        const body = await decodeTensorBody(d, stored, bodyAt, into, planes);
         h.update(body);
         await checkDigest(h, subject, at);
         seen.push(indexEntry(d, at, r.position - at));

@@ -248,6 +248,25 @@ Deno.test("deflated planes are plain raw deflate: DecompressionStream reads them
   }
 });
 
+Deno.test("inflateRaw: literals-only planes decode into the caller's buffer; any other deflate stream goes to the runtime's inflater", async () => {
+  const plane = splitPlanes(bytesOf(gaussian(1 << 16, 4)), 4)[3]!;
+  const into = new Uint8Array(plane.byteLength);
+  const fast = await inflateRaw(await deflateRaw(plane), plane.byteLength, "p", 0, undefined, into);
+  assert.equal(fast, into, "decoded in place");
+  assert.deepEqual(into, plane);
+  // Another writer's deflate with matches (zlib's default level): still read, by node:zlib and by
+  // DecompressionStream, into buffers of their own.
+  const repetitive = new Uint8Array(plane.byteLength).map((_, i) => plane[i % 4096]!);
+  const matched = deflateRawSync(repetitive);
+  for (const backend of ["node:zlib", "web"] as const) {
+    const other = new Uint8Array(plane.byteLength);
+    const out = await inflateRaw(matched, plane.byteLength, "p", 0, backend, other);
+    assert.notEqual(out, other);
+    assert.deepEqual(out, repetitive);
+  }
+  await assert.rejects(() => inflateRaw(matched, plane.byteLength, "p", 0, undefined, into.subarray(1)), RangeError);
+});
+
 Deno.test("bytegroup keeps random access: the index names the encoding, only reads what it asks for", async () => {
   const dir = await Deno.makeTempDir();
   try {

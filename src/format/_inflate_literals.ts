@@ -1,0 +1,349 @@
+// A fast path for inflating byte planes: raw deflate (RFC 1951) streams whose blocks hold only
+// literals, which is what a Huffman-only deflate writes (node:zlib and pako with Z_HUFFMAN_ONLY,
+// src/format/_deflate.ts). An exponent plane codes in about 2.7 bits per byte, so one lookup of
+// TABLE_BITS bits decodes up to four bytes at once (the multi-symbol tables of zstd's and
+// libdeflate's Huffman decoders); zlib's inflate decodes one symbol per lookup and writes into
+// fresh memory. A stream with anything else (a match, a malformed table, a wrong length, trailing
+// bytes) makes it return false, and the caller inflates with the runtime's general inflater,
+// which also words the error. Everything it allocates is fixed-size; input values only index
+// tables of fixed size or are checked first.
+
+/** Bits per table lookup: 1024 entries, rebuilt per block (zlib ends a block every 16 Ki symbols). */
+const TABLE_BITS = 10;
+const TABLE_MASK = (1 << TABLE_BITS) - 1;
+/** Longest code deflate allows. */
+const MAX_BITS = 15;
+/** Order in which a dynamic block lists its code-length code lengths (RFC 1951, 3.2.7). */
+const CODE_LENGTH_ORDER = [16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15];
+const END_OF_BLOCK = 256;
+
+/** A canonical Huffman code: per-length counts and the symbols in code order (puff.c's decoding). */
+class Code {
+  readonly count = new Uint16Array(MAX_BITS + 1);
+  readonly symbol: Uint16Array;
+  /** Each symbol's code, bit-reversed (deflate sends codes most significant bit first). */
+  readonly reversed: Uint16Array;
+  #offs = new Uint16Array(MAX_BITS + 2);
+
+  constructor(symbols: number) {
+    this.symbol = new Uint16Array(symbols);
+    this.reversed = new Uint16Array(symbols);
+  }
+
+  /**
+   * Builds the code for `lengths[0..n)`; false for a set zlib would refuse: over-subscribed, or
+   * incomplete, except a lone code of one bit where `lone` allows it (literal/length and distance
+   * codes) or no codes at all where `empty` does (distance codes of a block without matches).
+   */
+  build(lengths: Uint8Array, n: number, lone: boolean, empty: boolean): boolean {
+    const count = this.count;
+    count.fill(0);
+    for (let i = 0; i < n; i++) count[lengths[i]!]!++;
+    count[0] = 0;
+    let left = 1;
+    let used = 0;
+    for (let len = 1; len <= MAX_BITS; len++) {
+      left = (left << 1) - count[len]!;
+      if (left < 0) return false;
+      used += count[len]!;
+    }
+    if (used === 0) return empty;
+    if (left > 0 && !(lone && used === 1 && count[1] === 1)) return false;
+    const offs = this.#offs;
+    offs[1] = 0;
+    for (let len = 1; len <= MAX_BITS; len++) offs[len + 1] = offs[len]! + count[len]!;
+    let code = 0;
+    const next = new Uint16Array(MAX_BITS + 1);
+    for (let len = 1; len <= MAX_BITS; len++) {
+      code = (code + count[len - 1]!) << 1;
+      next[len] = code;
+    }
+    for (let s = 0; s < n; s++) {
+      const len = lengths[s]!;
+      if (len === 0) continue;
+      this.symbol[offs[len]!++] = s;
+      this.reversed[s] = reverse(next[len]!++, len);
+    }
+    return true;
+  }
+}
+
+/** `code`'s low `len` bits in reverse order. */
+function reverse(code: number, len: number): number {
+  let r = 0;
+  for (let i = 0; i < len; i++) {
+    r = (r << 1) | (code & 1);
+    code >>>= 1;
+  }
+  return r;
+}
+
+/** Bit reader state between blocks (whole bytes only are consumed from `pos`; `bits` below). */
+class Bits {
+  pos = 0;
+  buf = 0;
+  cnt = 0;
+  constructor(readonly src: Uint8Array) {}
+
+  /** The next `n` bits (n ≤ 16), or -1 past the end of the input. */
+  take(n: number): number {
+    while (this.cnt < n) {
+      if (this.pos >= this.src.length) return -1;
+      this.buf |= this.src[this.pos++]! << this.cnt;
+      this.cnt += 8;
+    }
+    const v = this.buf & ((1 << n) - 1);
+    this.buf >>>= n;
+    this.cnt -= n;
+    return v;
+  }
+}
+
+// Tables, rebuilt for every block (one thread runs one inflate to the end: no await inside).
+const lengths = new Uint8Array(288 + 32);
+const literals = new Code(288);
+const distances = new Code(32);
+const codeLengths = new Code(19);
+/** One symbol per TABLE_BITS-bit prefix: symbol | length << 9, or 0 for a longer code. */
+const single = new Int32Array(1 << TABLE_BITS);
+/** Up to four literals per prefix, little-endian, and their count and bits in `multiMeta`. */
+const multi = new Int32Array(1 << TABLE_BITS);
+/** bits | count << 4 for `multi`; 0 where the prefix starts with a non-literal or a long code. */
+const multiMeta = new Uint8Array(1 << TABLE_BITS);
+
+/**
+ * Inflates the raw deflate stream `src` into exactly `out.byteLength` bytes of `out`, when it is
+ * made of stored blocks and Huffman-coded blocks of literals only and is well formed. Returns
+ * false, with `out` partly written, for anything else (a match, a table or length zlib would
+ * refuse, output longer or shorter than `out`, bytes after the final block): the caller then
+ * inflates with a general inflater. Writes only inside `out`.
+ *
+ * @example
+ * ```ts
+ * import { inflateLiterals } from "./_inflate_literals.ts";
+ * import { deflateRawSync } from "node:zlib";
+ * import assert from "node:assert/strict";
+ * const plane = new Uint8Array(1000).map((_, i) => 0x3c + (i % 3));
+ * const packed = deflateRawSync(plane, { strategy: 2 }); // Z_HUFFMAN_ONLY: literals only
+ * const out = new Uint8Array(plane.byteLength);
+ * assert.equal(inflateLiterals(packed, out), true);
+ * assert.deepEqual(out, plane);
+ * assert.equal(inflateLiterals(deflateRawSync(plane), out), false); // level 6 writes matches
+ * ```
+ */
+export function inflateLiterals(src: Uint8Array, out: Uint8Array): boolean {
+  const size = out.byteLength;
+  const bits = new Bits(src);
+  let o = 0;
+  for (;;) {
+    const final = bits.take(1);
+    const type = bits.take(2);
+    if (type < 0) return false;
+    if (type === 0) {
+      // Stored: to the byte boundary (the reader holds no whole bytes between blocks), then LEN, NLEN.
+      bits.buf = 0;
+      bits.cnt = 0;
+      const at = bits.pos;
+      if (at + 4 > src.length) return false;
+      const len = src[at]! | (src[at + 1]! << 8);
+      if ((src[at + 2]! | (src[at + 3]! << 8)) !== (len ^ 0xffff)) return false;
+      if (at + 4 + len > src.length || o + len > size) return false;
+      out.set(src.subarray(at + 4, at + 4 + len), o);
+      o += len;
+      bits.pos = at + 4 + len;
+    } else if (type === 1 || type === 2) {
+      const n = type === 1 ? fixedLengths() : dynamicLengths(bits);
+      if (n < 0 || !buildTables(n)) return false;
+      o = decodeBlock(bits, out, o, size);
+      if (o < 0) return false;
+    } else return false;
+    if (final === 1) break;
+  }
+  return o === size && bits.pos === src.length;
+}
+
+/** The fixed code's lengths (RFC 1951, 3.2.6): 288 literal/length symbols (distances are never used). */
+function fixedLengths(): number {
+  lengths.fill(8, 0, 144).fill(9, 144, 256).fill(7, 256, 280).fill(8, 280, 288);
+  return 288;
+}
+
+/** Reads a dynamic block's code lengths into `lengths`; the number of literal/length codes, or -1. */
+function dynamicLengths(bits: Bits): number {
+  const hlit = bits.take(5) + 257;
+  const hdist = bits.take(5) + 1;
+  const hclen = bits.take(4) + 4;
+  if (hlit < 257 || hdist < 1 || hclen < 4) return -1; // the input ended
+  if (hlit > 286 || hdist > 30) return -1;
+  lengths.fill(0, 0, 19);
+  for (let i = 0; i < hclen; i++) {
+    const len = bits.take(3);
+    if (len < 0) return -1;
+    lengths[CODE_LENGTH_ORDER[i]!] = len;
+  }
+  if (!codeLengths.build(lengths, 19, false, false)) return -1;
+  const total = hlit + hdist;
+  const all = new Uint8Array(total);
+  for (let i = 0; i < total;) {
+    const sym = slowSymbol(bits, codeLengths);
+    if (sym < 0) return -1;
+    if (sym < 16) {
+      all[i++] = sym;
+      continue;
+    }
+    if (sym === 16 && i === 0) return -1;
+    const value = sym === 16 ? all[i - 1]! : 0;
+    const extra = bits.take(sym === 16 ? 2 : sym === 17 ? 3 : 7);
+    if (extra < 0) return -1;
+    const repeat = (sym === 18 ? 11 : 3) + extra;
+    if (i + repeat > total) return -1;
+    all.fill(value, i, i + repeat);
+    i += repeat;
+  }
+  if (all[END_OF_BLOCK] === 0) return -1;
+  // Distance codes are never used here (a match makes the decode give up), but a set zlib would
+  // refuse must not be accepted.
+  if (!distances.build(all.subarray(hlit), hdist, true, true)) return -1;
+  lengths.set(all.subarray(0, hlit));
+  return hlit;
+}
+
+/** One symbol of `code`, a bit at a time (puff.c): -1 for an invalid code or the end of the input. */
+function slowSymbol(bits: Bits, code: Code): number {
+  let value = 0;
+  let first = 0;
+  let index = 0;
+  for (let len = 1; len <= MAX_BITS; len++) {
+    const bit = bits.take(1);
+    if (bit < 0) return -1;
+    value |= bit;
+    const count = code.count[len]!;
+    if (value - count < first) return code.symbol[index + (value - first)]!;
+    index += count;
+    first = (first + count) << 1;
+    value <<= 1;
+  }
+  return -1;
+}
+
+/** The literal/length code of `lengths[0..n)` and its lookup tables; false for a refused set. */
+function buildTables(n: number): boolean {
+  if (!literals.build(lengths, n, true, false)) return false;
+  single.fill(0);
+  for (let s = 0; s < n; s++) {
+    const len = lengths[s]!;
+    if (len === 0 || len > TABLE_BITS) continue;
+    const entry = s | (len << 9);
+    for (let x = literals.reversed[s]!; x <= TABLE_MASK; x += 1 << len) single[x] = entry;
+  }
+  // Greedily, the literals whose codes fit one after another in each prefix (at most four).
+  for (let x = 0; x <= TABLE_MASK; x++) {
+    let used = 0;
+    let count = 0;
+    let packed = 0;
+    let entry = single[x]!;
+    while (count < 4 && entry !== 0) {
+      const sym = entry & 511;
+      const len = entry >>> 9;
+      if (sym > 255 || used + len > TABLE_BITS) break;
+      packed |= sym << (8 * count);
+      count++;
+      used += len;
+      entry = single[x >>> used]!; // only trusted while its length fits in the bits left (above)
+    }
+    multi[x] = packed;
+    multiMeta[x] = used | (count << 4);
+  }
+  return true;
+}
+
+/**
+ * Decodes one Huffman-coded block into `out` from `o`: the new output position, or -1 (a match,
+ * an invalid code, too much output, the end of the input). The bit buffer holds `cnt` valid bits
+ * in an int32; the fast loop refills it a word at a time without branching on how much it
+ * needs (consuming whole bytes only) and then takes two lookups of TABLE_BITS bits.
+ */
+function decodeBlock(bits: Bits, out: Uint8Array, o: number, size: number): number {
+  const src = bits.src;
+  const end = src.length;
+  const view = new DataView(src.buffer, src.byteOffset, src.byteLength);
+  let pos = bits.pos;
+  let buf = bits.buf | 0;
+  let cnt = bits.cnt;
+  const fastIn = end - 4;
+  const fastOut = size - 8;
+  for (;;) {
+    if (pos <= fastIn && o <= fastOut) {
+      buf |= view.getUint32(pos, true) << cnt;
+      pos += (31 - cnt) >> 3;
+      cnt |= 24;
+      let x = buf & TABLE_MASK;
+      let m = multiMeta[x]!;
+      if (m !== 0) {
+        let p = multi[x]!;
+        out[o] = p;
+        out[o + 1] = p >> 8;
+        out[o + 2] = p >> 16;
+        out[o + 3] = p >> 24;
+        o += m >> 4;
+        buf = (buf >>> (m & 15)) | 0;
+        cnt -= m & 15;
+        x = buf & TABLE_MASK;
+        m = multiMeta[x]!;
+        if (m !== 0) {
+          p = multi[x]!;
+          out[o] = p;
+          out[o + 1] = p >> 8;
+          out[o + 2] = p >> 16;
+          out[o + 3] = p >> 24;
+          o += m >> 4;
+          buf = (buf >>> (m & 15)) | 0;
+          cnt -= m & 15;
+          continue;
+        }
+      }
+    } else {
+      while (cnt < 24 && pos < end) {
+        buf |= src[pos++]! << cnt;
+        cnt += 8;
+      }
+    }
+    // One symbol: a long code, the end of the block, a match, or near the end of input or output.
+    let sym: number;
+    const entry = single[buf & TABLE_MASK]!;
+    if (entry !== 0) {
+      const len = entry >>> 9;
+      if (len > cnt) return -1;
+      sym = entry & 511;
+      buf = (buf >>> len) | 0;
+      cnt -= len;
+    } else {
+      // Give back the whole bytes ahead of the valid bits and decode bit by bit.
+      while (cnt >= 8) {
+        pos--;
+        cnt -= 8;
+      }
+      bits.pos = pos;
+      bits.buf = cnt === 0 ? 0 : buf & ((1 << cnt) - 1);
+      bits.cnt = cnt;
+      sym = slowSymbol(bits, literals);
+      pos = bits.pos;
+      buf = bits.buf | 0;
+      cnt = bits.cnt;
+    }
+    if (sym < 0) return -1;
+    if (sym < END_OF_BLOCK) {
+      if (o >= size) return -1;
+      out[o++] = sym;
+    } else if (sym === END_OF_BLOCK) break;
+    else return -1; // a length code (or an invalid one), a match: not this path's business
+  }
+  while (cnt >= 8) {
+    pos--;
+    cnt -= 8;
+  }
+  bits.pos = pos;
+  bits.buf = cnt === 0 ? 0 : buf & ((1 << cnt) - 1);
+  bits.cnt = cnt;
+  return o;
+}

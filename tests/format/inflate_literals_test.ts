@@ -1,0 +1,135 @@
+import assert from "node:assert/strict";
+import { constants, deflateRawSync, inflateRawSync } from "node:zlib";
+import { inflateLiterals } from "../../src/format/_inflate_literals.ts";
+import { prng } from "../_util.ts";
+
+const HUFFMAN_ONLY = { strategy: constants.Z_HUFFMAN_ONLY };
+
+/** The top byte of N(0, 0.02) float32 values: an exponent plane, ~2.7 bits per byte. */
+function exponentPlane(n: number, seed: number): Uint8Array {
+  const rand = prng(seed);
+  const f = new Float32Array(n);
+  for (let i = 0; i < n; i++) f[i] = 0.02 * Math.sqrt(-2 * Math.log(rand() || 1e-12)) * Math.cos(2 * Math.PI * rand());
+  const bytes = new Uint8Array(f.buffer);
+  return new Uint8Array(n).map((_, i) => bytes[4 * i + 3]!);
+}
+
+/** Bytes where symbol k occurs about 2^-(k+1) of the time: codes up to deflate's 15 bits. */
+function skewedPlane(n: number, seed: number): Uint8Array {
+  const rand = prng(seed);
+  return new Uint8Array(n).map(() => {
+    let k = 0;
+    while (rand() < 0.5 && k < 40) k++;
+    return 7 * k + 3;
+  });
+}
+
+/** What zlib makes of `packed` when it inflates to `size` bytes: the bytes, or undefined. */
+function zlibInflate(packed: Uint8Array, size: number): Uint8Array | undefined {
+  try {
+    const out = inflateRawSync(packed, { maxOutputLength: Math.max(size, 1) });
+    return out.byteLength === size ? new Uint8Array(out) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function roundTrip(plane: Uint8Array, what: string): Uint8Array {
+  const packed = deflateRawSync(plane, HUFFMAN_ONLY);
+  const out = new Uint8Array(plane.byteLength);
+  assert.equal(inflateLiterals(packed, out), true, what);
+  assert.deepEqual(out, plane, what);
+  return packed;
+}
+
+Deno.test("inflateLiterals: Huffman-only deflate of exponent, skewed, random and constant planes, at every tail length", () => {
+  // 16 Ki symbols make a zlib block: sizes around that and the fast loop's 4- and 8-byte margins.
+  for (const n of [1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 100, 16383, 16384, 16385, 70_001, 1 << 20]) {
+    roundTrip(exponentPlane(n, n), `exponent plane of ${n}`);
+    roundTrip(new Uint8Array(n).fill(0x3c), `constant plane of ${n}`); // one literal and end of block
+  }
+  for (const n of [1000, 65_536, 300_000]) {
+    const packed = roundTrip(skewedPlane(n, n), `skewed plane of ${n}`);
+    assert.ok(packed.byteLength < n / 2, "codes of many lengths, most short");
+    // Random bytes: zlib stores the blocks that would not shrink.
+    const random = new Uint8Array(n);
+    crypto.getRandomValues(random.subarray(0, Math.min(n, 65_536)));
+    if (n > 65_536) random.set(exponentPlane(n - 65_536, 9), 65_536); // stored, then Huffman blocks
+    roundTrip(random, `random then exponent plane of ${n}`);
+  }
+});
+
+Deno.test("inflateLiterals: a fixed-code block of literals (hand-encoded: zlib writes none without matches)", () => {
+  const data = Uint8Array.from({ length: 300 }, (_, i) => (i * 37) & 255);
+  const bytes: number[] = [];
+  let acc = 0;
+  let n = 0;
+  const put = (value: number, len: number) => {
+    acc |= value << n;
+    n += len;
+    while (n >= 8) {
+      bytes.push(acc & 255);
+      acc >>>= 8;
+      n -= 8;
+    }
+  };
+  const putCode = (code: number, len: number) => {
+    for (let i = len - 1; i >= 0; i--) put((code >> i) & 1, 1); // Huffman codes go most significant bit first
+  };
+  put(1, 1); // final
+  put(1, 2); // fixed codes
+  for (const b of data) b < 144 ? putCode(0x30 + b, 8) : putCode(0x190 + b - 144, 9);
+  putCode(0, 7); // end of block
+  if (n > 0) bytes.push(acc);
+  const packed = Uint8Array.from(bytes);
+  assert.deepEqual(zlibInflate(packed, data.byteLength), data, "a valid stream");
+  const out = new Uint8Array(data.byteLength);
+  assert.equal(inflateLiterals(packed, out), true);
+  assert.deepEqual(out, data);
+});
+
+Deno.test("inflateLiterals: false for matches, a wrong output size, trailing bytes and truncation (the caller's inflater decides)", () => {
+  const plane = exponentPlane(50_000, 3);
+  const packed = deflateRawSync(plane, HUFFMAN_ONLY);
+  const check = (input: Uint8Array, size: number) => inflateLiterals(input, new Uint8Array(size));
+  assert.equal(check(deflateRawSync(plane), plane.byteLength), false, "level 6 writes matches");
+  assert.equal(check(deflateRawSync(new Uint8Array(5000)), 5000), false, "a run of zeros is a match");
+  assert.equal(check(packed, plane.byteLength - 1), false, "one byte too many");
+  assert.equal(check(packed, plane.byteLength + 1), false, "one byte short");
+  assert.equal(check(Uint8Array.of(...packed, 0), plane.byteLength), false, "a byte after the final block");
+  for (const cut of [0, 1, 2, 10, 100, packed.byteLength >> 1, packed.byteLength - 1]) {
+    assert.equal(check(packed.subarray(0, cut), plane.byteLength), false, `cut at ${cut}`);
+  }
+});
+
+Deno.test("inflateLiterals: on damaged streams it either gives up or agrees with zlib byte for byte", () => {
+  const rand = prng(11);
+  const sources = [exponentPlane(40_000, 5), skewedPlane(20_000, 6), new Uint8Array(3000).fill(7)];
+  let agreed = 0;
+  let gaveUp = 0;
+  for (let trial = 0; trial < 3000; trial++) {
+    const plane = sources[trial % sources.length]!;
+    const packed = deflateRawSync(plane, HUFFMAN_ONLY);
+    const damaged = packed.slice();
+    // Mostly in the block headers and tables, where a slip matters most.
+    const flips = 1 + Math.floor(rand() * 3);
+    for (let f = 0; f < flips; f++) {
+      const at = rand() < 0.6
+        ? Math.floor(rand() * Math.min(80, damaged.byteLength))
+        : Math.floor(rand() * damaged.byteLength);
+      damaged[at]! ^= 1 << Math.floor(rand() * 8);
+    }
+    const out = new Uint8Array(plane.byteLength);
+    if (inflateLiterals(damaged, out)) {
+      assert.deepEqual(
+        out,
+        zlibInflate(damaged, plane.byteLength),
+        `trial ${trial}: accepted what zlib does not agree with`,
+      );
+      agreed++;
+    } else gaveUp++;
+  }
+  // Both outcomes happen: a flip in the data changes the bytes and zlib agrees, a flip in a table
+  // usually breaks it.
+  assert.ok(agreed > 100 && gaveUp > 100, `agreed ${agreed}, gave up ${gaveUp}`);
+});
