@@ -48,7 +48,7 @@ function weights(n: number, seed: number): Float32Array {
   return out;
 }
 
-/** ckpt: the tensors saved to OPFS byte-grouped (`compression: "bytegroup"`: pako's deflate in a page). */
+/** ckpt: the tensors saved to OPFS byte-grouped (`compression: "bytegroup"`). */
 export function ckptSaveBytegroup(): Promise<number> {
   return timedSave("g.ckpt", "bytegroup");
 }

@@ -1,27 +1,18 @@
-// Raw deflate (RFC 1951) for byte-grouped tensor bodies: the one place that chooses how, per
-// runtime. Planes are compressed with Z_HUFFMAN_ONLY (entropy coding only: a plane of exponent
-// bytes has little to match, and skipping the match search is what makes it fast): by `node:zlib`
-// where it exists (Deno, Node), which also inflates; elsewhere (a browser) by pako, zlib's deflate
-// ported to JavaScript, which writes the very same bytes (the page's CompressionStream has no
-// Huffman-only mode: at zlib's default level it took 3-4x pako's time on an exponent plane and
-// wrote it 18% larger), and the standard `DecompressionStream("deflate-raw")` inflates. Either side
-// reads the other's output: both are plain raw deflate. Streams of literals only, which is all a
-// Huffman-only deflate writes, are inflated in every runtime by `_inflate_literals.ts` (several
-// bytes per table lookup, into a buffer the caller reuses), and anything else by node:zlib or
-// DecompressionStream.
+// Raw deflate (RFC 1951) for byte-grouped tensor bodies. Planes are written by
+// `_deflate_literals.ts` in every runtime (Huffman coding only: an exponent plane has little for a
+// match search to find), so a page, Node and Deno write the same bytes. Streams of literals only,
+// which is all a Huffman-only deflate writes, whoever wrote it, are inflated by
+// `_inflate_literals.ts` (several bytes per table lookup, into a buffer the caller reuses); any
+// other stream by the runtime's inflater, chosen here: `node:zlib` where it exists (Deno, Node),
+// else the standard `DecompressionStream("deflate-raw")` (a browser).
 
 import { inflateLiterals } from "./_inflate_literals.ts";
 import { readableFrom } from "./_streams.ts";
 
 type Zlib = typeof import("node:zlib");
 type Pair = ReadableWritablePair<Uint8Array, Uint8Array>;
-type Pako = typeof import("./_pako_deflate.ts");
-
-/** zlib's `Z_HUFFMAN_ONLY` strategy (pako's deflate build does not export its constants). */
-const Z_HUFFMAN_ONLY = 2;
 
 let zlib: Promise<Zlib | undefined> | undefined;
-let pako: Promise<Pako> | undefined;
 
 /** Deno or Node: runtimes with `node:zlib` (a browser is not even asked, so its console stays quiet). */
 function isServerRuntime(): boolean {
@@ -38,21 +29,8 @@ function nodeZlib(): Promise<Zlib | undefined> {
     : Promise.resolve(undefined);
 }
 
-/** Which implementation {@linkcode deflateRaw} and {@linkcode inflateRaw} use. */
+/** Which general inflater {@linkcode inflateRaw} falls back to: `node:zlib` by default where it exists. */
 export type DeflateBackend = "node:zlib" | "web";
-
-/** The implementation this runtime uses. */
-export async function deflateBackend(): Promise<DeflateBackend> {
-  return (await nodeZlib()) ? "node:zlib" : "web";
-}
-
-/** Raw deflate of `bytes` (not empty), Huffman coding only: the same bytes with either backend. */
-export async function deflateRaw(bytes: Uint8Array, backend?: DeflateBackend): Promise<Uint8Array> {
-  const z = backend === "web" ? undefined : await nodeZlib();
-  if (z) return plain(z.deflateRawSync(bytes, { strategy: z.constants.Z_HUFFMAN_ONLY }));
-  const { deflateRaw } = await (pako ??= import("./_pako_deflate.ts"));
-  return deflateRaw(bytes, { strategy: Z_HUFFMAN_ONLY });
-}
 
 /**
  * Inflates raw deflate `bytes` that must decode to exactly `size` bytes (size ≥ 1): more or fewer,

@@ -1,6 +1,6 @@
-// Byte-grouped checkpoints in Chromium: planes deflated by Deno's node:zlib inflate through the
-// page's DecompressionStream("deflate-raw"), and the page deflates its planes Huffman only with
-// pako into the very bytes Deno writes, which load in Deno, every tensor bit for bit.
+// Byte-grouped checkpoints in Chromium: planes Deno deflated load in the page, and the page
+// deflates its planes (the same JavaScript encoder, Huffman only) into the very bytes Deno writes,
+// which load in Deno, every tensor bit for bit.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { encodeCheckpoint, loadCheckpoint, readCheckpointIndex } from "../../mod.ts";

@@ -4,7 +4,8 @@
 // exponent compresses well on trained weights, mantissa planes rarely do (ZipNN, arXiv 2411.05239).
 
 import type { DType } from "../types.ts";
-import { type DeflateBackend, deflateRaw, inflateRaw } from "../_deflate.ts";
+import { type DeflateBackend, inflateRaw } from "../_deflate.ts";
+import { deflateBound, deflateLiterals } from "../_deflate_literals.ts";
 
 /** The `encoding` value of a byte-grouped tensor record. */
 export const BYTEGROUP_ENCODING = "bytegroup";
@@ -174,8 +175,8 @@ function join4(
 
 /**
  * Buffers reused from one tensor to the next, so they do not cost fresh memory per tensor: by one
- * encoder for the planes that are only deflate input (what is written is the deflated copy), by a
- * verifying decoder for the decoded bytes it hashes and drops.
+ * encoder for the planes that are only deflate input and for the deflate output, by a decoder for
+ * inflated planes and, verifying, for the decoded bytes it hashes and drops.
  */
 export class PlaneScratch {
   #buffers: ArrayBuffer[] = [];
@@ -246,17 +247,18 @@ export function huffmanBits(counts: ArrayLike<number>): number {
  * The byte-grouped body of a float tensor's `bytes` as parts to write in order (plane table, then
  * the planes), or `undefined` when it would not be smaller than the raw bytes (or the dtype is not
  * a float): the caller then writes the tensor raw. With `scratch`, the planes to be deflated are
- * split into buffers kept from one call to the next; with `transient` too, so are the planes
- * stored as they are (the parts are then valid only until the next call with that scratch).
+ * split, and deflated, into buffers kept from one call to the next; with `transient` too, the
+ * parts are views of those buffers, and the planes stored as they are come from them too (the
+ * parts are then valid only until the next call with that scratch).
  */
-export async function encodeByteGroups(
+export function encodeByteGroups(
   dtype: DType,
   bytes: Uint8Array,
-  options: { scratch?: PlaneScratch; backend?: DeflateBackend; transient?: boolean } = {},
-): Promise<{ parts: Uint8Array[]; byteLength: number } | undefined> {
+  options: { scratch?: PlaneScratch; transient?: boolean } = {},
+): { parts: Uint8Array[]; byteLength: number } | undefined {
   const width = FLOAT_WIDTH[dtype];
   if (width === undefined || bytes.byteLength === 0) return undefined;
-  const { scratch = new PlaneScratch(), backend, transient = false } = options;
+  const { scratch = new PlaneScratch(), transient = false } = options;
   const deflate = candidates(bytes, width);
   const planes = splitPlanes(
     bytes,
@@ -269,8 +271,10 @@ export async function encodeByteGroups(
       stored.push([PLANE_STORED, plane]);
       continue;
     }
-    const packed = await deflateRaw(plane, backend);
-    if (packed.byteLength < plane.byteLength) stored.push([PLANE_DEFLATE, packed]);
+    // Deflated into scratch memory (the bound is the plane's size and a little more, of which only
+    // the output is touched), then kept as a copy of the output's size unless transient.
+    const packed = deflateLiterals(plane, scratch.take(width + k, deflateBound(plane.byteLength)));
+    if (packed.byteLength < plane.byteLength) stored.push([PLANE_DEFLATE, transient ? packed : packed.slice()]);
     // A scratch plane that does not shrink after all is written as a copy of its own.
     else stored.push([PLANE_STORED, transient ? plane : plane.slice()]);
   }

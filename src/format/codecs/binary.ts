@@ -121,7 +121,7 @@ async function* encodeRecords(
       const start = position;
       const body = bytesOf(t.data);
       const h = sha256();
-      const grouped = byteGroup ? await encodeByteGroups(t.dtype, body, { scratch, transient }) : undefined;
+      const grouped = byteGroup ? encodeByteGroups(t.dtype, body, { scratch, transient }) : undefined;
       const encoding = grouped ? BYTEGROUP_ENCODING : undefined;
       const head = tensorHead(t, encoding);
       yield emit(encodeRecordPrefix(RecordKind.tensor, head, grouped?.byteLength ?? body.byteLength, position), h);

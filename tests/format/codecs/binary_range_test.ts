@@ -312,7 +312,7 @@ Deno.test("FileRangeHasher decodes a byte-grouped body from the file: its digest
   try {
     const data = new Float32Array(MiB).map((_, k) => Math.sin(k) / 64);
     const bytes = new Uint8Array(data.buffer);
-    const grouped = (await encodeByteGroups("float32", bytes))!;
+    const grouped = (encodeByteGroups("float32", bytes))!;
     const body = concatBytes(grouped.parts);
     const path = `${dir}/g.bin`;
     await Deno.writeFile(path, concatBytes([new Uint8Array(100).fill(7), body, new Uint8Array(5)]));

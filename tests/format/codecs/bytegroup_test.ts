@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { deflateRawSync } from "node:zlib";
+import { constants as zlibConstants, deflateRawSync, inflateRawSync } from "node:zlib";
 import {
   ChecksumMismatchError,
   decodeCheckpoint,
@@ -18,7 +18,8 @@ import {
   PLANE_STORED,
   splitPlanes,
 } from "../../../src/format/codecs/_bytegroup.ts";
-import { deflateRaw, inflateRaw } from "../../../src/format/_deflate.ts";
+import { inflateRaw } from "../../../src/format/_deflate.ts";
+import { deflateLiterals } from "../../../src/format/_deflate_literals.ts";
 import { bytesOf } from "../../../src/format/dtype.ts";
 import type { CheckpointInput, DType, TensorInput } from "../../../src/format/types.ts";
 import { assertSameCheckpoint, collect, edgeTensors, feeds, prng } from "../../_util.ts";
@@ -141,24 +142,24 @@ Deno.test("bytegroup round-trips random bit patterns of every float dtype, throu
 
 Deno.test("bytegroup deflates the sign and exponent plane of weights and stores the mantissa planes as they are", async () => {
   const bytes = bytesOf(gaussian(1 << 18, 3));
-  const grouped = (await encodeByteGroups("float32", bytes))!;
+  const grouped = (encodeByteGroups("float32", bytes))!;
   const table = grouped.parts[0]!;
   const methods = [0, 1, 2, 3].map((k) => table[8 + 16 * k]);
   assert.deepEqual(methods, [PLANE_STORED, PLANE_STORED, PLANE_STORED, PLANE_DEFLATE]);
   assert.ok(grouped.byteLength < 0.9 * bytes.byteLength, `ratio ${grouped.byteLength / bytes.byteLength}`);
   // Every plane of a slowly varying tensor pays: all deflated.
   const smooth = bytesOf(Float32Array.from({ length: 1 << 16 }, (_, i) => 1 + (i % 8) / 8));
-  const all = (await encodeByteGroups("float32", smooth))!;
+  const all = (encodeByteGroups("float32", smooth))!;
   assert.deepEqual([0, 1, 2, 3].map((k) => all.parts[0]![8 + 16 * k]), [1, 1, 1, 1]);
   // Random bits do not compress: the tensor is left raw.
   const noise = new Uint8Array(1 << 16);
   const rand = prng(5);
   for (let i = 0; i < noise.length; i++) noise[i] = rand() * 256;
-  assert.equal(await encodeByteGroups("float32", noise), undefined);
-  assert.equal(await encodeByteGroups("int32", smooth), undefined);
+  assert.equal(encodeByteGroups("float32", noise), undefined);
+  assert.equal(encodeByteGroups("int32", smooth), undefined);
 });
 
-Deno.test("huffmanBits is the Huffman code's size, which a Huffman-only deflate of the plane matches within 1%", async () => {
+Deno.test("huffmanBits is the Huffman code's size, which a Huffman-only deflate of the plane matches within 1%", () => {
   assert.equal(huffmanBits([]), 0);
   assert.equal(huffmanBits([0, 7]), 7); // one symbol: a bit each
   assert.equal(huffmanBits([1, 1, 1, 1]), 8);
@@ -167,7 +168,7 @@ Deno.test("huffmanBits is the Huffman code's size, which a Huffman-only deflate 
   const counts = new Array(256).fill(0);
   for (const b of exponent!) counts[b]++;
   const estimate = huffmanBits(counts) / 8;
-  const deflated = (await deflateRaw(exponent!)).byteLength;
+  const deflated = deflateLiterals(exponent!).byteLength;
   assert.ok(Math.abs(deflated - estimate) < 0.01 * estimate, `deflate ${deflated} bytes, estimate ${estimate}`);
 });
 
@@ -215,9 +216,9 @@ Deno.test("splitPlanes and joinPlanes are inverses for every width, from unalign
   );
 });
 
-Deno.test("deflated planes are plain raw deflate: DecompressionStream reads them, and the web fallback round-trips", async () => {
+Deno.test("deflated planes are plain raw deflate: node:zlib and DecompressionStream read them, and what zlib wrote for earlier versions still reads", async () => {
   const plane = splitPlanes(bytesOf(gaussian(1 << 16, 2)), 4)[3]!;
-  const packed = await deflateRaw(plane);
+  const packed = deflateLiterals(plane);
   const viaWeb = new Uint8Array(
     await new Response(
       ReadableStream.from([packed]).pipeThrough(
@@ -226,11 +227,11 @@ Deno.test("deflated planes are plain raw deflate: DecompressionStream reads them
     ).arrayBuffer(),
   );
   assert.deepEqual(viaWeb, plane);
-  // Where node:zlib is missing (a browser), pako deflates Huffman only: the very bytes node:zlib
-  // writes, read by either inflater.
-  const web = await deflateRaw(plane, "web");
-  assert.deepEqual(web, packed);
-  assert.deepEqual(await inflateRaw(web, plane.byteLength, "p", 0), plane);
+  assert.deepEqual(new Uint8Array(inflateRawSync(packed)), plane);
+  // Before 2026-12-04 planes were node:zlib's (or pako's) Huffman-only deflate: 16 Ki symbols a block.
+  const zlibMade = deflateRawSync(plane, { strategy: zlibConstants.Z_HUFFMAN_ONLY });
+  assert.ok(Math.abs(zlibMade.byteLength - packed.byteLength) < 0.01 * packed.byteLength);
+  assert.deepEqual(await inflateRaw(zlibMade, plane.byteLength, "p", 0), plane);
   assert.deepEqual(await inflateRaw(packed, plane.byteLength, "p", 0, "web"), plane);
   for (const backend of ["node:zlib", "web"] as const) {
     await assert.rejects(() => inflateRaw(packed, plane.byteLength - 1, "plane 3", 9, backend), {
@@ -251,7 +252,7 @@ Deno.test("deflated planes are plain raw deflate: DecompressionStream reads them
 Deno.test("inflateRaw: literals-only planes decode into the caller's buffer; any other deflate stream goes to the runtime's inflater", async () => {
   const plane = splitPlanes(bytesOf(gaussian(1 << 16, 4)), 4)[3]!;
   const into = new Uint8Array(plane.byteLength);
-  const fast = await inflateRaw(await deflateRaw(plane), plane.byteLength, "p", 0, undefined, into);
+  const fast = await inflateRaw(deflateLiterals(plane), plane.byteLength, "p", 0, undefined, into);
   assert.equal(fast, into, "decoded in place");
   assert.deepEqual(into, plane);
   // Another writer's deflate with matches (zlib's default level): still read, by node:zlib and by

@@ -1,0 +1,93 @@
+import assert from "node:assert/strict";
+import { constants, deflateRawSync, inflateRawSync } from "node:zlib";
+import { deflateBound, deflateLiterals } from "../../src/format/_deflate_literals.ts";
+import { inflateLiterals } from "../../src/format/_inflate_literals.ts";
+import { prng } from "../_util.ts";
+
+/** The top byte of N(0, 0.02) float32 values: an exponent plane. */
+function exponentPlane(n: number, seed: number): Uint8Array {
+  const rand = prng(seed);
+  const f = new Float32Array(n);
+  for (let i = 0; i < n; i++) f[i] = 0.02 * Math.sqrt(-2 * Math.log(rand() || 1e-12)) * Math.cos(2 * Math.PI * rand());
+  const bytes = new Uint8Array(f.buffer);
+  return new Uint8Array(n).map((_, i) => bytes[4 * i + 3]!);
+}
+
+/**
+ * Symbol k about 2^-(k+1) of the time, for 41 symbols: a Huffman tree 40 deep, so every block
+ * needs its code lengths cut to the encoder's 12-bit limit.
+ */
+function skewedPlane(n: number, seed: number): Uint8Array {
+  const rand = prng(seed);
+  return new Uint8Array(n).map(() => {
+    let k = 0;
+    while (rand() < 0.5 && k < 40) k++;
+    return 5 * k + 1;
+  });
+}
+
+/** Inflated by zlib, by DecompressionStream and by our own decoder: all three must give `plane`. */
+async function assertReadable(packed: Uint8Array, plane: Uint8Array, what: string): Promise<void> {
+  assert.deepEqual(new Uint8Array(inflateRawSync(packed)), plane, `${what}: node:zlib`);
+  const web = await new Response(
+    ReadableStream.from([packed]).pipeThrough(
+      new DecompressionStream("deflate-raw") as ReadableWritablePair<Uint8Array, Uint8Array>,
+    ),
+  ).arrayBuffer();
+  assert.deepEqual(new Uint8Array(web), plane, `${what}: DecompressionStream`);
+  const out = new Uint8Array(plane.byteLength);
+  assert.equal(inflateLiterals(packed, out), true, `${what}: literals only`);
+  assert.deepEqual(out, plane, `${what}: inflateLiterals`);
+}
+
+Deno.test("deflateLiterals: every inflater reads it back, at block, stored-block and tail boundaries", async () => {
+  const block = 256 * 1024;
+  for (const n of [0, 1, 2, 3, 5, 8, 1000, 65_535, 65_536, block - 1, block, block + 1, 3 * block + 7]) {
+    await assertReadable(deflateLiterals(exponentPlane(n, n)), exponentPlane(n, n), `exponent plane of ${n}`);
+  }
+  for (const n of [1, 2, 100_000]) {
+    await assertReadable(deflateLiterals(new Uint8Array(n).fill(0x3c)), new Uint8Array(n).fill(0x3c), `constant ${n}`);
+  }
+  const skewed = skewedPlane(600_000, 4);
+  await assertReadable(deflateLiterals(skewed), skewed, "skewed plane (lengths cut to 12 bits)");
+  // The same bytes sorted (rarest last, in one 256 KiB block): codes of the longest length one
+  // after another, two of which must fit in the bit buffer at once.
+  const sorted = skewedPlane(250_000, 5).sort();
+  await assertReadable(deflateLiterals(sorted), sorted, "longest codes in a row");
+  // Random bytes are stored (coding would not shrink them), a block's worth then coded blocks.
+  const mixed = exponentPlane(block * 2, 5);
+  crypto.getRandomValues(mixed.subarray(0, 65_536));
+  mixed.set(mixed.subarray(0, 65_536), 65_536);
+  crypto.getRandomValues(mixed.subarray(131_072, 196_608));
+  const packed = deflateLiterals(mixed);
+  await assertReadable(packed, mixed, "random then exponent bytes");
+  assert.ok(packed.byteLength < 0.75 * mixed.byteLength);
+  // Any alignment: a view one byte into a buffer takes the byte-at-a-time paths.
+  const odd = new Uint8Array(100_001);
+  odd.set(exponentPlane(100_000, 6), 1);
+  await assertReadable(deflateLiterals(odd.subarray(1)), odd.subarray(1), "unaligned view");
+});
+
+Deno.test("deflateLiterals: within 0.5% of zlib's Huffman-only size on exponent planes, never larger than stored", () => {
+  for (const n of [4096, 1 << 20]) {
+    const plane = exponentPlane(n, 7);
+    const ours = deflateLiterals(plane).byteLength;
+    const zlib = deflateRawSync(plane, { strategy: constants.Z_HUFFMAN_ONLY }).byteLength;
+    assert.ok(ours < 1.005 * zlib, `${ours} bytes against zlib's ${zlib} for ${n}`);
+  }
+  const random = new Uint8Array(300_000);
+  for (let i = 0; i < random.length; i += 65_536) crypto.getRandomValues(random.subarray(i, i + 65_536));
+  const packed = deflateLiterals(random);
+  assert.ok(packed.byteLength <= deflateBound(random.byteLength));
+  assert.ok(packed.byteLength < 1.0002 * random.byteLength, `${packed.byteLength} bytes`); // stored blocks' headers
+  assert.deepEqual(new Uint8Array(inflateRawSync(packed)), random);
+});
+
+Deno.test("deflateLiterals: writes into the caller's buffer, and refuses one under the bound", () => {
+  const plane = exponentPlane(10_000, 8);
+  const out = new Uint8Array(deflateBound(plane.byteLength));
+  const packed = deflateLiterals(plane, out);
+  assert.equal(packed.buffer, out.buffer);
+  assert.deepEqual(packed, deflateLiterals(plane), "the same bytes either way");
+  assert.throws(() => deflateLiterals(plane, out.subarray(1)), RangeError);
+});
