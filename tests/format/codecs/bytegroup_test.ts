@@ -140,7 +140,7 @@ Deno.test("bytegroup round-trips random bit patterns of every float dtype, throu
   }
 });
 
-Deno.test("bytegroup deflates the sign and exponent plane of weights and stores the mantissa planes as they are", async () => {
+Deno.test("bytegroup deflates the sign and exponent plane of weights and stores the mantissa planes as they are", () => {
   const bytes = bytesOf(gaussian(1 << 18, 3));
   const grouped = (encodeByteGroups("float32", bytes))!;
   const table = grouped.parts[0]!;
