@@ -106,7 +106,7 @@ async function* encodeRecords(
   };
   const index: IndexEntry[] = [];
   const guard = new EncodeGuard();
-  const scratch = new PlaneScratch();
+  const scratch = byteGroup ? PlaneScratch.acquire() : undefined;
   try {
     for await (const rec of records) {
       if (guard.check(rec) === "metadata") {
@@ -121,7 +121,7 @@ async function* encodeRecords(
       const start = position;
       const body = bytesOf(t.data);
       const h = sha256();
-      const grouped = byteGroup ? encodeByteGroups(t.dtype, body, { scratch, transient }) : undefined;
+      const grouped = scratch ? encodeByteGroups(t.dtype, body, { scratch, transient }) : undefined;
       const encoding = grouped ? BYTEGROUP_ENCODING : undefined;
       const head = tensorHead(t, encoding);
       yield emit(encodeRecordPrefix(RecordKind.tensor, head, grouped?.byteLength ?? body.byteLength, position), h);
@@ -153,6 +153,8 @@ async function* encodeRecords(
     settle.sha256?.reject(e);
     settle.digest.reject(e);
     throw e;
+  } finally {
+    scratch?.release();
   }
 }
 
@@ -243,8 +245,8 @@ export async function* decodeRecords(
   };
   // A verify decodes byte-grouped bodies into one buffer, reused from one tensor to the next, and
   // any decoder inflates their planes into buffers reused likewise.
-  const decoded = new PlaneScratch();
-  const planes = new PlaneScratch();
+  const decoded = PlaneScratch.acquire();
+  const planes = PlaneScratch.acquire();
   // The tensor being hashed off the main thread: its record once the digest matched, or the
   // error that names it.
   let pending: Promise<CheckpointRecord> | undefined;
@@ -492,6 +494,8 @@ export async function* decodeRecords(
   } finally {
     thread?.close();
     ranger?.close();
+    decoded.release();
+    planes.release();
   }
 }
 

@@ -16,6 +16,7 @@ import {
   joinPlanes,
   PLANE_DEFLATE,
   PLANE_STORED,
+  PlaneScratch,
   splitPlanes,
 } from "../../../src/format/codecs/_bytegroup.ts";
 import { inflateRaw } from "../../../src/format/_deflate.ts";
@@ -544,4 +545,27 @@ Deno.test("byte-grouped decoders never allocate from a declared length before th
   // A body over maxTensorBytes is refused before any of it is read.
   const big = buildRaw({ flags: 1, records: [meta(), grouped(goodPlanes())] });
   await assert.rejects(() => loadCheckpoint(big, { maxTensorBytes: 200 }), RangeError);
+});
+
+Deno.test("PlaneScratch: given back, its buffers serve the next save or load; two at once never share; over 64 MiB idle is dropped", () => {
+  const a = PlaneScratch.acquire();
+  const b = PlaneScratch.acquire();
+  const fromA = a.take(0, 4096);
+  assert.notEqual(b.take(0, 4096).buffer, fromA.buffer, "two users, two sets of buffers");
+  a.release();
+  a.release(); // once only: a second release does not put it back twice
+  const again = PlaneScratch.acquire();
+  assert.equal(again.take(0, 100).buffer, fromA.buffer);
+  const other = PlaneScratch.acquire();
+  assert.notEqual(other, again, "released once, handed out once");
+  b.release();
+  again.release();
+  other.release();
+  // A scratch that grew past the cap is not kept for later.
+  const big = PlaneScratch.acquire();
+  for (let k = 0; k < 5; k++) big.take(k, 16 * 2 ** 20);
+  assert.ok(big.byteLength >= 80 * 2 ** 20);
+  const held = big.take(0, 1).buffer;
+  big.release();
+  for (let i = 0; i < 3; i++) assert.notEqual(PlaneScratch.acquire().take(0, 1).buffer, held);
 });
