@@ -2,27 +2,9 @@ import assert from "node:assert/strict";
 import { constants, deflateRawSync, inflateRawSync } from "node:zlib";
 import { inflateLiterals } from "../../src/format/_inflate_literals.ts";
 import { prng } from "../_util.ts";
+import { exponentPlane, skewedPlane } from "./_planes.ts";
 
 const HUFFMAN_ONLY = { strategy: constants.Z_HUFFMAN_ONLY };
-
-/** The top byte of N(0, 0.02) float32 values: an exponent plane, ~2.7 bits per byte. */
-function exponentPlane(n: number, seed: number): Uint8Array {
-  const rand = prng(seed);
-  const f = new Float32Array(n);
-  for (let i = 0; i < n; i++) f[i] = 0.02 * Math.sqrt(-2 * Math.log(rand() || 1e-12)) * Math.cos(2 * Math.PI * rand());
-  const bytes = new Uint8Array(f.buffer);
-  return new Uint8Array(n).map((_, i) => bytes[4 * i + 3]!);
-}
-
-/** Bytes where symbol k occurs about 2^-(k+1) of the time: codes up to deflate's 15 bits. */
-function skewedPlane(n: number, seed: number): Uint8Array {
-  const rand = prng(seed);
-  return new Uint8Array(n).map(() => {
-    let k = 0;
-    while (rand() < 0.5 && k < 40) k++;
-    return 7 * k + 3;
-  });
-}
 
 /** What zlib makes of `packed` when it inflates to `size` bytes: the bytes, or undefined. */
 function zlibInflate(packed: Uint8Array, size: number): Uint8Array | undefined {
