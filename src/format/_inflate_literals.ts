@@ -1,6 +1,6 @@
 // A fast path for inflating byte planes: raw deflate (RFC 1951) streams whose blocks hold only
-// literals, which is what a Huffman-only deflate writes (node:zlib and pako with Z_HUFFMAN_ONLY,
-// src/format/_deflate.ts). An exponent plane codes in about 2.7 bits per byte, so one lookup of
+// literals, which is what a Huffman-only deflate writes (src/format/_deflate_literals.ts, and
+// node:zlib and pako with Z_HUFFMAN_ONLY, which wrote planes before 2026-12-04). An exponent plane codes in about 2.7 bits per byte, so one lookup of
 // TABLE_BITS bits decodes up to four bytes at once (the multi-symbol tables of zstd's and
 // libdeflate's Huffman decoders); zlib's inflate decodes one symbol per lookup and writes into
 // fresh memory. A stream with anything else (a match, a malformed table, a wrong length, trailing
@@ -8,7 +8,7 @@
 // which also words the error. Everything it allocates is fixed-size; input values only index
 // tables of fixed size or are checked first.
 
-/** Bits per table lookup: 1024 entries, rebuilt per block (zlib ends a block every 16 Ki symbols). */
+/** Bits per table lookup: 1024 entries, rebuilt per block (ours hold 256 KiB, zlib's 16 Ki symbols). */
 const TABLE_BITS = 10;
 const TABLE_MASK = (1 << TABLE_BITS) - 1;
 /** Longest code deflate allows. */
