@@ -260,7 +260,7 @@ function candidates(bytes: Uint8Array, width: number): boolean[] {
 /**
  * The bits a Huffman code takes for symbols that occur `counts` times (zero counts left out; a
  * symbol alone still takes a bit per occurrence, as in deflate): the sum of the merged weights of
- * the Huffman tree, with no limit on code length (deflate's 15 bits rarely bind for byte planes).
+ * the Huffman tree, with no limit on code length (the encoder's 12-bit cap rarely binds for byte planes).
  *
  * @example
  * ```ts
