@@ -39,7 +39,7 @@ export type DeflateBackend = "node:zlib" | "web";
  * of output, whatever the input claims.
  *
  * A stream of literals only, as every Huffman-only deflate is, is decoded in JavaScript
- * ({@linkcode inflateLiterals}: several bytes per table lookup, 2-4x faster than node:zlib here)
+ * ({@linkcode inflateLiterals}: several bytes per table lookup; 14 against 26 ms per 32 MiB load here)
  * into `into` when given (exactly `size` bytes, such as a buffer reused from plane to plane), else
  * into a new buffer; any other stream (matches, or malformed) goes to the backend's inflater, which
  * returns a buffer of its own.
