@@ -25,17 +25,12 @@ const scope = self as unknown as Worker;
 let file: Deno.FsFile | undefined;
 const buf = new Uint8Array(PIECE);
 /**
- * Reused by byte-grouped jobs (one at a time): the stored body, its inflated planes, and a
- * verify's decoded bytes (huge pages where granted).
+ * Reused by byte-grouped jobs (one at a time): the stored body (buffer 0), its inflated planes,
+ * and a verify's decoded bytes (buffer 0); body and decoded bytes in huge pages where granted.
  */
-let bodyScratch: Uint8Array = new Uint8Array(0);
+const bodyScratch = new PlaneScratch(freshBuffer);
 const planes = new PlaneScratch();
-let decodedScratch: Uint8Array = new Uint8Array(0);
-
-/** `scratch`, or a larger buffer (doubling) when it is shorter than `n` bytes. */
-function reuse(scratch: Uint8Array, n: number): Uint8Array {
-  return scratch.byteLength >= n ? scratch : freshBuffer(Math.max(n, 2 * scratch.byteLength));
-}
+const decodedScratch = new PlaneScratch(freshBuffer);
 
 /** Reads `length` bytes from `offset`, piece by piece into `into` (or `buf`), each given to `use`. */
 function readRange(
@@ -64,13 +59,9 @@ async function run(m: Job): Promise<void> {
     return;
   }
   const { name, dtype, count, keep } = m.decode;
-  bodyScratch = reuse(bodyScratch, m.length);
-  const body = bodyScratch.subarray(0, m.length);
+  const body = bodyScratch.take(0, m.length);
   readRange(m.offset, m.length, () => {}, body);
-  const alloc = keep ? freshBuffer : (n: number) => {
-    decodedScratch = reuse(decodedScratch, n);
-    return decodedScratch.subarray(0, n);
-  };
+  const alloc = keep ? freshBuffer : (n: number) => decodedScratch.take(0, n);
   const data = await decodeByteGroups(body, dtype, count, name, m.offset, { alloc, scratch: planes });
   const digest = new Uint8Array(h.update(data).digest()); // a copy: plain bytes, not a pooled Buffer
   if (!keep) scope.postMessage({ seq: m.seq, digest });

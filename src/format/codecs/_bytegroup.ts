@@ -200,8 +200,14 @@ const idle: PlaneScratch[] = [];
  * ```
  */
 export class PlaneScratch {
-  #buffers: ArrayBuffer[] = [];
+  #buffers: Uint8Array[] = [];
+  #allocate: (n: number) => Uint8Array;
   #released = false;
+
+  /** Buffers come from `allocate` (4-byte aligned views; plain new memory by default). */
+  constructor(allocate: (n: number) => Uint8Array = (n) => new Uint8Array(n)) {
+    this.#allocate = allocate;
+  }
 
   /** An idle scratch of this thread's, or a new one. Give it back with {@linkcode release}. */
   static acquire(): PlaneScratch {
@@ -226,13 +232,13 @@ export class PlaneScratch {
     return this.#buffers.reduce((n, b) => n + (b?.byteLength ?? 0), 0);
   }
 
-  /** Plane k's buffer of `n` bytes, valid until the next call with the same k. */
+  /** Buffer k's first `n` bytes (grown by doubling when short), valid until the next call with the same k. */
   take(k: number, n: number): Uint8Array {
     const b = this.#buffers[k];
-    if (b && b.byteLength >= n) return new Uint8Array(b, 0, n);
-    const grown = new ArrayBuffer(Math.max(n, (b?.byteLength ?? 0) * 2));
+    if (b && b.byteLength >= n) return b.subarray(0, n);
+    const grown = this.#allocate(Math.max(n, (b?.byteLength ?? 0) * 2));
     this.#buffers[k] = grown;
-    return new Uint8Array(grown, 0, n);
+    return grown.subarray(0, n);
   }
 }
 
