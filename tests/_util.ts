@@ -171,6 +171,20 @@ function rawBytes(data: TensorData): Uint8Array {
   return bytesOf(data);
 }
 
+/**
+ * Asserts two byte arrays are equal, naming the first byte that differs. For large arrays: on a
+ * mismatch, `assert.deepEqual` spends minutes building a diff of every element.
+ */
+export function assertSameBytes(actual: Uint8Array, expected: Uint8Array, what: string): void {
+  const n = Math.min(actual.byteLength, expected.byteLength);
+  let i = 0;
+  while (i < n && actual[i] === expected[i]) i++;
+  if (i < n) assert.fail(`${what}: byte ${i} is ${actual[i]}, expected ${expected[i]}`);
+  if (actual.byteLength !== expected.byteLength) {
+    assert.fail(`${what}: ${actual.byteLength} bytes, expected ${expected.byteLength}`);
+  }
+}
+
 /** Asserts two tensor lists are equal: names, dtypes, shapes, groups, and data bit for bit. */
 export function assertSameTensors(actual: Tensor[], expected: TensorInput[]): void {
   assert.equal(actual.length, expected.length, "tensor count");
@@ -182,7 +196,7 @@ export function assertSameTensors(actual: Tensor[], expected: TensorInput[]): vo
     assert.deepEqual([...a.shape], [...e.shape], `shape of ${e.name}`);
     assert.equal(a.group, e.group ?? "params", `group of ${e.name}`);
     assert.equal(a.data.constructor, e.data.constructor, `array type of ${e.name}`);
-    assert.deepEqual(rawBytes(a.data), rawBytes(e.data), `bits of ${e.name}`);
+    assertSameBytes(rawBytes(a.data), rawBytes(e.data), `bits of ${e.name}`);
   }
 }
 

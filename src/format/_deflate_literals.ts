@@ -115,8 +115,21 @@ const counts = [0, 1, 2, 3].map(() => new Uint32Array(256));
 const freq = new Uint32Array(END_OF_BLOCK + 1);
 const litLengths = new Uint8Array(END_OF_BLOCK + 1);
 const litCodes = new Uint16Array(END_OF_BLOCK + 1);
-/** code | length << 16 per byte value, for the hot loop. */
+/** code | length << 16 per byte value. */
 const litTable = new Int32Array(256);
+/**
+ * The hot loop's table: for two bytes a, b (the index a | b << 8), a's code then b's as one code of
+ * at most 24 bits, with its length in bits 24-28. Filled for the pairs of bytes the block holds.
+ */
+const pairTable = new Int32Array(65536);
+/** The byte values a block holds. */
+const present = new Uint8Array(256);
+/**
+ * Blocks of up to this many byte values are coded through the pair table (its k² entries cost
+ * less than they save): 8 MiB planes of 16-128 values took 10.3-12.0 ms against 13.1-13.4 with two
+ * lookups a step, of 192 values 14.0 against 13.6.
+ */
+const PAIR_MAX_SYMBOLS = 128;
 const clFreq = new Uint32Array(19);
 const clLengths = new Uint8Array(19);
 const clCodes = new Uint16Array(19);
@@ -188,17 +201,37 @@ function writeBlock(w: BitWriter, block: Uint8Array, final: boolean): void {
     w.bits(clCodes[sym]!, clLengths[sym]!);
     if (s >>> 16) w.bits((s >>> 8) & 255, s >>> 16);
   }
-  for (let s = 0; s < 256; s++) litTable[s] = litCodes[s]! | (litLengths[s]! << 16);
-  encodeLiterals(w, block);
+  let k = 0;
+  for (let s = 0; s < 256; s++) {
+    litTable[s] = litCodes[s]! | (litLengths[s]! << 16);
+    if (freq[s]! > 0) present[k++] = s;
+  }
+  const pairs = k <= PAIR_MAX_SYMBOLS;
+  if (pairs) fillPairs(k);
+  encodeLiterals(w, block, pairs);
   w.bits(litCodes[END_OF_BLOCK]!, litLengths[END_OF_BLOCK]!);
 }
 
+/** The pair table's entries for the block's `k` byte values (`present`). */
+function fillPairs(k: number): void {
+  for (let i = 0; i < k; i++) {
+    const a = present[i]!;
+    const codeA = litCodes[a]!;
+    const lenA = litLengths[a]!;
+    for (let j = 0; j < k; j++) {
+      const b = present[j]!;
+      pairTable[a | (b << 8)] = (codeA | (litCodes[b]! << lenA)) | ((lenA + litLengths[b]!) << 24);
+    }
+  }
+}
+
 /**
- * The hot loop: two literals per step (two codes of at most 12 bits on top of at most 7 pending
- * bits fit in 31), each step storing the whole buffer as a little-endian word and advancing by the
- * whole bytes in it, so no step branches on the bit count.
+ * The hot loop: two literals per step, each step storing the whole bit buffer as a little-endian
+ * word and advancing by the whole bytes in it, so no step branches on the bit count. With `pairs`,
+ * one lookup in the pair table gives both codes (at most 24 bits on top of at most 7 pending bits
+ * fit in 31); without, two lookups give one each (two codes of at most 12 bits, the same).
  */
-function encodeLiterals(w: BitWriter, block: Uint8Array): void {
+function encodeLiterals(w: BitWriter, block: Uint8Array, pairs: boolean): void {
   const view = w.view;
   let acc = w.acc | 0;
   let cnt = w.cnt;
@@ -206,20 +239,32 @@ function encodeLiterals(w: BitWriter, block: Uint8Array): void {
   const n = block.byteLength;
   let i = 0;
   if (block.byteOffset % 2 === 0) {
-    // Two bytes per load (little-endian: the first byte is the low one).
+    // Two bytes per load (little-endian: the first byte is the low one, whose code goes first).
     const halves = new Uint16Array(block.buffer, block.byteOffset, n >>> 1);
-    for (let h = 0; h < halves.length; h++) {
-      const x = halves[h]!;
-      const a = litTable[x & 255]!;
-      const b = litTable[x >> 8]!;
-      acc |= (a & 0xffff) << cnt;
-      cnt += a >> 16;
-      acc |= (b & 0xffff) << cnt;
-      cnt += b >> 16;
-      view.setInt32(pos, acc, true);
-      pos += cnt >> 3;
-      acc = (acc >>> (cnt & ~7)) | 0;
-      cnt &= 7;
+    if (pairs) {
+      for (let h = 0; h < halves.length; h++) {
+        const e = pairTable[halves[h]!]!;
+        acc |= (e & 0xffffff) << cnt;
+        cnt += e >>> 24;
+        view.setInt32(pos, acc, true);
+        pos += cnt >> 3;
+        acc = (acc >>> (cnt & ~7)) | 0;
+        cnt &= 7;
+      }
+    } else {
+      for (let h = 0; h < halves.length; h++) {
+        const x = halves[h]!;
+        const a = litTable[x & 255]!;
+        const b = litTable[x >> 8]!;
+        acc |= (a & 0xffff) << cnt;
+        cnt += a >> 16;
+        acc |= (b & 0xffff) << cnt;
+        cnt += b >> 16;
+        view.setInt32(pos, acc, true);
+        pos += cnt >> 3;
+        acc = (acc >>> (cnt & ~7)) | 0;
+        cnt &= 7;
+      }
     }
     i = halves.length * 2;
   }

@@ -3,19 +3,20 @@ import { constants, deflateRawSync, inflateRawSync } from "node:zlib";
 import { deflateBound, deflateLiterals } from "../../src/format/_deflate_literals.ts";
 import { inflateLiterals } from "../../src/format/_inflate_literals.ts";
 import { exponentPlane, skewedPlane } from "./_planes.ts";
+import { assertSameBytes, prng } from "../_util.ts";
 
 /** Inflated by zlib, by DecompressionStream and by our own decoder: all three must give `plane`. */
 async function assertReadable(packed: Uint8Array, plane: Uint8Array, what: string): Promise<void> {
-  assert.deepEqual(new Uint8Array(inflateRawSync(packed)), plane, `${what}: node:zlib`);
+  assertSameBytes(new Uint8Array(inflateRawSync(packed)), plane, `${what}: node:zlib`);
   const web = await new Response(
     ReadableStream.from([packed]).pipeThrough(
       new DecompressionStream("deflate-raw") as ReadableWritablePair<Uint8Array, Uint8Array>,
     ),
   ).arrayBuffer();
-  assert.deepEqual(new Uint8Array(web), plane, `${what}: DecompressionStream`);
+  assertSameBytes(new Uint8Array(web), plane, `${what}: DecompressionStream`);
   const out = new Uint8Array(plane.byteLength);
   assert.equal(inflateLiterals(packed, out), true, `${what}: literals only`);
-  assert.deepEqual(out, plane, `${what}: inflateLiterals`);
+  assertSameBytes(out, plane, `${what}: inflateLiterals`);
 }
 
 Deno.test("deflateLiterals: every inflater reads it back, at block, stored-block and tail boundaries", async () => {
@@ -46,6 +47,29 @@ Deno.test("deflateLiterals: every inflater reads it back, at block, stored-block
   await assertReadable(deflateLiterals(odd.subarray(1)), odd.subarray(1), "unaligned view");
 });
 
+Deno.test("deflateLiterals: blocks of up to 128 byte values and of more, and blocks whose values change", async () => {
+  // Block by block (256 KiB each): 128 values (coded through the pair table), 129 values (two
+  // lookups a step), 128 other values (the pair table holds the first block's entries too), then
+  // 2 values. Each is mostly one value, so every block is coded, not stored.
+  const block = 256 * 1024;
+  const rand = prng(9);
+  const plane = new Uint8Array(4 * block);
+  const fill = (at: number, values: number[]) => {
+    for (let i = 0; i < block; i++) {
+      plane[at + i] = rand() < 0.7 ? values[0]! : values[1 + Math.floor(rand() * (values.length - 1))]!;
+    }
+    plane.set(values, at); // every value present
+  };
+  const range = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
+  fill(0, range(0, 128));
+  fill(block, range(0, 129));
+  fill(2 * block, range(128, 128).reverse());
+  fill(3 * block, [7, 200]);
+  const packed = deflateLiterals(plane);
+  assert.ok(packed.byteLength < 0.75 * plane.byteLength, `${packed.byteLength} bytes: coded, not stored`);
+  await assertReadable(packed, plane, "blocks of 128, 129, 128 other and 2 values");
+});
+
 Deno.test("deflateLiterals: within 0.5% of zlib's Huffman-only size on exponent planes, never larger than stored", () => {
   for (const n of [4096, 1 << 20]) {
     const plane = exponentPlane(n, 7);
@@ -58,7 +82,7 @@ Deno.test("deflateLiterals: within 0.5% of zlib's Huffman-only size on exponent 
   const packed = deflateLiterals(random);
   assert.ok(packed.byteLength <= deflateBound(random.byteLength));
   assert.ok(packed.byteLength < 1.0002 * random.byteLength, `${packed.byteLength} bytes`); // stored blocks' headers
-  assert.deepEqual(new Uint8Array(inflateRawSync(packed)), random);
+  assertSameBytes(new Uint8Array(inflateRawSync(packed)), random, "stored blocks");
 });
 
 Deno.test("deflateLiterals: writes into the caller's buffer, and refuses one under the bound", () => {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { constants, deflateRawSync, inflateRawSync } from "node:zlib";
 import { inflateLiterals } from "../../src/format/_inflate_literals.ts";
-import { prng } from "../_util.ts";
+import { assertSameBytes, prng } from "../_util.ts";
 import { exponentPlane, skewedPlane } from "./_planes.ts";
 
 const HUFFMAN_ONLY = { strategy: constants.Z_HUFFMAN_ONLY };
@@ -20,7 +20,7 @@ function roundTrip(plane: Uint8Array, what: string): Uint8Array {
   const packed = deflateRawSync(plane, HUFFMAN_ONLY);
   const out = new Uint8Array(plane.byteLength);
   assert.equal(inflateLiterals(packed, out), true, what);
-  assert.deepEqual(out, plane, what);
+  assertSameBytes(out, plane, what);
   return packed;
 }
 
@@ -103,11 +103,10 @@ Deno.test("inflateLiterals: on damaged streams it either gives up or agrees with
     }
     const out = new Uint8Array(plane.byteLength);
     if (inflateLiterals(damaged, out)) {
-      assert.deepEqual(
-        out,
-        zlibInflate(damaged, plane.byteLength),
-        `trial ${trial}: accepted what zlib does not agree with`,
-      );
+      const zlib = zlibInflate(damaged, plane.byteLength);
+      const what = `trial ${trial}: accepted what zlib does not agree with`;
+      assert.ok(zlib, `${what} (zlib refuses it)`);
+      assertSameBytes(out, zlib, what);
       agreed++;
     } else gaveUp++;
   }

@@ -247,21 +247,60 @@ export class PlaneScratch {
  * from the byte counts of their first {@linkcode SAMPLE_BYTES} bytes (of the whole plane, for a
  * tensor up to twice that), takes less than {@linkcode SAMPLE_PAYS} of their size. Counting bytes
  * costs a fraction of deflating a sample, and a Huffman-only deflate is within a fraction of a
- * percent of that code (its block headers).
+ * percent of that code (its block headers). The code is built only when the counts' entropy leaves
+ * the answer open: a Huffman code takes at least the entropy and less than one bit a byte more.
  */
 function candidates(bytes: Uint8Array, width: number): boolean[] {
   const count = bytes.byteLength / width;
   const n = count <= 2 * SAMPLE_BYTES ? count : SAMPLE_BYTES;
-  const counts = new Uint32Array(width * 256);
-  for (let k = 0; k < width; k++) {
-    const base = k << 8;
-    for (let i = k, end = n * width; i < end; i += width) counts[base | bytes[i]!]!++;
+  const counts = sampleCounts.subarray(0, width * 256);
+  counts.fill(0);
+  const end = n * width;
+  let i = 0;
+  if (bytes.byteOffset % 4 === 0) {
+    // A word at a time: byte b of word j belongs to plane (4j + b) % width.
+    const words = new Uint32Array(bytes.buffer, bytes.byteOffset, end >>> 2);
+    const lane = width === 2 ? [0, 256, 0, 256] : [0, 256, 512, 768];
+    const [t0, t1, t2, t3] = lane as [number, number, number, number];
+    const step = width === 8 ? 1024 : 0; // a float64's upper word holds planes 4-7
+    for (let j = 0; j < words.length; j++) {
+      const x = words[j]!;
+      const base = (j & 1) * step;
+      counts[base + t0 + (x & 255)]!++;
+      counts[base + t1 + ((x >>> 8) & 255)]!++;
+      counts[base + t2 + ((x >>> 16) & 255)]!++;
+      counts[base + t3 + (x >>> 24)]!++;
+    }
+    i = words.length * 4;
   }
-  return Array.from(
-    { length: width },
-    (_, k) => huffmanBits(counts.subarray(k << 8, (k + 1) << 8)) < 8 * SAMPLE_PAYS * n,
-  );
+  for (; i < end; i++) counts[((i % width) << 8) | bytes[i]!]!++;
+  const budget = 8 * SAMPLE_PAYS * n;
+  return Array.from({ length: width }, (_, k) => {
+    const plane = counts.subarray(k << 8, (k + 1) << 8);
+    const least = entropyBits(plane, n);
+    // A margin for the rounding of the logarithms; inside it, the code decides.
+    const margin = 1e-6 * n;
+    if (least - margin >= budget) return false;
+    if (least + n + margin < budget) return true;
+    return huffmanBits(plane) < budget;
+  });
 }
+
+/** The entropy of byte counts that add up to `n`, times `n`: the bits no code of them goes under. */
+function entropyBits(counts: Uint32Array, n: number): number {
+  let sum = 0;
+  for (let s = 0; s < counts.length; s++) {
+    const c = counts[s]!;
+    if (c > 0) sum += c * Math.log2(c);
+  }
+  return n * Math.log2(n) - sum;
+}
+
+/** Byte counts of {@linkcode candidates}' sample, one table of 256 per plane (up to 8 planes). */
+const sampleCounts = new Uint32Array(8 * 256);
+/** {@linkcode huffmanBits}' queues: the sorted counts, and the merged weights. */
+const leafQueue = new Float64Array(256);
+const mergedQueue = new Float64Array(256);
 
 /**
  * The bits a Huffman code takes for symbols that occur `counts` times (zero counts left out; a
@@ -277,18 +316,25 @@ function candidates(bytes: Uint8Array, width: number): boolean[] {
  * ```
  */
 export function huffmanBits(counts: ArrayLike<number>): number {
-  const leaves = Array.from(counts).filter((c) => c > 0).sort((a, b) => a - b);
-  if (leaves.length < 2) return leaves[0] ?? 0;
+  // Counts of more than 256 symbols are not byte counts: sized for them instead of the queues.
+  const big = counts.length > leafQueue.length;
+  const leaves = big ? new Float64Array(counts.length) : leafQueue;
+  const merged = big ? new Float64Array(counts.length) : mergedQueue;
+  let n = 0;
+  for (let s = 0; s < counts.length; s++) if (counts[s]! > 0) leaves[n++] = counts[s]!;
+  if (n < 2) return n === 1 ? leaves[0]! : 0;
+  const sorted = leaves.subarray(0, n).sort();
   // Two queues: the sorted leaves, and the merged nodes, which are made in ascending order.
-  const merged: number[] = [];
   let i = 0;
   let j = 0;
-  const next = () =>
-    j >= merged.length || (i < leaves.length && leaves[i]! <= merged[j]!) ? leaves[i++]! : merged[j++]!;
+  let made = 0;
   let bits = 0;
-  for (let left = leaves.length; left > 1; left--) {
-    const sum = next() + next();
-    merged.push(sum);
+  for (let left = n; left > 1; left--) {
+    let sum = 0;
+    for (let take = 0; take < 2; take++) {
+      sum += j >= made || (i < n && sorted[i]! <= merged[j]!) ? sorted[i++]! : merged[j++]!;
+    }
+    merged[made++] = sum;
     bits += sum;
   }
   return bits;

@@ -141,6 +141,33 @@ Deno.test("bytegroup round-trips random bit patterns of every float dtype, throu
   }
 });
 
+Deno.test("bytegroup deflates exactly the planes that pay, for every width, alignment and sample size", () => {
+  // One plane takes four values, the others random bytes: only that plane is deflated, whether the
+  // tensor is judged whole or by its first 64 Ki elements, from a word-aligned view or not.
+  const rand = prng(12);
+  const dtypes: [DType, number][] = [["float16", 2], ["bfloat16", 2], ["float32", 4], ["float64", 8]];
+  for (const [dtype, width] of dtypes) {
+    for (const count of [999, 200_001]) {
+      for (const skip of [0, 1, 2]) {
+        for (let k = 0; k < width; k++) {
+          const buffer = new Uint8Array(skip + count * width);
+          const bytes = buffer.subarray(skip);
+          for (let i = 0; i < bytes.length; i++) {
+            bytes[i] = i % width === k ? 0x40 + Math.floor(rand() * 4) : Math.floor(rand() * 256);
+          }
+          const what = `${dtype}, ${count} elements from byte ${skip}, plane ${k}`;
+          const grouped = encodeByteGroups(dtype, bytes);
+          assert.ok(grouped, `${what}: left raw`);
+          const table = grouped.parts[0]!;
+          const methods = Array.from({ length: width }, (_, j) => table[8 + 16 * j]);
+          const expected = methods.map((_, j) => j === k ? PLANE_DEFLATE : PLANE_STORED);
+          assert.deepEqual(methods, expected, what);
+        }
+      }
+    }
+  }
+});
+
 Deno.test("bytegroup deflates the sign and exponent plane of weights and stores the mantissa planes as they are", () => {
   const bytes = bytesOf(gaussian(1 << 18, 3));
   const grouped = (encodeByteGroups("float32", bytes))!;
