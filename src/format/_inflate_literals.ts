@@ -120,6 +120,16 @@ const single = new Int32Array(1 << TABLE_BITS);
 const multi = new Int32Array(1 << TABLE_BITS);
 /** bits | count << 4 for `multi`; 0 where the prefix starts with a non-literal or a long code. */
 const multiMeta = new Uint8Array(1 << TABLE_BITS);
+/**
+ * The codes longer than TABLE_BITS, by their first MAX_BITS bits: symbol | length << 9, or 0. An
+ * exponent plane has few (the rarest exponents), a float16 plane's top byte more: decoded a bit at
+ * a time they took most of its inflate time (47 ms for a 16 MiB plane).
+ */
+const long = new Int32Array(1 << MAX_BITS);
+const LONG_MASK = (1 << MAX_BITS) - 1;
+/** The long codes written into `long` for the current block (reversed code | length << 16), to clear. */
+const longCodes = new Int32Array(288);
+let longCount = 0;
 
 /**
  * Inflates the raw deflate stream `src` into exactly `out.byteLength` bytes of `out`, when it is
@@ -240,11 +250,23 @@ function slowSymbol(bits: Bits, code: Code): number {
 function buildTables(n: number): boolean {
   if (!literals.build(lengths, n, true, false)) return false;
   single.fill(0);
+  // The last block's long codes out, this one's in: only their share of the table is written.
+  for (let i = 0; i < longCount; i++) {
+    const c = longCodes[i]!;
+    for (let x = c & 0xffff; x <= LONG_MASK; x += 1 << (c >>> 16)) long[x] = 0;
+  }
+  longCount = 0;
   for (let s = 0; s < n; s++) {
     const len = lengths[s]!;
-    if (len === 0 || len > TABLE_BITS) continue;
+    if (len === 0) continue;
     const entry = s | (len << 9);
-    for (let x = literals.reversed[s]!; x <= TABLE_MASK; x += 1 << len) single[x] = entry;
+    const code = literals.reversed[s]!;
+    if (len > TABLE_BITS) {
+      longCodes[longCount++] = code | (len << 16);
+      for (let x = code; x <= LONG_MASK; x += 1 << len) long[x] = entry;
+      continue;
+    }
+    for (let x = code; x <= TABLE_MASK; x += 1 << len) single[x] = entry;
   }
   // Greedily, the literals whose codes fit one after another in each prefix (at most four).
   for (let x = 0; x <= TABLE_MASK; x++) {
@@ -322,7 +344,16 @@ function decodeBlock(bits: Bits, out: Uint8Array, o: number, size: number): numb
     }
     // One symbol: a long code, the end of the block, a match, or near the end of input or output.
     let sym: number;
-    const entry = single[buf & TABLE_MASK]!;
+    let entry = single[buf & TABLE_MASK]!;
+    if (entry === 0) {
+      // A long code takes up to MAX_BITS bits, more than the fast loop leaves: refill first, unless
+      // the input ends (the bits above `cnt` are either the next input bits, ORed in again, or zero).
+      while (cnt < 24 && pos < end) {
+        buf |= src[pos++]! << cnt;
+        cnt += 8;
+      }
+      entry = long[buf & LONG_MASK]!;
+    }
     if (entry !== 0) {
       const len = entry >>> 9;
       if (len > cnt) return -1;

@@ -41,6 +41,60 @@ Deno.test("inflateLiterals: Huffman-only deflate of exponent, skewed, random and
   }
 });
 
+Deno.test("inflateLiterals: a long code of one block is no code in the next", () => {
+  // Block 1: zlib's Huffman-only deflate of a skewed plane (the last of its blocks has codes of 11
+  // bits and more), closed by a sync flush (an empty stored block), so the stream goes on.
+  const plane = skewedPlane(20_000, 3);
+  const first = new Uint8Array(deflateRawSync(plane, { ...HUFFMAN_ONLY, finishFlush: constants.Z_SYNC_FLUSH }));
+  // Block 2, hand-encoded and final: a lone one-bit code, for the end of block only, then k ones
+  // (no code in this block: zlib refuses the stream) and the end of block. A table entry left from
+  // block 1 would decode some k ones and a zero as one of its long codes' literals.
+  const withSecond = (ones: number): Uint8Array => {
+    const bytes = Array.from(first);
+    let acc = 0;
+    let n = 0;
+    const put = (value: number, len: number) => {
+      acc |= value << n;
+      n += len;
+      while (n >= 8) {
+        bytes.push(acc & 255);
+        acc >>>= 8;
+        n -= 8;
+      }
+    };
+    const putCode = (bits: string) => {
+      for (const b of bits) put(Number(b), 1); // Huffman codes go most significant bit first
+    };
+    put(1, 1); // final
+    put(2, 2); // dynamic
+    put(0, 5); // 257 literal/length codes
+    put(0, 5); // 1 distance code
+    put(18 - 4, 4); // 18 code-length code lengths, in their order: 18 gets 1 bit, 0 and 1 get 2
+    const order = [16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1];
+    for (const sym of order) put(sym === 18 ? 1 : sym === 0 || sym === 1 ? 2 : 0, 3);
+    // Codes: 18 is "0", 0 is "10", 1 is "11". 256 zeros (138 + 118), a 1 for end of block, a 0 distance.
+    putCode("0");
+    put(138 - 11, 7);
+    putCode("0");
+    put(118 - 11, 7);
+    putCode("11");
+    putCode("10");
+    putCode("1".repeat(ones));
+    putCode("0"); // end of block
+    if (n > 0) bytes.push(acc);
+    return Uint8Array.from(bytes);
+  };
+  for (let ones = 1; ones <= 15; ones++) {
+    const stream = withSecond(ones);
+    assert.equal(zlibInflate(stream, plane.byteLength + 1), undefined, `${ones} ones: zlib refuses it`);
+    assert.equal(inflateLiterals(stream, new Uint8Array(plane.byteLength + 1)), false, `${ones} ones`);
+  }
+  // Block 1 alone (ended by a final empty block) decodes.
+  const out = new Uint8Array(plane.byteLength);
+  assert.equal(inflateLiterals(Uint8Array.from([...first, 3, 0]), out), true);
+  assertSameBytes(out, plane, "block 1");
+});
+
 Deno.test("inflateLiterals: a fixed-code block of literals (hand-encoded: zlib writes none without matches)", () => {
   const data = Uint8Array.from({ length: 300 }, (_, i) => (i * 37) & 255);
   const bytes: number[] = [];

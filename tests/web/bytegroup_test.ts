@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { encodeCheckpoint, loadCheckpoint, readCheckpointIndex } from "../../mod.ts";
 import type { CheckpointInput } from "../../src/format/types.ts";
-import { assertSameCheckpoint, prng } from "../_util.ts";
+import { assertSameBytes, assertSameCheckpoint, prng } from "../_util.ts";
 import { browserTest } from "./_browser.ts";
 
 type Lib = typeof import("./page/core_entry.ts");
@@ -64,7 +64,7 @@ browserTest("bytegroup in Chromium", { entries: { core: "tests/web/page/core_ent
       );
       assert.deepEqual(r.bits, expected, "the page decoded every tensor bit for bit");
       const fromPage = uploads.get("page.ckpt")!;
-      assert.deepEqual(fromPage, bytes, "the page wrote exactly Deno's bytes");
+      assertSameBytes(fromPage, bytes, "the page wrote exactly Deno's bytes");
       assertSameCheckpoint(await loadCheckpoint(fromPage), ckpt);
       const path = join(filesDir, "page.ckpt");
       await Deno.writeFile(path, fromPage);

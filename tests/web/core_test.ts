@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { type CheckpointSource, encodeCheckpoint, loadCheckpoint, safetensorsCodec } from "../../mod.ts";
-import { edgeCheckpoint } from "../_util.ts";
+import { assertSameBytes, edgeCheckpoint } from "../_util.ts";
 import { sha256 } from "../../src/format/_hash.ts";
 import { writeTfjsArtifacts } from "../../src/interop/tfjs_artifacts.ts";
 import { browserTest } from "./_browser.ts";
@@ -99,7 +99,7 @@ browserTest("core in Chromium", { entries: { core: "tests/web/page/core_entry.ts
         if (c.compression === "none" || c.compression === "bytegroup") {
           // Byte-grouped planes are Huffman-only raw deflate by the same JavaScript encoder in
           // either runtime: the same bytes.
-          assert.deepEqual(back, denoBytes, "Chromium wrote exactly Deno's bytes");
+          assertSameBytes(back, denoBytes, "Chromium wrote exactly Deno's bytes");
         } else {
           // Both sides' gzip streams must carry the same codec bytes; the gzip framing itself comes
           // from each runtime's zlib.
