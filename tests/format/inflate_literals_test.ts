@@ -42,7 +42,7 @@ Deno.test("inflateLiterals: Huffman-only deflate of exponent, skewed, random and
 });
 
 Deno.test("inflateLiterals: a long code of one block is no code in the next", () => {
-  // Block 1: zlib's Huffman-only deflate of a skewed plane (the last of its blocks has codes of 11
+  // Block 1: zlib's Huffman-only deflate of a skewed plane (the last of its blocks has codes of 13
   // bits and more), closed by a sync flush (an empty stored block), so the stream goes on.
   const plane = skewedPlane(20_000, 3);
   const first = new Uint8Array(deflateRawSync(plane, { ...HUFFMAN_ONLY, finishFlush: constants.Z_SYNC_FLUSH }));
