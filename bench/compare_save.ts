@@ -15,7 +15,8 @@
  *   deno task bench:compare [--sizes 512] [--trials 3] [--saves 4] [--dir DIR] [--only save,load]
  *
  * The side-by-side scripts listed in `EXTRA` (the byte-grouped codec and JSON comparison,
- * `bench/codec_compare.ts`) run after these rows with the same `--trials`, so one
+ * `bench/codec_compare.ts`) run after these rows with the same `--trials`, but at least
+ * {@linkcode CODEC_TRIALS} (its files are 4-32 MiB: a few milliseconds of noise move a ratio), so one
  * `deno task bench:compare` prints every row; `--only save,load,memory` leaves them out. Add a
  * script there to have it run too.
  *
@@ -504,8 +505,18 @@ for (const mib of sizes) {
 }
 if (!values.dir) await Deno.remove(dir, { recursive: true });
 
+/**
+ * At least this many trials for the codec rows: with 3, their 4-32 MiB files left ratios swinging by a third
+ * from run to run (trained parameters saved at 6.6× gzip at 11:04 and 5.0× at 12:46 UTC on 2026-12-04, the
+ * second run with the faster encoder).
+ */
+const CODEC_TRIALS = 9;
+
 /** Other side-by-side scripts, run after these rows in the same run: file in bench/, and its arguments. */
-const EXTRA: [string, string[]][] = [["codec_compare.ts", ["--trials", values.trials]]];
+const EXTRA: [string, string[]][] = [[
+  "codec_compare.ts",
+  ["--trials", String(Math.max(CODEC_TRIALS, Number(values.trials)))],
+]];
 
 if (parts.has("extra")) {
   const here = import.meta.dirname!;
