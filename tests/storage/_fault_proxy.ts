@@ -28,6 +28,8 @@ export type FaultAction =
   | "slowdown"
   /** Read the whole request and never answer (until the proxy closes). */
   | "stall"
+  /** Read the whole request and forward it once {@linkcode FaultProxy.release} was called. */
+  | "hold"
   /** Forward the request, relay the first 64 KiB of the response, then drop both connections. */
   | "cut"
   /**
@@ -114,6 +116,7 @@ export class FaultProxy {
   readonly #tasks = new Set<Promise<void>>();
   #accepting: Promise<void>;
   #closed = Promise.withResolvers<void>();
+  #released = Promise.withResolvers<void>();
 
   constructor(upstream: string) {
     const u = new URL(upstream);
@@ -121,6 +124,11 @@ export class FaultProxy {
     this.#listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
     this.endpoint = `http://127.0.0.1:${(this.#listener.addr as Deno.NetAddr).port}`;
     this.#accepting = this.#accept();
+  }
+
+  /** Lets held requests (and any held later) go on to the server. */
+  release(): void {
+    this.#released.resolve();
   }
 
   /** How many requests were met with `action`. */
@@ -191,6 +199,8 @@ export class FaultProxy {
           await this.#closed.promise; // never answers, until the proxy closes
           return;
         }
+        const body = action === "hold" ? await from.take(length) : undefined;
+        if (body) await Promise.race([this.#released.promise, this.#closed.promise]);
         if (!server) {
           server = this.#track(await Deno.connect(this.#upstream));
           relay = this.#relay(server, client, cut).catch(() => {});
@@ -202,7 +212,7 @@ export class FaultProxy {
           await writeAll(server, await from.take(Math.floor(length / 2)));
           return;
         }
-        await writeAll(server, await from.take(length));
+        await writeAll(server, body ?? await from.take(length));
       }
     } finally {
       this.#drop(client, server);

@@ -142,11 +142,12 @@ s3Test("S3Store never splices two versions: a resumed download of a replaced obj
   try {
     const store = b.store({ endpoint: proxy.endpoint });
     await store.put("v.bin", randomBytes(300 * KiB, 35));
-    proxy.rule = (r) => r.method === "GET" ? "cut" : undefined;
+    // The first GET is cut; the body resumes by itself in the background (it reads ahead of its
+    // reader), so the resume (a range request) is held until the object was replaced.
+    proxy.rule = (r) => r.method !== "GET" ? undefined : r.range === undefined ? "cut" : "hold";
     const { body } = await store.get("v.bin");
-    proxy.rule = () => "pass";
     await b.store().put("v.bin", randomBytes(300 * KiB, 36));
-    proxy.rule = (r) => r.method === "GET" ? "cut" : undefined;
+    proxy.release();
     await assert.rejects(
       () => bytesOf(body),
       /^S3Error: Cannot GET s3:\/\/[^/]+\/v\.bin: 412 the object changed while it was read$/,
