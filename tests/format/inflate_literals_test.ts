@@ -24,6 +24,32 @@ function roundTrip(plane: Uint8Array, what: string): Uint8Array {
   return packed;
 }
 
+/**
+ * A hand encoder's bit writer, appending to `bytes`: `put` writes a value's low bits first (header
+ * fields, extra bits), `putCode` a Huffman code's bits most significant first, `end` the last byte.
+ */
+function bitWriter(bytes: number[]) {
+  let acc = 0;
+  let n = 0;
+  const put = (value: number, len: number) => {
+    acc |= value << n;
+    n += len;
+    while (n >= 8) {
+      bytes.push(acc & 255);
+      acc >>>= 8;
+      n -= 8;
+    }
+  };
+  const putCode = (code: number, len: number) => {
+    for (let i = len - 1; i >= 0; i--) put((code >> i) & 1, 1);
+  };
+  const end = () => {
+    if (n > 0) bytes.push(acc);
+    return Uint8Array.from(bytes);
+  };
+  return { put, putCode, end };
+}
+
 Deno.test("inflateLiterals: Huffman-only deflate of exponent, skewed, random and constant planes, at every tail length", () => {
   // 16 Ki symbols make a zlib block: sizes around that and the fast loop's 4- and 8-byte margins.
   for (const n of [1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 100, 16383, 16384, 16385, 70_001, 1 << 20]) {
@@ -50,21 +76,7 @@ Deno.test("inflateLiterals: a long code of one block is no code in the next", ()
   // (no code in this block: zlib refuses the stream) and the end of block. A table entry left from
   // block 1 would decode some k ones and a zero as one of its long codes' literals.
   const withSecond = (ones: number): Uint8Array => {
-    const bytes = Array.from(first);
-    let acc = 0;
-    let n = 0;
-    const put = (value: number, len: number) => {
-      acc |= value << n;
-      n += len;
-      while (n >= 8) {
-        bytes.push(acc & 255);
-        acc >>>= 8;
-        n -= 8;
-      }
-    };
-    const putCode = (bits: string) => {
-      for (const b of bits) put(Number(b), 1); // Huffman codes go most significant bit first
-    };
+    const { put, putCode, end } = bitWriter(Array.from(first));
     put(1, 1); // final
     put(2, 2); // dynamic
     put(0, 5); // 257 literal/length codes
@@ -72,17 +84,16 @@ Deno.test("inflateLiterals: a long code of one block is no code in the next", ()
     put(18 - 4, 4); // 18 code-length code lengths, in their order: 18 gets 1 bit, 0 and 1 get 2
     const order = [16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1];
     for (const sym of order) put(sym === 18 ? 1 : sym === 0 || sym === 1 ? 2 : 0, 3);
-    // Codes: 18 is "0", 0 is "10", 1 is "11". 256 zeros (138 + 118), a 1 for end of block, a 0 distance.
-    putCode("0");
+    // Codes: 18 is 0, 0 is 10, 1 is 11. 256 zeros (138 + 118), a 1 for end of block, a 0 distance.
+    putCode(0, 1);
     put(138 - 11, 7);
-    putCode("0");
+    putCode(0, 1);
     put(118 - 11, 7);
-    putCode("11");
-    putCode("10");
-    putCode("1".repeat(ones));
-    putCode("0"); // end of block
-    if (n > 0) bytes.push(acc);
-    return Uint8Array.from(bytes);
+    putCode(0b11, 2);
+    putCode(0b10, 2);
+    putCode(2 ** ones - 1, ones);
+    putCode(0, 1); // end of block
+    return end();
   };
   for (let ones = 1; ones <= 15; ones++) {
     const stream = withSecond(ones);
@@ -97,27 +108,12 @@ Deno.test("inflateLiterals: a long code of one block is no code in the next", ()
 
 Deno.test("inflateLiterals: a fixed-code block of literals (hand-encoded: zlib writes none without matches)", () => {
   const data = Uint8Array.from({ length: 300 }, (_, i) => (i * 37) & 255);
-  const bytes: number[] = [];
-  let acc = 0;
-  let n = 0;
-  const put = (value: number, len: number) => {
-    acc |= value << n;
-    n += len;
-    while (n >= 8) {
-      bytes.push(acc & 255);
-      acc >>>= 8;
-      n -= 8;
-    }
-  };
-  const putCode = (code: number, len: number) => {
-    for (let i = len - 1; i >= 0; i--) put((code >> i) & 1, 1); // Huffman codes go most significant bit first
-  };
+  const { put, putCode, end } = bitWriter([]);
   put(1, 1); // final
   put(1, 2); // fixed codes
   for (const b of data) b < 144 ? putCode(0x30 + b, 8) : putCode(0x190 + b - 144, 9);
   putCode(0, 7); // end of block
-  if (n > 0) bytes.push(acc);
-  const packed = Uint8Array.from(bytes);
+  const packed = end();
   assert.deepEqual(zlibInflate(packed, data.byteLength), data, "a valid stream");
   const out = new Uint8Array(data.byteLength);
   assert.equal(inflateLiterals(packed, out), true);
