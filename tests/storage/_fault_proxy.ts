@@ -199,8 +199,9 @@ export class FaultProxy {
           await this.#closed.promise; // never answers, until the proxy closes
           return;
         }
-        const body = action === "hold" ? await from.take(length) : undefined;
-        if (body) await Promise.race([this.#released.promise, this.#closed.promise]);
+        // A held request is read whole first, as a stalled one is, then waits for release().
+        const held = action === "hold" ? await from.take(length) : undefined;
+        if (action === "hold") await Promise.race([this.#released.promise, this.#closed.promise]);
         if (!server) {
           server = this.#track(await Deno.connect(this.#upstream));
           relay = this.#relay(server, client, cut).catch(() => {});
@@ -212,7 +213,7 @@ export class FaultProxy {
           await writeAll(server, await from.take(Math.floor(length / 2)));
           return;
         }
-        await writeAll(server, body ?? await from.take(length));
+        await writeAll(server, held ?? await from.take(length));
       }
     } finally {
       this.#drop(client, server);
