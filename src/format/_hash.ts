@@ -13,6 +13,7 @@
 // 0.85-1.06 s with it against 0.58-0.72 s on one thread, and 50 MiB more peak RSS).
 
 import { type HashThread, WorkerHashThread } from "./_hash_thread.ts";
+import { offThreadSha256, offThreadSha256Available } from "./_sha256_ffi.ts";
 
 export type { HashThread };
 
@@ -153,6 +154,35 @@ export function startHashThread(): HashThread | undefined {
   } catch {
     return undefined;
   }
+}
+
+let nativeFactory: ((parts: readonly Uint8Array[]) => Promise<Uint8Array>) | null | undefined;
+
+/**
+ * SHA-256 of `parts`, one after another, on a thread that needs no start-up (libcrypto through
+ * Deno's FFI, where the process was granted it: `_sha256_ffi.ts`); `undefined` where there is
+ * none. The parts must stay unchanged until the promise settles.
+ */
+export function nativeDigest(parts: readonly Uint8Array[]): Promise<Uint8Array> | undefined {
+  if (nativeFactory !== undefined) return nativeFactory?.(parts);
+  return hashThreadFactory ? undefined : offThreadSha256(parts);
+}
+
+/** Whether {@linkcode nativeDigest} has a thread here. */
+export function hasNativeDigest(): boolean {
+  if (nativeFactory !== undefined) return nativeFactory !== null;
+  return !hashThreadFactory && offThreadSha256Available();
+}
+
+/**
+ * Test hook: what {@linkcode nativeDigest} runs (`null`: no such thread, as without FFI);
+ * `"restore"` goes back to libcrypto where granted. (While a test injects a Worker hash thread
+ * with {@linkcode setHashThreadForTests}, there is no native one unless set here.)
+ */
+export function setNativeDigestForTests(
+  digest: ((parts: readonly Uint8Array[]) => Promise<Uint8Array>) | null | "restore",
+): void {
+  nativeFactory = digest === "restore" ? undefined : digest;
 }
 
 /**

@@ -20,13 +20,24 @@ export interface DecoderOptions extends DecodeLimits {
    */
   reuseBuffers?: boolean;
   /**
-   * Hash on two threads where the runtime allows (Deno). A verify (`verifyCheckpoint`) of a local
-   * ckpt binary file of 64 MiB or more does by default: a Worker opens the same file (checked to
-   * be the same file by device and inode, else left unused) and reads and hashes every other
-   * tensor of 1 MiB or more itself while this thread moves past it, decoding a byte-grouped one
-   * first. So does a load of such a file when it is byte-grouped (decoding is the work two threads
+   * Hash on two threads where the runtime allows (Deno).
+   *
+   * Where the process was granted FFI (`--allow-ffi`, or `-A`) and the system has OpenSSL 3's
+   * libcrypto, a load that hands out fresh buffers (no `reuseBuffers`) hashes each tensor of
+   * 1 MiB or more with libcrypto on Deno's blocking thread pool while this thread reads or
+   * decodes the next one: byte-grouped tensors (their decoded bytes) from any source, raw ones
+   * read from a local file (from a stream a raw tensor may be a view into the caller's chunk).
+   * There is no Worker to start, so this is the default at any size, and such a load starts no
+   * range-reading Worker (below). The permission is queried, never prompted for. A tensor still
+   * comes out only once its digest matched, in order.
+   *
+   * A verify (`verifyCheckpoint`) of a local ckpt binary file of 64 MiB or more uses a second
+   * thread by default: a Worker opens the same file (checked to be the same file by device and
+   * inode, else left unused) and reads and hashes every other tensor of 1 MiB or more itself
+   * while this thread moves past it, decoding a byte-grouped one first. So does a load of such a
+   * file when it is byte-grouped and there is no native thread (decoding is the work two threads
    * share; the decoded bytes come back from the Worker without a copy), unless `reuseBuffers`.
-   * `false` keeps either to one thread.
+   * `false` keeps every read to one thread.
    *
    * `true` makes reads that hand tensors out use a second thread too: from a local binary file
    * without `reuseBuffers`, the same Worker hashes every other tensor while this thread reads it

@@ -1,0 +1,66 @@
+// Run by sha256_ffi_test.ts in a child process, with or without FFI granted: libcrypto's SHA-256
+// on the native thread against node:crypto, and loads through it. Prints one JSON line.
+import { createHash } from "node:crypto";
+import { ChecksumMismatchError, encodeCheckpoint, loadCheckpoint, readCheckpointIndex } from "../../mod.ts";
+import { offThreadSha256, offThreadSha256Available } from "../../src/format/_sha256_ffi.ts";
+
+const MiB = 2 ** 20;
+const available = offThreadSha256Available();
+const bytes = new Uint8Array(5 * MiB + 3).map((_, i) => (i * 2654435761) >>> 24);
+// Part sets around the size hashed at once on the calling thread (64 KiB) and empty ones.
+const sets = [
+  [],
+  [new Uint8Array(0)],
+  [bytes.subarray(0, 3)],
+  [bytes.subarray(0, 65536)],
+  [bytes.subarray(0, 65537)],
+  [bytes.subarray(0, 100), new Uint8Array(0), bytes.subarray(100, 3 * MiB), bytes.subarray(3 * MiB)],
+];
+const digests: boolean[] = [];
+for (const parts of sets) {
+  const job = offThreadSha256(parts);
+  if (!job) break;
+  const h = createHash("sha256");
+  for (const p of parts) h.update(p);
+  digests.push(Buffer.from(await job).equals(h.digest()));
+}
+// Two jobs at once, each on its own thread, both right.
+let concurrent = false;
+if (available) {
+  const [a, b] = await Promise.all([offThreadSha256([bytes]), offThreadSha256([bytes.subarray(1)])]);
+  concurrent = Buffer.from(a!).equals(createHash("sha256").update(bytes).digest()) &&
+    Buffer.from(b!).equals(createHash("sha256").update(bytes.subarray(1)).digest());
+}
+
+// Loads of raw and byte-grouped files through whatever thread this process has.
+const data = new Float32Array(3 * MiB / 4).map((_, i) => Math.fround(Math.sin(i) * 0.02));
+const input = {
+  metadata: { step: 1 },
+  tensors: [
+    { name: "a", dtype: "float32" as const, shape: [data.length], data },
+    { name: "b", dtype: "float32" as const, shape: [data.length / 3], data: data.subarray(0, data.length / 3) },
+  ],
+};
+const loads: Record<string, { exact: boolean; corruptNamed: boolean }> = {};
+for (const compression of ["none", "bytegroup"] as const) {
+  const file = new Uint8Array(await new Response(encodeCheckpoint(input, { compression })).arrayBuffer());
+  const path = await Deno.makeTempFile();
+  await Deno.writeFile(path, file);
+  const out = await loadCheckpoint(path);
+  const exact = out.tensors.every((t, i) =>
+    Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength).equals(
+      Buffer.from(input.tensors[i]!.data.buffer, input.tensors[i]!.data.byteOffset, input.tensors[i]!.data.byteLength),
+    )
+  );
+  // The last byte of tensor b's record digest flipped.
+  const e = (await readCheckpointIndex(path)).tensors.find((t) => t.name === "b")!;
+  file[e.offset + e.length - 1]! ^= 1;
+  await Deno.writeFile(path, file);
+  const corruptNamed = await loadCheckpoint(path).then(
+    () => false,
+    (err) => err instanceof ChecksumMismatchError && err.message.includes('tensor "b"'),
+  );
+  await Deno.remove(path);
+  loads[compression] = { exact, corruptNamed };
+}
+console.log(JSON.stringify({ available, digests, concurrent, loads }));

@@ -1,0 +1,42 @@
+// SHA-256 on the native thread (libcrypto through Deno's FFI, src/format/_sha256_ffi.ts): checked
+// in child processes run with and without FFI granted (`deno task test` grants none).
+import assert from "node:assert/strict";
+
+const CHILD = new URL("./_sha256_ffi_child.ts", import.meta.url).pathname;
+
+async function child(flags: string[]) {
+  const out = await new Deno.Command(Deno.execPath(), { args: ["run", ...flags, CHILD], stderr: "piped" }).output();
+  assert.ok(out.success, new TextDecoder().decode(out.stderr));
+  return JSON.parse(new TextDecoder().decode(out.stdout).trim()) as {
+    available: boolean;
+    digests: boolean[];
+    concurrent: boolean;
+    loads: Record<string, { exact: boolean; corruptNamed: boolean }>;
+  };
+}
+
+/** Whether the dynamic linker knows a libcrypto.so.3 (OpenSSL 3) here. */
+async function hasLibcrypto(): Promise<boolean> {
+  if (Deno.build.os !== "linux") return false;
+  const out = await new Deno.Command("ldconfig", { args: ["-p"], stdout: "piped", stderr: "null" }).output()
+    .catch(() => undefined);
+  return !!out && new TextDecoder().decode(out.stdout).includes("libcrypto.so.3");
+}
+
+const everyLoad = { none: { exact: true, corruptNamed: true }, bytegroup: { exact: true, corruptNamed: true } };
+
+Deno.test("with FFI granted, libcrypto hashes on the native thread: digests equal node:crypto's, loads bit for bit, corruption named", async () => {
+  const r = await child(["-A"]);
+  assert.equal(r.available, await hasLibcrypto());
+  if (!r.available) return;
+  assert.deepEqual(r.digests, [true, true, true, true, true, true]);
+  assert.equal(r.concurrent, true);
+  assert.deepEqual(r.loads, everyLoad);
+});
+
+Deno.test("without FFI granted there is no native thread: no prompt, no error, loads as before", async () => {
+  const r = await child(["-A", "--deny-ffi"]);
+  assert.equal(r.available, false);
+  assert.deepEqual(r.digests, []);
+  assert.deepEqual(r.loads, everyLoad);
+});
