@@ -12,6 +12,9 @@
  * minutes, once). With `--json`, the progress goes to stderr and stdout gets one JSON document (`rows`,
  * `jsonLines`, `targets`), for a script that runs this one as a subprocess, such as bench:compare.
  *
+ * The task grants FFI, as bench:compare's `-A` does: loads then hash on a native thread (libcrypto)
+ * where the system has OpenSSL 3; the header line says which. Add `--deny-ffi` for one thread.
+ *
  * Throughput is tensor bytes (uncompressed) per second, so rows compare directly; ratio is file
  * bytes over uncompressed file bytes. Saves go to a file (atomic, fsync), loads verify every digest.
  * A second table times `verifyCheckpoint` of the uncompressed and byte-grouped files, by default
@@ -32,6 +35,7 @@ import {
   type TensorInput,
   verifyCheckpoint,
 } from "../mod.ts";
+import { hasNativeDigest } from "../src/format/_hash.ts";
 
 const DEFAULT_WEIGHTS = "runs/adam1024";
 const { values } = parseArgs({
@@ -197,7 +201,11 @@ const methods: Compression[] = ["none", "gzip", "bytegroup"];
 say(
   `\n${trials} interleaved trials per row, medians; ${
     (size / MiB).toFixed(0)
-  } MiB per synthetic set; saves atomic with fsync, loads verify every digest; ${Deno.build.os} ${Deno.build.arch}, ${navigator.hardwareConcurrency} cores, load average ${loadavg()}\n`,
+  } MiB per synthetic set; saves atomic with fsync, loads verify every digest${
+    hasNativeDigest()
+      ? ", loads hash on a native thread (FFI granted: libcrypto)"
+      : ", loads hash on their own thread (no FFI granted, or no libcrypto)"
+  }; ${Deno.build.os} ${Deno.build.arch}, ${navigator.hardwareConcurrency} cores, load average ${loadavg()}\n`,
 );
 
 const header = ["data set", "method", "ratio", "save MB/s", "load MB/s", "save / gzip", "load / none"];
