@@ -215,3 +215,26 @@ export async function withDir(fn: (dir: string) => Promise<void>): Promise<void>
     await Deno.remove(dir, { recursive: true });
   }
 }
+
+/** Runs `fn` with the path of a new temporary file holding `bytes`, removed afterwards. */
+export async function withFile<T>(bytes: Uint8Array, fn: (path: string) => Promise<T>): Promise<T> {
+  const path = await Deno.makeTempFile({ suffix: ".ckpt" });
+  try {
+    await Deno.writeFile(path, bytes);
+    return await fn(path);
+  } finally {
+    await Deno.remove(path);
+  }
+}
+
+/** `bytes` as a stream of copies of `size` bytes each (the last one shorter). */
+export function chunked(bytes: Uint8Array, size: number): ReadableStream<Uint8Array> {
+  let at = 0;
+  return new ReadableStream({
+    pull(c) {
+      if (at >= bytes.byteLength) return c.close();
+      c.enqueue(bytes.slice(at, at + size));
+      at += size;
+    },
+  });
+}

@@ -13,12 +13,13 @@ import {
   decodeCheckpoint,
   encodeCheckpoint,
   loadCheckpoint,
+  readCheckpointIndex,
   type TensorInput,
   verifyCheckpoint,
 } from "../../../mod.ts";
 import { setNativeDigestForTests } from "../../../src/format/_hash.ts";
 import type { Tensor } from "../../../src/format/types.ts";
-import { assertSameTensors, collect } from "../../_util.ts";
+import { assertSameTensors, chunked, collect, withFile } from "../../_util.ts";
 
 const MiB = 2 ** 20;
 
@@ -69,27 +70,6 @@ function spyNative(
     }
   });
   return jobs;
-}
-
-async function withFile<T>(bytes: Uint8Array, fn: (path: string) => Promise<T>): Promise<T> {
-  const path = await Deno.makeTempFile({ suffix: ".ckpt" });
-  try {
-    await Deno.writeFile(path, bytes);
-    return await fn(path);
-  } finally {
-    await Deno.remove(path);
-  }
-}
-
-function chunked(bytes: Uint8Array, size: number): ReadableStream<Uint8Array> {
-  let at = 0;
-  return new ReadableStream({
-    pull(c) {
-      if (at >= bytes.byteLength) return c.close();
-      c.enqueue(bytes.slice(at, at + size));
-      at += size;
-    },
-  });
 }
 
 /** The tensors of a record stream, in order; `onTensor` sees each as it comes out. */
@@ -189,7 +169,6 @@ Deno.test("a corrupt tensor hashed on the native thread is a ChecksumMismatchErr
 
 /** Where the record of tensor `name` ends in `bytes` (from the file's own index). */
 async function digestEnd(bytes: Uint8Array, name: string): Promise<number> {
-  const { readCheckpointIndex } = await import("../../../mod.ts");
   return await withFile(bytes, async (path) => {
     const index = await readCheckpointIndex(path);
     const e = index.tensors.find((t) => t.name === name)!;
@@ -249,7 +228,7 @@ Deno.test("a reader cancelled, abandoned or failing while a job is on the native
 
       // The file ends inside the next record while a job is out: the error, after the job.
       jobs = spyNative({ delay: 100 });
-      const index = await readIndex(path);
+      const index = await readCheckpointIndex(path);
       const cut = bytes.subarray(0, index.tensors[2]!.offset + 100);
       await withFile(cut, async (short) => {
         await assert.rejects(() => loadCheckpoint(short), SyntaxError);
@@ -260,8 +239,3 @@ Deno.test("a reader cancelled, abandoned or failing while a job is on the native
     setNativeDigestForTests("restore");
   }
 });
-
-async function readIndex(path: string) {
-  const { readCheckpointIndex } = await import("../../../mod.ts");
-  return await readCheckpointIndex(path);
-}

@@ -9,7 +9,7 @@ import { ChecksumMismatchError, decodeCheckpoint, encodeCheckpoint, loadCheckpoi
 import { type HashThread, setHashThreadForTests } from "../../../src/format/_hash.ts";
 import { WorkerHashThread } from "../../../src/format/_hash_thread.ts";
 import type { Tensor } from "../../../src/format/types.ts";
-import { collect } from "../../_util.ts";
+import { chunked, collect, withFile } from "../../_util.ts";
 
 const MiB = 2 ** 20;
 
@@ -67,16 +67,6 @@ async function spy(
     return thread;
   });
   return { calls };
-}
-
-async function withFile<T>(bytes: Uint8Array, fn: (path: string) => Promise<T>): Promise<T> {
-  const path = await Deno.makeTempFile({ suffix: ".ckpt" });
-  try {
-    await Deno.writeFile(path, bytes);
-    return await fn(path);
-  } finally {
-    await Deno.remove(path);
-  }
 }
 
 /** Each tensor as it is handed out: its name and a copy of its bytes (reused buffers change later). */
@@ -149,17 +139,6 @@ Deno.test("tensors of 1 MiB and more alternate between two threads and come out 
     setHashThreadForTests("restore");
   }
 });
-
-function chunked(bytes: Uint8Array, size: number): ReadableStream<Uint8Array> {
-  let at = 0;
-  return new ReadableStream({
-    pull(c) {
-      if (at >= bytes.byteLength) return c.close();
-      c.enqueue(bytes.slice(at, at + size));
-      at += size;
-    },
-  });
-}
 
 Deno.test("a corrupt tensor hashed off the main thread is a ChecksumMismatchError naming it, and nothing after it comes out", async () => {
   const input = model();
