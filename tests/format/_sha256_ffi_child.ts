@@ -63,4 +63,36 @@ for (const compression of ["none", "bytegroup"] as const) {
   await Deno.remove(path);
   loads[compression] = { exact, corruptNamed };
 }
-console.log(JSON.stringify({ available, digests, concurrent, loads }));
+// Damaged copies (a flipped byte, a cut) read with the native thread (the default) and on one
+// thread (`parallelHash: false`): the same tensors or the same error, whichever thread hashed.
+let state = 20261204;
+const rand = (n: number) => {
+  state = (Math.imul(state, 1103515245) + 12345) >>> 0;
+  return state % n;
+};
+const outcome = async (path: string, parallelHash?: boolean) => {
+  try {
+    const c = await loadCheckpoint(path, { parallelHash });
+    return "ok " +
+      c.tensors.map((t) => t.name + ":" + createHash("sha256").update(t.data as Float32Array).digest("hex"))
+        .join(",");
+  } catch (e) {
+    return `${(e as Error).name}: ${(e as Error).message}`;
+  }
+};
+let damaged = 0;
+const disagreements: string[] = [];
+for (const compression of ["none", "bytegroup"] as const) {
+  const file = new Uint8Array(await new Response(encodeCheckpoint(input, { compression })).arrayBuffer());
+  for (let i = 0; i < 40; i++) {
+    const bad = i % 4 === 3 ? file.slice(0, rand(file.byteLength)) : file.slice();
+    if (i % 4 !== 3) bad[rand(bad.byteLength)]! ^= 1 << rand(8);
+    const path = await Deno.makeTempFile();
+    await Deno.writeFile(path, bad);
+    const [native, one] = [await outcome(path), await outcome(path, false)];
+    if (native !== one) disagreements.push(`${compression} #${i}: ${native.slice(0, 200)} | ${one.slice(0, 200)}`);
+    damaged++;
+    await Deno.remove(path);
+  }
+}
+console.log(JSON.stringify({ available, digests, concurrent, loads, damaged, disagreements }));
