@@ -214,6 +214,12 @@ const OFF_THREAD_MAX = 64 * 2 ** 20;
  * the second. At most one tensor is on the other thread at a time, so with `reuseBuffers` two
  * buffers suffice (one per thread; the other thread's takes tensors up to 64 MiB), and a tensor
  * stays valid until the next record is requested, as on one thread.
+ *
+ * Without `reuseBuffers` and unless `parallelHash` is `false`, where there is a native hash
+ * thread ({@linkcode nativeDigest}: FFI granted), each tensor of 1 MiB or more (decoded, or raw
+ * from a file) is hashed there while this thread reads or decodes the next; that takes the place
+ * of the other second threads, and the order and the rule that a tensor comes out only once its
+ * digest matched are the same.
  */
 export async function* decodeRecords(
   input: AsyncIterable<Uint8Array> | ByteReader,
