@@ -370,6 +370,31 @@ export async function* decodeRecords(
         type: "tensor",
         tensor: { name, dtype, shape, group, data: typedArrayFrom(dtype, NO_BYTES) },
       });
+      // A tensor hashed (and perhaps decoded) on another thread by `job`: its stored digest is read
+      // now, and `record` is handed out once the job's digest matched it, before anything after
+      // it. A malformed body fails with the decoder's own error, as on this thread; any other
+      // failure names the tensor.
+      const whenHashed = async <T extends { digest: Uint8Array }>(
+        job: Promise<T>,
+        record: (done: T) => CheckpointRecord,
+      ): Promise<void> => {
+        job.catch(() => {});
+        const stored = await read(DIGEST_BYTES, `the digest of ${subject}`);
+        seen.push(indexEntry(d, at, r.position - at));
+        pending = job.then(
+          (done) => {
+            if (!equalBytes(done.digest, stored)) throw mismatch(subject, stored, done.digest, at);
+            return record(done);
+          },
+          (e) => {
+            if (e instanceof SyntaxError) throw e;
+            throw new Error(`Cannot verify checkpoint: ${subject} at offset ${at}: ${(e as Error)?.message ?? e}`, {
+              cause: e,
+            });
+          },
+        );
+        pending.catch(() => {}); // awaited before anything after this tensor is handed out
+      };
       // The range thread hashes this record's prefix and its body (which this thread has moved
       // past, or read into its buffer); `record` is handed out once that digest matched, before
       // anything after it.
@@ -383,23 +408,7 @@ export async function* decodeRecords(
         const job = decode && side.decode
           ? side.decode(concatBytes(prefix), bodyAt, rh.bodyBytes, decode)
           : side.digest(concatBytes(prefix), bodyAt, rh.bodyBytes).then((digest) => ({ digest, data: undefined }));
-        job.catch(() => {});
-        const stored = await read(DIGEST_BYTES, `the digest of ${subject}`);
-        seen.push(indexEntry(d, at, r.position - at));
-        pending = job.then(
-          ({ digest: actual, data }) => {
-            if (!equalBytes(actual, stored)) throw mismatch(subject, stored, actual, at);
-            return record(data);
-          },
-          (e) => {
-            // A malformed body: the decoder's own error, as on this thread.
-            if (e instanceof SyntaxError) throw e;
-            throw new Error(`Cannot verify checkpoint: ${subject} at offset ${at}: ${(e as Error)?.message ?? e}`, {
-              cause: e,
-            });
-          },
-        );
-        pending.catch(() => {});
+        await whenHashed(job, ({ data }) => record(data));
       };
       // The body goes into the record digest only; the stream digest covers that digest instead.
       // A byte-grouped body is decoded first: the record digest covers the tensor's own bytes.
@@ -441,20 +450,7 @@ export async function* decodeRecords(
         native = job;
         job.catch(() => {});
         yield* settle();
-        const stored = await read(DIGEST_BYTES, `the digest of ${subject}`);
-        seen.push(indexEntry(d, at, r.position - at));
-        pending = job.then(
-          (actual) => {
-            if (!equalBytes(actual, stored)) throw mismatch(subject, stored, actual, at);
-            return finish(body);
-          },
-          (e) => {
-            throw new Error(`Cannot verify checkpoint: ${subject} at offset ${at}: ${(e as Error)?.message ?? e}`, {
-              cause: e,
-            });
-          },
-        );
-        pending.catch(() => {});
+        await whenHashed(job.then((digest) => ({ digest })), () => finish(body));
       };
       if (nativeLoad && d.encoding && d.byteLength >= OFF_THREAD_MIN) {
         const prefix = concatBytes([recordHeader, head, pad]);
@@ -533,23 +529,11 @@ export async function* decodeRecords(
         o += part.byteLength;
       }
       // The buffer goes to the thread and comes back with the digest.
-      const job = side.digest(mine, room - prefixBytes, prefixBytes + n);
-      job.catch(() => {});
-      const stored = await read(DIGEST_BYTES, `the digest of ${subject}`);
-      seen.push(indexEntry(d, at, r.position - at));
-      pending = job.then(
-        ({ digest: actual, buffer }) => {
-          if (reuse) sideBuffer = buffer;
-          if (!equalBytes(actual, stored)) throw mismatch(subject, stored, actual, at);
-          return finish(new Uint8Array(buffer, room, n));
-        },
-        (e) => {
-          throw new Error(`Cannot verify checkpoint: ${subject} at offset ${at}: ${(e as Error)?.message ?? e}`, {
-            cause: e,
-          });
-        },
-      );
-      pending.catch(() => {}); // awaited before anything after this tensor is handed out
+      const job = side.digest(mine, room - prefixBytes, prefixBytes + n).then((done) => {
+        if (reuse) sideBuffer = done.buffer;
+        return done;
+      });
+      await whenHashed(job, ({ buffer }) => finish(new Uint8Array(buffer, room, n)));
     }
   } catch (e) {
     // A tensor still being verified comes first in the stream: its error, if any, is the one to report.
