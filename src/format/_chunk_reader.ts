@@ -35,6 +35,8 @@ export class ChunkReader {
   #tap: Hash | undefined;
   #body: Uint8Array | undefined;
   #pieces: [Uint8Array, Uint8Array] | undefined;
+  /** The file's size when it was last asked for (a body that does not fit asks again). */
+  #size: number | undefined;
 
   /**
    * With `reuseBuffers`, bodies that need a buffer of their own share one, grown as needed: each
@@ -94,11 +96,16 @@ export class ChunkReader {
         throw new TypeError(`Cannot decode ${this.#label}: stream chunk is not a Uint8Array`);
       }
       if (c.byteLength === 0) continue;
-      this.#tap?.update(c);
-      this.#chunks.push(c);
-      this.#buffered += c.byteLength;
+      this.#push(c);
       return true;
     }
+  }
+
+  /** Buffers a chunk taken from the source (and shows it to the tap). */
+  #push(c: Uint8Array): void {
+    this.#tap?.update(c);
+    this.#chunks.push(c);
+    this.#buffered += c.byteLength;
   }
 
   /** The stream ended `n - have` bytes short of a read of `n` that started at `start`. */
@@ -132,6 +139,11 @@ export class ChunkReader {
   /** Up to `max` bytes, whatever is buffered or arrives next; empty at the end. */
   async readSome(max: number): Promise<Uint8Array> {
     if (this.#buffered - this.#head === 0 && !(await this.#fill())) return new Uint8Array(0);
+    return this.#take(max);
+  }
+
+  /** Up to `max` bytes of the first buffered chunk (there must be one). */
+  #take(max: number): Uint8Array {
     const first = this.#chunks[this.#first]!;
     const n = Math.min(max, first.byteLength - this.#head);
     const out = first.subarray(this.#head, this.#head + n);
@@ -202,38 +214,47 @@ export class ChunkReader {
    * straight into one fresh buffer (allocated only once the file is known to hold them), and the
    * next piece is read while the current one is hashed. `into` says where bodies that need a
    * buffer of their own go: `"scratch"`, the reader's own buffer, valid until the next readBody
-   * (for bodies decoded at once); a function giving a buffer of `n` bytes; or by default a fresh
-   * buffer (the reader's own one with `reuseBuffers`). From a chunk sequence, a body that lies in
-   * one chunk is a view into it whatever `into` says.
+   * (for bodies decoded at once); a function giving a buffer of `n` bytes, or of up to `n + room`
+   * when it may hold more (scratch memory: the bytes after the body are then read with its last
+   * piece, saving the next small read a call of its own); or by default a fresh buffer (the
+   * reader's own one with `reuseBuffers`). From a chunk sequence, a body that lies in one chunk
+   * is a view into it whatever `into` says.
    */
   async readBody(
     n: number,
     what: string,
     hash?: Hash,
-    into: "scratch" | ((n: number) => Uint8Array) | undefined = this.#reuse ? "scratch" : undefined,
+    into: "scratch" | ((n: number, room: number) => Uint8Array) | undefined = this.#reuse ? "scratch" : undefined,
   ): Promise<Uint8Array> {
-    const alloc = into === "scratch" ? (k: number) => this.#scratch(k) : into;
+    const alloc = into === "scratch" ? (k: number, room: number) => this.#scratch(k + room) : into;
     const buffered = this.#buffered - this.#head;
     if (!this.#file || n <= buffered + FILE_CHUNK) {
-      return await this.readExact(n, what, alloc, hash);
+      return await this.readExact(n, what, alloc && ((k) => alloc(k, 0)), hash);
     }
     const file = this.#file;
     const start = this.#position;
-    await this.#holds(file, start, n, what);
-    const out = alloc ? alloc(n) : this.allocate(n);
+    // Once the file's size is known, the first piece is asked for before this returns: a caller
+    // can decode a body while the next one is read.
+    if (this.#size === undefined || start + n > this.#size) await this.#holds(file, start, n, what);
+    const whole = alloc ? alloc(n, FILE_CHUNK) : this.allocate(n);
+    // Room past the body: the last piece reads on into it, and what it got there is buffered.
+    const room = Math.min(FILE_CHUNK, whole.byteLength - n);
+    const out = whole.subarray(0, n);
     let have = 0;
     while (this.#buffered - this.#head > 0) {
-      const part = await this.readSome(n);
+      const part = this.#take(n);
       out.set(part, have);
       have += part.byteLength;
     }
     hash?.update(out.subarray(0, have));
-    const piece = (at: number) => readFull(file, out.subarray(at, Math.min(n, at + FILE_PIECE)));
+    const end = (at: number) => Math.min(n, at + FILE_PIECE);
+    const piece = (at: number) => readFull(file, whole.subarray(at, end(at) === n ? n + room : end(at)));
     let pending: Promise<number> | undefined = piece(have);
     while (pending) {
       const at = have;
-      const got = await pending;
-      const want = Math.min(n, at + FILE_PIECE) - at;
+      const want = end(at) - at;
+      const read = await pending;
+      const got = Math.min(read, want);
       if (got < want) {
         this.#ended(start, at + got, n, what);
       }
@@ -241,6 +262,8 @@ export class ChunkReader {
       pending = have < n ? piece(have) : undefined;
       hash?.update(out.subarray(at, at + got));
       this.#tap?.update(out.subarray(at, at + got));
+      // The bytes read past the body: a chunk of their own (the scratch they landed in is reused).
+      if (read > got) this.#push(whole.slice(n, n + read - got));
     }
     this.#position = start + n;
     return out;
@@ -257,7 +280,7 @@ export class ChunkReader {
 
   /** Throws the truncation error when `file` is too short to hold `n` bytes from `start`. */
   async #holds(file: ByteReader, start: number, n: number, what: string): Promise<void> {
-    const size = (await file.stat()).size;
+    const size = this.#size = (await file.stat()).size;
     if (start + n > size) {
       throw new SyntaxError(
         `Cannot decode ${this.#label}: truncated, stream ends at offset ${size} with ${

@@ -71,10 +71,11 @@ Deno.test("ChunkReader.readExact allocates only once half the declared bytes hav
 });
 
 /** An in-memory ByteReader that gives at most `max` bytes per read, as a file may. */
-function byteReader(bytes: Uint8Array, max = Infinity) {
+function byteReader(bytes: Uint8Array, max = Infinity, reads: number[] = []) {
   let at = 0;
   return {
     read(into: Uint8Array): Promise<number | null> {
+      reads.push(at);
       if (at >= bytes.byteLength) return Promise.resolve(null);
       const n = Math.min(into.byteLength, bytes.byteLength - at, max);
       into.set(bytes.subarray(at, at + n));
@@ -146,4 +147,68 @@ Deno.test("ChunkReader.hashBody names the offset where a truncated stream or fil
     () => new ChunkReader(shrinking).hashBody(n, 'tensor "w"', sha256()),
     new RegExp(`file ended at offset ${bytes.byteLength} with ${n - bytes.byteLength} bytes of tensor "w" missing`),
   );
+});
+
+Deno.test("ChunkReader.readBody from a file asks for a body as it is called once the size is known, and reads the bytes after it along when its buffer has room", async () => {
+  const n = 3 * 2 ** 20 + 5;
+  const bytes = random(100 + n + 100 + n + 40, 4);
+  const reads: number[] = [];
+  const tap = sha256();
+  const r = new ChunkReader(byteReader(bytes, Infinity, reads), "checkpoint", false, tap);
+  // Scratch memory that may hold more than the body: what the caller's `into` gives.
+  const scratch = (k: number, room: number) => new Uint8Array(k + room);
+  assert.deepEqual(await r.readExact(100, "a prefix"), bytes.subarray(0, 100));
+  assert.deepEqual(await r.readBody(n, "a body", undefined, scratch), bytes.subarray(100, 100 + n));
+  // The 100 bytes after the body came with its last piece: no read of their own.
+  const before = reads.length;
+  assert.deepEqual(await r.readExact(100, "a digest"), bytes.subarray(100 + n, 200 + n));
+  assert.equal(reads.length, before);
+  // The size is known now: the next body's first piece is asked for before readBody returns.
+  const next = r.readBody(n, "a body", undefined, scratch);
+  assert.equal(reads.length, before + 1);
+  assert.deepEqual(await next, bytes.subarray(200 + n, 200 + 2 * n));
+  // The file ends 40 bytes after it: those came along too, and nothing after them.
+  const last = reads.length;
+  assert.deepEqual(await r.readExact(40, "a suffix"), bytes.subarray(200 + 2 * n));
+  assert.ok(await r.atEnd());
+  assert.equal(reads.length, last + 1); // the one read that found the end
+  assert.equal(r.position, bytes.byteLength);
+  assert.equal(tap.digest("hex"), sha256().update(bytes).digest("hex"));
+
+  // A buffer of exactly the body (a fresh one by default): the bytes after it are a read of their own.
+  const exact = new ChunkReader(byteReader(bytes, Infinity, reads));
+  await exact.readExact(100, "a prefix");
+  assert.deepEqual(await exact.readBody(n, "a body"), bytes.subarray(100, 100 + n));
+  const at = reads.length;
+  assert.deepEqual(await exact.readExact(100, "a digest"), bytes.subarray(100 + n, 200 + n));
+  assert.equal(reads.length, at + 1);
+});
+
+Deno.test("ChunkReader.readBody names the offset where a file ends that is shorter than its size said, read ahead or not", async () => {
+  const n = 3 * 2 ** 20;
+  const bytes = random(n - 1000, 5);
+  for (const into of [undefined, (k: number, room: number) => new Uint8Array(k + room)]) {
+    const shrinking = { ...byteReader(bytes), stat: () => Promise.resolve({ size: n + 64 }) };
+    await assert.rejects(
+      () => new ChunkReader(shrinking).readBody(n, 'tensor "w"', undefined, into),
+      new RegExp(
+        `file ended at offset ${bytes.byteLength} with 1000 bytes of tensor "w" missing \\(read from offset 0\\)`,
+      ),
+    );
+  }
+  // A body past the end the size gave: the file is asked again, and found too short.
+  const r = new ChunkReader(byteReader(bytes));
+  await r.readExact(10, "a prefix");
+  await assert.rejects(
+    () => r.readBody(n, 'tensor "v"'),
+    /truncated, stream ends at offset 3144728 with 1010 bytes of tensor "v" missing \(read from offset 10\)/,
+  );
+  // A file that grew since its size was taken (a body past that size asks again): read whole.
+  const grown = random(2 * n + 100, 6);
+  let size = n + 100;
+  const growing = { ...byteReader(grown), stat: () => Promise.resolve({ size }) };
+  const g = new ChunkReader(growing);
+  assert.deepEqual(await g.readBody(n, "a body"), grown.subarray(0, n));
+  size = grown.byteLength;
+  assert.deepEqual(await g.readBody(n, "a body"), grown.subarray(n, 2 * n));
 });

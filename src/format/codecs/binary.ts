@@ -61,6 +61,7 @@ import {
   parseJson,
   RECORD_HEADER_BYTES,
   RecordKind,
+  type TensorDescriptor,
   tensorHead,
   utf8,
 } from "./_binary_layout.ts";
@@ -201,6 +202,25 @@ export function setRangeHashForTests(policy: { fileMin?: number; waitReady?: boo
  * buffer of their own, so this caps what the second buffer adds to a one-pass reader's memory.
  */
 const OFF_THREAD_MAX = 64 * 2 ** 20;
+/** The {@linkcode PlaneScratch} buffers (after any plane's) that deferred byte-grouped bodies are read into. */
+const BODY_SCRATCH = 8;
+
+/** A byte-grouped tensor read and waiting to be decoded (see `deferred` in {@linkcode decodeRecords}). */
+interface Deferred {
+  descriptor: TensorDescriptor;
+  /** Its stored body, in a buffer of the decoder's `planes` scratch. */
+  stored: Uint8Array;
+  /** The record's bytes before the body (the record digest covers them). */
+  prefix: Uint8Array;
+  /** The stored record digest. */
+  digest: Uint8Array;
+  subject: string;
+  /** Offsets of the record and of its body. */
+  at: number;
+  bodyAt: number;
+  /** Its record, given the decoded bytes. */
+  finish: (body: Uint8Array) => CheckpointRecord;
+}
 
 /**
  * Decodes a binary stream record by record. `input` is a chunk sequence or an open file (then
@@ -269,7 +289,61 @@ export async function* decodeRecords(
   // The tensor being hashed off the main thread: its record once the digest matched, or the
   // error that names it.
   let pending: Promise<CheckpointRecord> | undefined;
+  // A byte-grouped tensor read but not decoded yet (a load with a native hash thread): it is
+  // decoded while the next one's body is read, or before anything after it is handed out.
+  let deferred: Deferred | undefined;
+  // The read of such a body, in flight while the one before it is decoded: it fills a buffer of
+  // `planes`, so it is awaited before this reader ends, however it ends.
+  let reading: Promise<unknown> | undefined;
+  let bodyTurn = 0;
+  // A tensor's record once `job`'s digest matched `stored`; a malformed body fails with the
+  // decoder's own error, as on this thread; any other failure names the tensor.
+  const matched = <T extends { digest: Uint8Array }>(
+    job: Promise<T>,
+    stored: Uint8Array,
+    subject: string,
+    at: number,
+    record: (done: T) => CheckpointRecord,
+  ): Promise<CheckpointRecord> => {
+    const p = job.then(
+      (done) => {
+        if (!equalBytes(done.digest, stored)) throw mismatch(subject, stored, done.digest, at);
+        return record(done);
+      },
+      (e) => {
+        if (e instanceof SyntaxError) throw e;
+        throw new Error(`Cannot verify checkpoint: ${subject} at offset ${at}: ${(e as Error)?.message ?? e}`, {
+          cause: e,
+        });
+      },
+    );
+    p.catch(() => {}); // awaited before anything after this tensor is handed out
+    return p;
+  };
+  // Decodes the deferred tensor and starts its hash on the native thread: its record once the
+  // digest matched (a malformed body throws the decoder's own error now; wrapped, as awaiting
+  // the outer promise must not wait for the hash).
+  const sendDeferred = async (): Promise<{ record: Promise<CheckpointRecord> }> => {
+    const t = deferred!;
+    deferred = undefined;
+    const body = await decodeTensorBody(t.descriptor, t.stored, t.bodyAt, (n) => r.allocate(n), planes);
+    const job = nativeDigest([t.prefix, body])!;
+    native = job;
+    return { record: matched(job.then((digest) => ({ digest })), t.digest, t.subject, t.at, () => t.finish(body)) };
+  };
+  // Whether a tensor is held back (hashing, or waiting to be decoded): the next one may go to
+  // another thread only once none is, so that they come out in order.
+  const held = () => pending !== undefined || deferred !== undefined;
+  // Hands out the tensor before the deferred one, once that one is decoded and on its way.
+  async function* advance(): AsyncGenerator<CheckpointRecord> {
+    if (!deferred) return;
+    const next = await sendDeferred();
+    yield* settle();
+    pending = next.record;
+  }
+  // Hands out every tensor still held back, in order.
   async function* settle(): AsyncGenerator<CheckpointRecord> {
+    yield* advance();
     if (!pending) return;
     const p = pending;
     pending = undefined;
@@ -379,21 +453,14 @@ export async function* decodeRecords(
         record: (done: T) => CheckpointRecord,
       ): Promise<void> => {
         job.catch(() => {});
-        const stored = await read(DIGEST_BYTES, `the digest of ${subject}`);
+        const stored = await storedDigest();
+        pending = matched(job, stored, subject, at, record);
+      };
+      // The tensor's stored digest, read now (a copy: the reader may reuse its bytes).
+      const storedDigest = async (): Promise<Uint8Array> => {
+        const stored = (await read(DIGEST_BYTES, `the digest of ${subject}`)).slice();
         seen.push(indexEntry(d, at, r.position - at));
-        pending = job.then(
-          (done) => {
-            if (!equalBytes(done.digest, stored)) throw mismatch(subject, stored, done.digest, at);
-            return record(done);
-          },
-          (e) => {
-            if (e instanceof SyntaxError) throw e;
-            throw new Error(`Cannot verify checkpoint: ${subject} at offset ${at}: ${(e as Error)?.message ?? e}`, {
-              cause: e,
-            });
-          },
-        );
-        pending.catch(() => {}); // awaited before anything after this tensor is handed out
+        return stored;
       };
       // The range thread hashes this record's prefix and its body (which this thread has moved
       // past, or read into its buffer); `record` is handed out once that digest matched, before
@@ -413,7 +480,7 @@ export async function* decodeRecords(
       // The body goes into the record digest only; the stream digest covers that digest instead.
       // A byte-grouped body is decoded first: the record digest covers the tensor's own bytes.
       if (
-        bodies === "hash" && ranger?.ready && !pending && !d.encoding && dtype !== "bool" &&
+        bodies === "hash" && ranger?.ready && !held() && !d.encoding && dtype !== "bool" &&
         rh.bodyBytes >= RANGE_BODY_MIN && await r.skipBody(rh.bodyBytes, subject)
       ) {
         // Verified on the other thread, which reads the body from the file itself.
@@ -432,7 +499,7 @@ export async function* decodeRecords(
         continue;
       }
       if (
-        d.encoding && ranger?.ready && ranger.decode && !pending && (bodies === "hash" || !reuse) &&
+        d.encoding && ranger?.ready && ranger.decode && !held() && (bodies === "hash" || !reuse) &&
         rh.bodyBytes >= RANGE_BODY_MIN && await r.skipBody(rh.bodyBytes, subject)
       ) {
         // Read, decoded and hashed on the other thread; a load gets the decoded bytes back.
@@ -453,9 +520,21 @@ export async function* decodeRecords(
         await whenHashed(job.then((digest) => ({ digest })), () => finish(body));
       };
       if (nativeLoad && d.encoding && d.byteLength >= OFF_THREAD_MIN) {
+        // Read into one of two buffers while the tensor before it is decoded from the other (the
+        // read runs on another thread), then deferred in turn.
         const prefix = concatBytes([recordHeader, head, pad]);
-        const stored = await r.readBody(rh.bodyBytes, subject, undefined, "scratch");
-        yield* nativeHash(prefix, await decodeTensorBody(d, stored, bodyAt, (n) => r.allocate(n), planes));
+        const turn = bodyTurn ^= 1;
+        const body = r.readBody(
+          rh.bodyBytes,
+          subject,
+          undefined,
+          (n, room) => planes.take(BODY_SCRATCH + turn, n + room),
+        );
+        reading = body;
+        body.catch(() => {});
+        yield* advance();
+        const stored = await body;
+        deferred = { descriptor: d, stored, prefix, digest: await storedDigest(), subject, at, bodyAt, finish };
         continue;
       }
       if (d.encoding) {
@@ -472,7 +551,7 @@ export async function* decodeRecords(
         yield record;
         continue;
       }
-      if (ranger?.ready && !pending && !reuse && rh.bodyBytes >= RANGE_BODY_MIN) {
+      if (ranger?.ready && !held() && !reuse && rh.bodyBytes >= RANGE_BODY_MIN) {
         // Read into its own buffer here while the other thread reads the same bytes from the
         // file and hashes them.
         const body = await r.readBody(rh.bodyBytes, subject);
@@ -490,7 +569,7 @@ export async function* decodeRecords(
         thread = startHashThread();
       }
       if (large) largeBytes += rh.bodyBytes;
-      const side = large && !pending && thread?.ready ? thread : undefined;
+      const side = large && !held() && thread?.ready ? thread : undefined;
       if (!side) {
         const body = await r.readBody(rh.bodyBytes, subject, h);
         await checkDigest(h, subject, at);
@@ -536,10 +615,13 @@ export async function* decodeRecords(
       await whenHashed(job, ({ buffer }) => finish(new Uint8Array(buffer, room, n)));
     }
   } catch (e) {
-    // A tensor still being verified comes first in the stream: its error, if any, is the one to report.
+    // A tensor still being verified, or decoded, comes first in the stream: its error, if any, is
+    // the one to report.
     if (pending) await pending;
+    if (deferred) await (await sendDeferred()).record;
     throw e;
   } finally {
+    await reading?.catch(() => {});
     await native?.catch(() => {});
     thread?.close();
     ranger?.close();

@@ -17,7 +17,9 @@ import {
   type TensorInput,
   verifyCheckpoint,
 } from "../../../mod.ts";
-import { setNativeDigestForTests } from "../../../src/format/_hash.ts";
+import { setHashThreadForTests, setNativeDigestForTests } from "../../../src/format/_hash.ts";
+import type { ByteReader } from "../../../src/format/_byte_reader.ts";
+import { decodeRecords } from "../../../src/format/codecs/binary.ts";
 import type { Tensor } from "../../../src/format/types.ts";
 import { assertSameTensors, chunked, collect, withFile } from "../../_util.ts";
 
@@ -50,11 +52,17 @@ interface Job {
  * when `hold(job index)` resolves), and fails where `fail(job index)` says so.
  */
 function spyNative(
-  options: { delay?: number; hold?: (i: number) => Promise<void> | undefined; fail?: (i: number) => boolean } = {},
+  options: {
+    delay?: number;
+    hold?: (i: number) => Promise<void> | undefined;
+    fail?: (i: number) => boolean;
+    onStart?: (i: number) => void;
+  } = {},
 ): Job[] {
   const jobs: Job[] = [];
   setNativeDigestForTests(async (parts) => {
     const i = jobs.length;
+    options.onStart?.(i);
     const job = { bytes: parts.reduce((n, p) => n + p.byteLength, 0), settled: false };
     jobs.push(job);
     const h = createHash("sha256");
@@ -237,5 +245,135 @@ Deno.test("a reader cancelled, abandoned or failing while a job is on the native
     });
   } finally {
     setNativeDigestForTests("restore");
+  }
+});
+
+/** Three byte-grouped float32 tensors of 1 MiB and more, one after another. */
+function layers(): CheckpointInput & { tensors: TensorInput[] } {
+  const tensors = [MiB / 4, MiB / 4 + 5, MiB / 2].map((n, i) => {
+    const data = new Float32Array(n);
+    for (let j = 0; j < n; j++) data[j] = Math.fround(Math.sin(j * 0.37 + i) * 0.02);
+    return { name: `dense${i}/kernel`, dtype: "float32" as const, shape: [n], data };
+  });
+  return { metadata: { step: 5 }, tensors };
+}
+
+/**
+ * A file-like reader over `bytes` that logs where each read starts; a read from `hold.from` on
+ * lands only once `hold.gate` resolves.
+ */
+function loggedFile(bytes: Uint8Array, reads: number[], hold?: { from: number; gate: Promise<void> }): ByteReader {
+  let at = 0;
+  return {
+    read(into) {
+      const start = at;
+      reads.push(start);
+      const n = Math.min(into.byteLength, bytes.byteLength - start);
+      if (n <= 0) return Promise.resolve(null);
+      into.set(bytes.subarray(start, start + n));
+      at += n;
+      return hold && start >= hold.from ? hold.gate.then(() => n) : Promise.resolve(n);
+    },
+    stat: () => Promise.resolve({ size: bytes.byteLength }),
+  };
+}
+
+Deno.test("a byte-grouped load reads each body while the tensor before it is decoded", async () => {
+  const input = layers();
+  const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
+  const offsets = await withFile(bytes, async (path) => (await readCheckpointIndex(path)).tensors.map((t) => t.offset));
+  const reads: number[] = [];
+  // When tensor i, just decoded, goes to the native thread, the read of the next record's body
+  // has been asked for already.
+  const early: boolean[] = [];
+  try {
+    spyNative({ onStart: (i) => early.push(reads.some((at) => at > offsets[i + 1]!)) });
+    const out: Tensor[] = [];
+    for await (const r of decodeRecords(loggedFile(bytes, reads))) if (r.type === "tensor") out.push(r.tensor);
+    assertSameTensors(out, input.tensors);
+    assert.deepEqual(early, [true, true, false]);
+  } finally {
+    setNativeDigestForTests("restore");
+  }
+});
+
+Deno.test("a byte-grouped load cancelled while the next body is read ends only once that read landed", async () => {
+  const input = layers();
+  const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
+  const offsets = await withFile(bytes, async (path) => (await readCheckpointIndex(path)).tensors.map((t) => t.offset));
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  try {
+    spyNative();
+    // The read of the third body is held: the first tensor comes out meanwhile.
+    const records = decodeRecords(loggedFile(bytes, [], { from: offsets[2]! + 1, gate }));
+    assert.equal((await records.next()).value?.type, "metadata");
+    const first = (await records.next()).value;
+    assert.equal(first?.type === "tensor" && first.tensor.name, "dense0/kernel");
+    const done = records.return(undefined);
+    const early = await Promise.race([done.then(() => "ended"), new Promise((r) => setTimeout(() => r("held"), 200))]);
+    assert.equal(early, "held", "the reader ended while a read into its buffer was in flight");
+    release();
+    await done;
+  } finally {
+    setNativeDigestForTests("restore");
+  }
+});
+
+Deno.test("a malformed byte-grouped body is the error of a load, not a broken record after it", async () => {
+  const input = layers();
+  const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
+  const offsets = await withFile(bytes, async (path) => (await readCheckpointIndex(path)).tensors.map((t) => t.offset));
+  const bad = bytes.slice();
+  // The second tensor's plane table (version 1, 4 planes, 6 zero bytes, on a 64-byte boundary)
+  // gets version 9; the third record's kind byte becomes 200.
+  let table = offsets[1]!;
+  while (![1, 4, 0, 0, 0, 0, 0, 0].every((b, i) => bad[table + i] === b)) table += 64 - (table % 64);
+  bad[table] = 9;
+  bad[offsets[2]!] = 200;
+  try {
+    await withFile(bad, async (path) => {
+      spyNative();
+      const message = /tensor "dense1\/kernel" has byte-group version 9 \(this reader knows 1\) at offset \d+$/;
+      await assert.rejects(
+        () => loadCheckpoint(path),
+        (e: unknown) => e instanceof SyntaxError && message.test(e.message),
+      );
+      // As one thread reports it.
+      await assert.rejects(() => loadCheckpoint(path, { parallelHash: false }), SyntaxError, "byte-group version 9");
+    });
+  } finally {
+    setNativeDigestForTests("restore");
+  }
+});
+
+Deno.test("a tensor after a byte-grouped one waiting to be decoded comes out after it, whichever thread hashes it", async () => {
+  // A stream (raw bodies stay off the native thread) asked for a second thread: the raw tensor
+  // after the byte-grouped one goes to that thread while the byte-grouped one waits.
+  const floats = layers().tensors[0]!;
+  const ints = new Int32Array(MiB / 4).map((_, i) => i * 7919);
+  const input: CheckpointInput & { tensors: TensorInput[] } = {
+    metadata: { step: 1 },
+    tensors: [floats, { name: "steps", dtype: "int32", shape: [ints.length], data: ints }],
+  };
+  const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
+  const taken: number[] = [];
+  try {
+    spyNative();
+    setHashThreadForTests(() => ({
+      ready: true,
+      digest(buffer, offset, length) {
+        taken.push(length);
+        const digest = new Uint8Array(createHash("sha256").update(new Uint8Array(buffer, offset, length)).digest());
+        return new Promise((r) => setTimeout(() => r({ digest, buffer }), 5));
+      },
+      close() {},
+    }));
+    const out = await tensorsOf(decodeCheckpoint(chunked(bytes, 65536), { parallelHash: true }));
+    assert.deepEqual(out.map((t) => t.name), [floats.name, "steps"]);
+    assertSameTensors(out, input.tensors);
+  } finally {
+    setNativeDigestForTests("restore");
+    setHashThreadForTests("restore");
   }
 });
