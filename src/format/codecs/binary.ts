@@ -320,15 +320,19 @@ export async function* decodeRecords(
     p.catch(() => {}); // awaited before anything after this tensor is handed out
     return p;
   };
-  // Decodes the deferred tensor and starts its hash on the native thread: its record once the
-  // digest matched (a malformed body throws the decoder's own error now; wrapped, as awaiting
-  // the outer promise must not wait for the hash).
+  // Whether this load hashes large tensors on the native thread (decided with the header).
+  let nativeLoad = false;
+  // Decodes the deferred tensor and hashes it, on the native thread if the load has one: its
+  // record once the digest matched (a malformed body throws the decoder's own error now;
+  // wrapped, as awaiting the outer promise must not wait for the hash).
   const sendDeferred = async (): Promise<{ record: Promise<CheckpointRecord> }> => {
     const t = deferred!;
     deferred = undefined;
     const body = await decodeTensorBody(t.descriptor, t.stored, t.bodyAt, (n) => r.allocate(n), planes);
-    const job = nativeDigest([t.prefix, body])!;
-    native = job;
+    const job = nativeLoad
+      ? nativeDigest([t.prefix, body])!
+      : Promise.resolve(sha256().update(t.prefix).update(body).digest());
+    if (nativeLoad) native = job;
     return { record: matched(job.then((digest) => ({ digest })), t.digest, t.subject, t.at, () => t.finish(body)) };
   };
   // Whether a tensor is held back (hashing, or waiting to be decoded): the next one may go to
@@ -366,11 +370,14 @@ export async function* decodeRecords(
     // (nothing to start), while this thread reads or decodes the next; then it starts no range
     // hasher (a 256 MiB byte-grouped load took 383-445 ms so against 480-630 with one), and it
     // takes none with one thread asked for.
-    const nativeLoad = bodies === "keep" && !reuse && parallel !== false && !rangeForced && hasNativeDigest();
+    nativeLoad = bodies === "keep" && !reuse && parallel !== false && !rangeForced && hasNativeDigest();
     if (ranges && !nativeLoad && !tap && isByteReader(input) && input.rangeHasher) {
       if ((await input.stat()).size >= rangeFileMin) ranger = await input.rangeHasher();
       if (ranger && rangeWaitReady) await ranger.up;
     }
+    // A load into fresh buffers reads each byte-grouped body while the one before it is decoded
+    // (and hashed, here or on the native thread), unless the range hasher takes every other one.
+    const deferLoad = bodies === "keep" && !reuse && (nativeLoad || (!ranger && !rangeForced));
     // Its buffers must be ours: decoded bodies always are, raw ones when read from a file (from
     // a chunk sequence a body may be a view into the caller's chunk).
     const nativeRaw = nativeLoad && isByteReader(input);
@@ -519,7 +526,7 @@ export async function* decodeRecords(
         yield* settle();
         await whenHashed(job.then((digest) => ({ digest })), () => finish(body));
       };
-      if (nativeLoad && d.encoding && d.byteLength >= OFF_THREAD_MIN) {
+      if (deferLoad && d.encoding && d.byteLength >= OFF_THREAD_MIN) {
         // Read into one of two buffers while the tensor before it is decoded from the other (the
         // read runs on another thread), then deferred in turn.
         const prefix = concatBytes([recordHeader, head, pad]);

@@ -4,7 +4,9 @@
 // can hold a digest back or fail), and check what the decoder does with it: which tensors go
 // there, that none is handed out before its digest matched, that they come in order, that errors
 // name the tensor, and that a reader never ends while a job still reads its buffers. The real
-// binding is tested in a child process granted FFI (tests/format/sha256_ffi_test.ts).
+// binding is tested in a child process granted FFI (tests/format/sha256_ffi_test.ts). A load
+// also reads each byte-grouped body while the one before it is decoded, with or without that
+// thread: the tests of that read-ahead (its order, cancel, errors) sit here too.
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import {
@@ -278,24 +280,37 @@ function loggedFile(bytes: Uint8Array, reads: number[], hold?: { from: number; g
   };
 }
 
-Deno.test("a byte-grouped load reads each body while the tensor before it is decoded", async () => {
-  const input = layers();
-  const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
-  const offsets = await withFile(bytes, async (path) => (await readCheckpointIndex(path)).tensors.map((t) => t.offset));
-  const reads: number[] = [];
-  // When tensor i, just decoded, goes to the native thread, the read of the next record's body
-  // has been asked for already.
-  const early: boolean[] = [];
-  try {
-    spyNative({ onStart: (i) => early.push(reads.some((at) => at > offsets[i + 1]!)) });
+for (const thread of ["the native thread", "no native thread"]) {
+  Deno.test(`a byte-grouped load reads each body while the tensor before it is decoded (${thread})`, async () => {
+    const input = layers();
+    const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
+    const offsets = await withFile(
+      bytes,
+      async (path) => (await readCheckpointIndex(path)).tensors.map((t) => t.offset),
+    );
+    const reads: number[] = [];
+    // When tensor i, just decoded, is hashed on the native thread, the read of the next record's
+    // body has been asked for already; and when tensor i comes out, that of the one after next.
+    const sent: boolean[] = [];
     const out: Tensor[] = [];
-    for await (const r of decodeRecords(loggedFile(bytes, reads))) if (r.type === "tensor") out.push(r.tensor);
-    assertSameTensors(out, input.tensors);
-    assert.deepEqual(early, [true, true, false]);
-  } finally {
-    setNativeDigestForTests("restore");
-  }
-});
+    const early: boolean[] = [];
+    try {
+      if (thread === "the native thread") {
+        spyNative({ onStart: (i) => sent.push(reads.some((at) => at > offsets[i + 1]!)) });
+      } else setNativeDigestForTests(null);
+      for await (const r of decodeRecords(loggedFile(bytes, reads))) {
+        if (r.type !== "tensor") continue;
+        early.push(reads.some((at) => at > offsets[out.length + 2]!));
+        out.push(r.tensor);
+      }
+      assertSameTensors(out, input.tensors);
+      assert.deepEqual(early, [true, false, false]);
+      assert.deepEqual(sent, thread === "the native thread" ? [true, true, false] : []);
+    } finally {
+      setNativeDigestForTests("restore");
+    }
+  });
+}
 
 Deno.test("a byte-grouped load cancelled while the next body is read ends only once that read landed", async () => {
   const input = layers();
