@@ -240,6 +240,12 @@ interface Deferred {
  * from a file) is hashed there while this thread reads or decodes the next; that takes the place
  * of the other second threads, and the order and the rule that a tensor comes out only once its
  * digest matched are the same.
+ *
+ * A load (without `reuseBuffers`, and with no range hasher taking every other body) reads each
+ * byte-grouped body of 1 MiB or more into one of two reused buffers while the one before it is
+ * decoded and hashed: the read runs on the runtime's I/O thread. The tensor is handed out one
+ * record later than it would be otherwise, still in order; an error in it is reported before any
+ * in the records read after it.
  */
 export async function* decodeRecords(
   input: AsyncIterable<Uint8Array> | ByteReader,
