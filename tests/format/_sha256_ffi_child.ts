@@ -3,6 +3,7 @@
 import { createHash } from "node:crypto";
 import { ChecksumMismatchError, encodeCheckpoint, loadCheckpoint, readCheckpointIndex } from "../../mod.ts";
 import { offThreadSha256, offThreadSha256Available } from "../../src/format/_sha256_ffi.ts";
+import { setNativeDigestForTests } from "../../src/format/_hash.ts";
 
 const MiB = 2 ** 20;
 const available = offThreadSha256Available();
@@ -63,6 +64,15 @@ for (const compression of ["none", "bytegroup"] as const) {
   await Deno.remove(path);
   loads[compression] = { exact, corruptNamed };
 }
+// A byte-grouped save (tensors of 1 MiB or more hashed there, from copies): the same bytes as
+// with no native thread.
+const grouped = async () =>
+  new Uint8Array(await new Response(encodeCheckpoint(input, { compression: "bytegroup" })).arrayBuffer());
+const viaNative = await grouped();
+setNativeDigestForTests(null);
+const oneThread = await grouped();
+setNativeDigestForTests("restore");
+const saves = Buffer.from(viaNative).equals(oneThread);
 // Damaged copies (a flipped byte, a cut) read with the native thread (the default) and on one
 // thread (`parallelHash: false`): the same tensors or the same error, whichever thread hashed.
 let state = 20261204;
@@ -95,4 +105,4 @@ for (const compression of ["none", "bytegroup"] as const) {
     await Deno.remove(path);
   }
 }
-console.log(JSON.stringify({ available, digests, concurrent, loads, damaged, disagreements }));
+console.log(JSON.stringify({ available, digests, concurrent, loads, saves, damaged, disagreements }));

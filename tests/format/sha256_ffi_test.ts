@@ -12,6 +12,7 @@ async function child(flags: string[]) {
     digests: boolean[];
     concurrent: boolean;
     loads: Record<string, { exact: boolean; corruptNamed: boolean }>;
+    saves: boolean;
     damaged: number;
     disagreements: string[];
   };
@@ -27,13 +28,14 @@ async function hasLibcrypto(): Promise<boolean> {
 
 const everyLoad = { none: { exact: true, corruptNamed: true }, bytegroup: { exact: true, corruptNamed: true } };
 
-Deno.test("with FFI granted, libcrypto hashes on the native thread: digests equal node:crypto's, loads bit for bit, damage reported as on one thread", async () => {
+Deno.test("with FFI granted, libcrypto hashes on the native thread: digests equal node:crypto's, loads bit for bit, byte-grouped saves byte for byte, damage reported as on one thread", async () => {
   const r = await child(["-A"]);
   assert.equal(r.available, await hasLibcrypto());
   if (!r.available) return;
   assert.deepEqual(r.digests, [true, true, true, true, true, true]);
   assert.equal(r.concurrent, true);
   assert.deepEqual(r.loads, everyLoad);
+  assert.equal(r.saves, true);
   // 80 damaged files (flipped bits, cuts): the same tensors or the same error as a load on one thread.
   assert.equal(r.damaged, 80);
   assert.deepEqual(r.disagreements, []);

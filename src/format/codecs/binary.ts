@@ -118,6 +118,18 @@ async function* encodeRecords(
   const index: IndexEntry[] = [];
   const guard = new EncodeGuard();
   const scratch = byteGroup ? PlaneScratch.acquire() : undefined;
+  // A byte-grouped tensor's record digest, computed on the native thread from a copy of its bytes
+  // while this thread encodes the next tensor: written (with its index entry) before anything after it.
+  let held: { job: Promise<Uint8Array>; entry: () => IndexEntry } | undefined;
+  let copyTurn = 0;
+  const native = scratch !== undefined && hasNativeDigest();
+  async function* release(): AsyncGenerator<Uint8Array> {
+    if (!held) return;
+    const { job, entry } = held;
+    held = undefined;
+    yield emit(await job);
+    index.push(entry());
+  }
   try {
     for await (const rec of records) {
       if (guard.check(rec) === "metadata") {
@@ -129,13 +141,31 @@ async function* encodeRecords(
         continue;
       }
       const t = (rec as Extract<CheckpointRecord, { type: "tensor" }>).tensor;
-      const start = position;
       const body = bytesOf(t.data);
       const h = sha256();
       const grouped = scratch ? encodeByteGroups(t.dtype, body, { scratch, transient }) : undefined;
+      // The bytes just split, copied at once (the caller's buffer may change once this yields),
+      // for the native thread: ckpt's own memory stays alive while it reads.
+      const copy = grouped && native && body.byteLength >= OFF_THREAD_MIN && body.byteLength <= COPY_MAX
+        ? scratch!.take(COPY_SCRATCH + (copyTurn ^= 1), body.byteLength)
+        : undefined;
+      copy?.set(body);
+      yield* release();
+      const start = position;
       const encoding = grouped ? BYTEGROUP_ENCODING : undefined;
       const head = tensorHead(t, encoding);
-      yield emit(encodeRecordPrefix(RecordKind.tensor, head, grouped?.byteLength ?? body.byteLength, position), h);
+      const prefix = encodeRecordPrefix(RecordKind.tensor, head, grouped?.byteLength ?? body.byteLength, position);
+      const group = t.group ?? "params";
+      const entry = () => indexEntry({ ...t, shape: [...t.shape], group, encoding }, start, position - start);
+      if (copy) {
+        // Should the thread fail, this one hashes the copy instead (the same digest).
+        const job = nativeDigest([prefix, copy])!.catch(() => sha256().update(prefix).update(copy).digest());
+        held = { job, entry };
+        yield emit(prefix);
+        for (const part of grouped!.parts) yield emit(part, undefined, true);
+        continue;
+      }
+      yield emit(prefix, h);
       if (grouped) {
         // The record digest covers the tensor's own bytes, so a reader checks what it decoded.
         h.update(body);
@@ -146,10 +176,10 @@ async function* encodeRecords(
         }
       }
       yield emit(new Uint8Array(h.digest()));
-      const group = t.group ?? "params";
-      index.push(indexEntry({ ...t, shape: [...t.shape], group, encoding }, start, position - start));
+      index.push(entry());
     }
     guard.end();
+    yield* release();
     const indexOffset = position;
     const head = utf8.encode(JSON.stringify({ tensors: index }));
     const h = sha256();
@@ -165,12 +195,21 @@ async function* encodeRecords(
     settle.digest.reject(e);
     throw e;
   } finally {
+    // A job still reading a copy: the copy goes back to the idle scratches only once it is done.
+    await held?.job.catch(() => {});
     scratch?.release();
   }
 }
 
 /** Tensor bodies from this size on may be hashed on the second thread (smaller ones are hashed faster than handed over). */
 const OFF_THREAD_MIN = 2 ** 20;
+/** The encoder's {@linkcode PlaneScratch} buffers (after every plane's and deflate output's) for copies hashed on the native thread. */
+const COPY_SCRATCH = 16;
+/**
+ * Larger tensors are hashed on this thread: two copies of this size at most (one being hashed,
+ * one being made) is all the memory the native thread adds to a save.
+ */
+const COPY_MAX = 16 * 2 ** 20;
 /** A verified tensor's data when bodies are only hashed: an empty array of its dtype. */
 const NO_BYTES = new Uint8Array(0);
 /**

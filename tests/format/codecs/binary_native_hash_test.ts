@@ -392,3 +392,91 @@ Deno.test("a tensor after a byte-grouped one waiting to be decoded comes out aft
     setHashThreadForTests("restore");
   }
 });
+
+/** `input` with its tensors handed over one at a time; `onPull(k)` runs as tensor k is asked for. */
+function fed(input: CheckpointInput & { tensors: TensorInput[] }, onPull: (k: number) => void): CheckpointInput {
+  return {
+    metadata: input.metadata,
+    tensors: (async function* () {
+      for (const [k, t] of input.tensors.entries()) {
+        onPull(k);
+        yield t;
+      }
+    })(),
+  };
+}
+
+Deno.test("a byte-grouped save hashes tensors of 1 to 16 MiB on the native thread, from a copy, while it encodes the next; the bytes are one thread's", async () => {
+  const input = layers();
+  // A small tensor (hashed here) and one over 16 MiB (hashed here: two copies of it would cost
+  // too much memory).
+  input.tensors.splice(1, 0, { name: "scale", dtype: "float32", shape: [3], data: new Float32Array([1, 2, 3]) });
+  const big = new Float32Array(4 * MiB + 16).map((_, i) => Math.fround(Math.cos(i) * 0.01));
+  input.tensors.push({ name: "embedding", dtype: "float32", shape: [big.length], data: big });
+  try {
+    setNativeDigestForTests(null);
+    const expected = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
+    const jobs = spyNative({ delay: 30 });
+    // When the next tensor is asked for, the one before it is still being hashed there.
+    const hashing: boolean[] = [];
+    const bytes = await collect(
+      encodeCheckpoint(fed(input, (k) => k > 0 && hashing.push(jobs.some((j) => !j.settled))), {
+        compression: "bytegroup",
+      }),
+    );
+    assert.deepEqual(bytes, expected);
+    const sent = ["dense0/kernel", "dense1/kernel", "dense2/kernel"];
+    assert.equal(jobs.length, sent.length);
+    jobs.forEach((j, i) => {
+      const t = input.tensors.find((x) => x.name === sent[i])!;
+      assert.ok(j.bytes > t.data.byteLength && j.bytes < t.data.byteLength + 512, `${j.bytes} bytes`);
+    });
+    // Asked for: scale (after dense0, out), dense1, dense2 (after dense1, out), embedding (after dense2, out).
+    assert.deepEqual(hashing, [true, false, true, true]);
+    // Uncompressed saves keep to this thread.
+    const none = spyNative();
+    await collect(encodeCheckpoint(input));
+    assert.equal(none.length, 0);
+  } finally {
+    setNativeDigestForTests("restore");
+  }
+});
+
+Deno.test("a tensor changed by the caller while its digest is computed on the native thread saves as it was handed over", async () => {
+  const input = layers();
+  const original = input.tensors.map((t) => (t.data as Float32Array).slice());
+  try {
+    spyNative({ delay: 30 });
+    // Each tensor is overwritten as soon as the encoder asks for the next one.
+    const bytes = await collect(
+      encodeCheckpoint(fed(input, (k) => k > 0 && (input.tensors[k - 1]!.data as Float32Array).fill(7)), {
+        compression: "bytegroup",
+      }),
+    );
+    setNativeDigestForTests(null);
+    const out = await tensorsOf(decodeCheckpoint(chunked(bytes, 65536)));
+    out.forEach((t, i) => assert.deepEqual(t.data, original[i], t.name));
+  } finally {
+    setNativeDigestForTests("restore");
+  }
+});
+
+Deno.test("a byte-grouped save cancelled while a job is on the native thread ends after the job; a failing job is hashed here instead", async () => {
+  const input = layers();
+  try {
+    const jobs = spyNative({ delay: 100 });
+    const reader = encodeCheckpoint(input, { compression: "bytegroup" }).getReader();
+    for (let r = await reader.read(); !r.done && jobs.length === 0; r = await reader.read());
+    assert.equal(jobs.length, 1);
+    await reader.cancel();
+    assert.ok(jobs.every((j) => j.settled), "cancel resolved while a job still read its copy");
+
+    setNativeDigestForTests(null);
+    const expected = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
+    const failing = spyNative({ fail: (i) => i === 1 });
+    assert.deepEqual(await collect(encodeCheckpoint(input, { compression: "bytegroup" })), expected);
+    assert.equal(failing.length, 3);
+  } finally {
+    setNativeDigestForTests("restore");
+  }
+});
