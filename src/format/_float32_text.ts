@@ -162,16 +162,20 @@ export function writeFloat32(out: Uint8Array, at: number, x: number): number {
   f32[0] = x;
   const e2 = ((u32[0]! >>> 23) & 0xff) - 127;
   const edge = (u32[0]! & 0x7fffff) === 0;
-  // The decimal exponent, possibly one low; the searches below absorb that.
-  const e = Math.floor(e2 * LOG10_2);
-  const j8 = 7 - e; // the scale giving 8 significant digits (or 9, when e is one low)
+  // The decimal exponent from the binary one, possibly one low, then corrected (a product
+  // rounded up across a power of ten could leave it one high: the searches below absorb that).
+  let e = Math.floor(e2 * LOG10_2);
+  const j8 = 7 - e;
   if (j8 + 2 > 22 || j8 - 10 < -22) return writeAscii(out, at, slowShortest(x));
-  // Which digit counts read back is upward closed: from 8 digits, go down while it still holds,
-  // or up to 9 (10 when e was one low) when it does not.
-  let j = j8;
-  let m = fits(x, j8, edge);
+  if (e >= -1 ? x >= P10[e + 1]! : x * P10[-1 - e]! >= 1) e++;
+  // Which digit counts read back is upward closed: from 7 digits (the most common count after 8
+  // for weights, so most values take two checks), go down while it still holds, or up to 9 (10
+  // when e was one high) when it does not.
+  let j = 6 - e;
+  let m = fits(x, j, edge);
   if (m < 0) {
     m = fits(x, ++j, edge);
+    if (m < 0) m = fits(x, ++j, edge);
     if (m < 0) m = fits(x, ++j, edge);
     if (m < 0) return writeAscii(out, at, slowShortest(x));
   } else {

@@ -47,6 +47,13 @@ Deno.test("float32 shortest digits: every exponent's edges, subnormals, powers o
       }
     }
   }
+  // Around every power of ten a float32 reaches: where the decimal exponent estimated from the
+  // binary one is corrected, up or not.
+  for (let k = -45; k <= 38; k++) {
+    f32[0] = Number(`1e${k}`);
+    const at = u32[0]!;
+    for (let d = -3; d <= 3; d++) check(at + d);
+  }
   for (let m = 1; m < 20_000; m++) check(m); // the smallest subnormals
   for (let m = 0x7fffff; m > 0x7fffff - 20_000; m--) check(m); // the largest subnormals
   const rand = prng(5);
