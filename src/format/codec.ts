@@ -27,6 +27,8 @@ export interface DecoderOptions extends DecodeLimits {
    * 1 MiB or more with libcrypto on Deno's blocking thread pool while this thread reads or
    * decodes the next one: byte-grouped tensors (their decoded bytes) from any source, raw ones
    * read from a local file (from a stream a raw tensor may be a view into the caller's chunk).
+   * Such a load (and one without that thread, unless the Worker below takes every other body)
+   * reads each byte-grouped body of 1 MiB or more while the tensor before it is decoded.
    * There is no Worker to start, so this is the default at any size, and such a load starts no
    * range-reading Worker (below). The permission is queried, never prompted for. A tensor still
    * comes out only once its digest matched, in order.
@@ -81,7 +83,10 @@ export interface EncoderOptions {
   digest?: boolean;
   /**
    * Compression the codec applies itself: `"bytegroup"` asks the binary codec for byte-grouped
-   * float tensor bodies (`docs/FORMAT.md`); `encodeCheckpoint` asks no other codec for it.
+   * float tensor bodies (`docs/FORMAT.md`); `encodeCheckpoint` asks no other codec for it. Where
+   * the process was granted FFI and has libcrypto, the byte-grouped encoder hashes each tensor of
+   * 1-16 MiB on Deno's blocking thread pool, from a copy taken as the tensor is split (never the
+   * caller's buffer), while it encodes the next one.
    *
    * @default {"none"}
    */
