@@ -260,6 +260,14 @@ function layers(): CheckpointInput & { tensors: TensorInput[] } {
   return { metadata: { step: 5 }, tensors };
 }
 
+/** {@linkcode layers}, byte-grouped, and where each tensor's record starts. */
+async function encodedLayers() {
+  const input = layers();
+  const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
+  const offsets = await withFile(bytes, async (path) => (await readCheckpointIndex(path)).tensors.map((t) => t.offset));
+  return { input, bytes, offsets };
+}
+
 /**
  * A file-like reader over `bytes` that logs where each read starts; a read from `hold.from` on
  * lands only once `hold.gate` resolves.
@@ -282,12 +290,7 @@ function loggedFile(bytes: Uint8Array, reads: number[], hold?: { from: number; g
 
 for (const thread of ["the native thread", "no native thread"]) {
   Deno.test(`a byte-grouped load reads each body while the tensor before it is decoded (${thread})`, async () => {
-    const input = layers();
-    const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
-    const offsets = await withFile(
-      bytes,
-      async (path) => (await readCheckpointIndex(path)).tensors.map((t) => t.offset),
-    );
+    const { input, bytes, offsets } = await encodedLayers();
     const reads: number[] = [];
     // When tensor i, just decoded, is hashed on the native thread, the read of the next record's
     // body has been asked for already; and when tensor i comes out, that of the one after next.
@@ -313,9 +316,7 @@ for (const thread of ["the native thread", "no native thread"]) {
 }
 
 Deno.test("a byte-grouped load cancelled while the next body is read ends only once that read landed", async () => {
-  const input = layers();
-  const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
-  const offsets = await withFile(bytes, async (path) => (await readCheckpointIndex(path)).tensors.map((t) => t.offset));
+  const { bytes, offsets } = await encodedLayers();
   let release!: () => void;
   const gate = new Promise<void>((r) => (release = r));
   try {
@@ -336,9 +337,7 @@ Deno.test("a byte-grouped load cancelled while the next body is read ends only o
 });
 
 Deno.test("a malformed byte-grouped body is the error of a load, not a broken record after it", async () => {
-  const input = layers();
-  const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
-  const offsets = await withFile(bytes, async (path) => (await readCheckpointIndex(path)).tensors.map((t) => t.offset));
+  const { bytes, offsets } = await encodedLayers();
   const bad = bytes.slice();
   // The second tensor's plane table (version 1, 4 planes, 6 zero bytes, on a 64-byte boundary)
   // gets version 9; the third record's kind byte becomes 200.
