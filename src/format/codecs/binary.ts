@@ -334,8 +334,8 @@ export async function* decodeRecords(
   // The tensor being hashed off the main thread: its record once the digest matched, or the
   // error that names it.
   let pending: Promise<CheckpointRecord> | undefined;
-  // A byte-grouped tensor read but not decoded yet (a load with a native hash thread): it is
-  // decoded while the next one's body is read, or before anything after it is handed out.
+  // A byte-grouped tensor read but not decoded yet (a load, see `deferLoad`): it is decoded
+  // while the next one's body is read, or before anything after it is handed out.
   let deferred: Deferred | undefined;
   // The read of such a body, in flight while the one before it is decoded: it fills a buffer of
   // `planes`, so it is awaited before this reader ends, however it ends.
