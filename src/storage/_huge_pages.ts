@@ -81,3 +81,7 @@ export function freshBuffer(n: number): Uint8Array {
     return new Uint8Array(n);
   }
 }
+
+// Opened as the module loads, where FFI is granted (see src/format/_sha256_ffi.ts: a library
+// first opened inside a `deno test` test can be reported there as a leak).
+libc = open();

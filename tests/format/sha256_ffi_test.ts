@@ -47,3 +47,21 @@ Deno.test("without FFI granted there is no native thread: no prompt, no error, l
   assert.deepEqual(r.digests, []);
   assert.deepEqual(r.loads, everyLoad);
 });
+
+Deno.test("with FFI granted, ckpt's system libraries are opened as it is imported: deno test -A finds none loaded inside a test", async () => {
+  // A byte-grouped save through a BackgroundWriter's Worker, then the stores' manager suite: run
+  // together under `deno test -A`, the libraries opened lazily inside the suite's first tests
+  // were reported by the resource sanitizer as leaks ("A dynamic library was loaded during the
+  // test, but not unloaded").
+  const files = ["../manager/bytegroup_test.ts", "../manager/store_test.ts"].map((f) =>
+    new URL(f, import.meta.url).pathname
+  );
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["test", "-A", "--no-check", ...files],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+  assert.doesNotMatch(text, /Leaks detected|dynamic library/);
+  assert.ok(out.success, text.slice(-2000));
+});
