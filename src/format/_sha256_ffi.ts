@@ -43,9 +43,7 @@ const SYMBOLS = {
   EVP_DigestFinal_ex: { parameters: ["pointer", "buffer", "pointer"], result: "i32" },
 } as const;
 
-let lib: { crypto: Libcrypto; sha256: Deno.PointerValue } | null | undefined;
-
-function open(): typeof lib {
+function open(): { crypto: Libcrypto; sha256: Deno.PointerValue } | null {
   try {
     const deno = (globalThis as { Deno?: typeof Deno }).Deno;
     if (deno?.build.os !== "linux" || typeof deno.dlopen !== "function") return null;
@@ -59,9 +57,13 @@ function open(): typeof lib {
   }
 }
 
+// Opened as the module loads (where FFI is granted; it stays open for the process): a library
+// first opened inside a `deno test` test can be reported there as a leak by the resource
+// sanitizer (tests/format/sha256_ffi_test.ts).
+const lib = open();
+
 /** Whether {@linkcode offThreadSha256} has a thread here (FFI granted, libcrypto found). */
 export function offThreadSha256Available(): boolean {
-  lib ??= open();
   return lib !== null;
 }
 
@@ -71,7 +73,6 @@ export function offThreadSha256Available(): boolean {
  * change until the promise settles. Rejects only if libcrypto reports a failure.
  */
 export function offThreadSha256(parts: readonly Uint8Array[]): Promise<Uint8Array> | undefined {
-  lib ??= open();
   if (!lib) return undefined;
   return digest(lib.crypto, lib.sha256, parts);
 }
@@ -96,8 +97,3 @@ async function digest(crypto: Libcrypto, sha256: Deno.PointerValue, parts: reado
     s.EVP_MD_CTX_free(ctx);
   }
 }
-
-// Opened as the module loads (where FFI is granted; it stays open for the process): a library
-// first opened inside a `deno test` test can be reported there as a leak by the resource
-// sanitizer (tests/format/sha256_ffi_test.ts).
-lib = open();

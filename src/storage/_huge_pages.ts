@@ -15,8 +15,6 @@ interface Libc {
   symbols: { madvise(addr: Deno.PointerValue, length: bigint, advice: number): number };
 }
 
-let libc: Libc | null | undefined;
-
 function open(): Libc | null {
   try {
     const deno = (globalThis as { Deno?: typeof Deno }).Deno;
@@ -29,6 +27,10 @@ function open(): Libc | null {
     return null;
   }
 }
+
+// Opened as the module loads, where FFI is granted (see src/format/_sha256_ffi.ts: a library
+// first opened inside a `deno test` test can be reported there as a leak).
+const libc = open();
 
 /** Start and end (exclusive) of the whole 2 MiB pages inside `length` bytes from `address`. */
 function wholePages(address: bigint, length: number): [bigint, bigint] {
@@ -50,7 +52,6 @@ function advise(libc: Libc, start: bigint, end: bigint): boolean {
  */
 export function adviseHugePages(bytes: Uint8Array): boolean {
   if (bytes.byteLength < HUGE_PAGE_MIN) return false;
-  libc ??= open();
   if (!libc) return false;
   try {
     const [start, end] = wholePages(BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(bytes))), bytes.byteLength);
@@ -69,7 +70,6 @@ export function adviseHugePages(bytes: Uint8Array): boolean {
  */
 export function freshBuffer(n: number): Uint8Array {
   if (n < HUGE_PAGE_MIN) return new Uint8Array(n);
-  libc ??= open();
   if (!libc) return new Uint8Array(n);
   try {
     const buffer = new ArrayBuffer(n + HUGE_PAGE);
@@ -81,7 +81,3 @@ export function freshBuffer(n: number): Uint8Array {
     return new Uint8Array(n);
   }
 }
-
-// Opened as the module loads, where FFI is granted (see src/format/_sha256_ffi.ts: a library
-// first opened inside a `deno test` test can be reported there as a leak).
-libc = open();
