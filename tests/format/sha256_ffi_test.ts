@@ -1,13 +1,12 @@
 // SHA-256 on the native thread (libcrypto through Deno's FFI, src/format/_sha256_ffi.ts): checked
 // in child processes run with and without FFI granted (`deno task test` grants none).
 import assert from "node:assert/strict";
+import { jsonChild } from "../_util.ts";
 
 const CHILD = new URL("./_sha256_ffi_child.ts", import.meta.url).pathname;
 
-async function child(flags: string[]) {
-  const out = await new Deno.Command(Deno.execPath(), { args: ["run", ...flags, CHILD], stderr: "piped" }).output();
-  assert.ok(out.success, new TextDecoder().decode(out.stderr));
-  return JSON.parse(new TextDecoder().decode(out.stdout).trim()) as {
+function child(flags: string[]) {
+  return jsonChild<{
     available: boolean;
     digests: boolean[];
     concurrent: boolean;
@@ -15,7 +14,7 @@ async function child(flags: string[]) {
     saves: boolean;
     damaged: number;
     disagreements: string[];
-  };
+  }>(CHILD, flags);
 }
 
 /** Whether the dynamic linker knows a libcrypto.so.3 (OpenSSL 3) here. */

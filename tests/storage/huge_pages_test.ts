@@ -1,20 +1,19 @@
 // Loaded tensors in huge pages (as numpy asks for its arrays), where the process was granted FFI:
 // checked in child processes run with and without it, on the real kernel.
 import assert from "node:assert/strict";
+import { jsonChild } from "../_util.ts";
 import { adviseHugePages, freshBuffer, HUGE_PAGE_MIN } from "../../src/storage/_huge_pages.ts";
 
 const CHILD = new URL("./_huge_pages_child.ts", import.meta.url).pathname;
 
-async function child(flags: string[]) {
-  const out = await new Deno.Command(Deno.execPath(), { args: ["run", ...flags, CHILD], stderr: "piped" }).output();
-  assert.ok(out.success, new TextDecoder().decode(out.stderr));
-  return JSON.parse(new TextDecoder().decode(out.stdout).trim()) as {
+function child(flags: string[]) {
+  return jsonChild<{
     advised: boolean;
     exact: boolean;
     hugeBefore: number;
     hugeAfter: number;
     mode: string;
-  };
+  }>(CHILD, flags);
 }
 
 Deno.test({
