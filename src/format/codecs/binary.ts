@@ -142,7 +142,6 @@ async function* encodeRecords(
       }
       const t = (rec as Extract<CheckpointRecord, { type: "tensor" }>).tensor;
       const body = bytesOf(t.data);
-      const h = sha256();
       const grouped = scratch ? encodeByteGroups(t.dtype, body, { scratch, transient }) : undefined;
       // The bytes just split, copied at once (the caller's buffer may change once this yields),
       // for the native thread: ckpt's own memory stays alive while it reads.
@@ -165,6 +164,7 @@ async function* encodeRecords(
         for (const part of grouped!.parts) yield emit(part, undefined, true);
         continue;
       }
+      const h = sha256();
       yield emit(prefix, h);
       if (grouped) {
         // The record digest covers the tensor's own bytes, so a reader checks what it decoded.
