@@ -31,7 +31,6 @@ const CODE_LENGTH_ORDER = [16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2
  */
 export function deflateBound(n: number): number {
   // Every block is at most its stored form (5 bytes of header per 65535 bytes), plus a final
-  // empty stored block's 5 bytes when the input is empty.
   // empty stored block's 5 bytes when the input is empty; 8 more for the hot loop's word stores.
   return n + 5 * (Math.ceil(n / STORED_MAX) + Math.ceil(n / BLOCK_BYTES)) + 13;
 }
@@ -39,7 +38,8 @@ export function deflateBound(n: number): number {
 /**
  * Huffman-only raw deflate of `bytes`: one dynamic block per 256 KiB of input (a stored block where
  * coding would not make it smaller), into `out` where given (at least {@linkcode deflateBound}
- * bytes; the result is a view of it) or a new buffer.
+ * bytes; the result is a view of it) or a new buffer. The same bytes as
+ * {@linkcode writeLiterals} of {@linkcode planLiterals} of the input's {@linkcode blockCounts}.
  *
  * @example
  * ```ts
@@ -53,25 +53,159 @@ export function deflateBound(n: number): number {
  * ```
  */
 export function deflateLiterals(bytes: Uint8Array, out?: Uint8Array): Uint8Array {
-  const bound = deflateBound(bytes.byteLength);
+  return writeLiterals(planLiterals(bytes.byteLength, blockCounts(bytes)), bytes, out);
+}
+
+/** Input bytes per block of {@linkcode planLiterals}: each block has a code of its own. */
+export const LITERALS_BLOCK_BYTES = BLOCK_BYTES;
+
+/** One block's code, chosen from its byte counts. */
+interface BlockPlan {
+  /** Input bytes. */
+  length: number;
+  /** Written as stored blocks: coding would not make it smaller. */
+  stored: boolean;
+  /** Code lengths of the 256 byte values and end of block (zero for values absent). */
+  litLengths: Uint8Array;
+  /** Code lengths of the code-length alphabet, and the header's run-length coded symbols. */
+  clLengths: Uint8Array;
+  clSymbols: Int32Array;
+  /** Code-length code lengths written (4-19). */
+  hclen: number;
+}
+
+/**
+ * The codes of a Huffman-only deflate and its exact size, chosen from byte counts alone
+ * ({@linkcode planLiterals}), before any byte is written: a caller that stores the size ahead of
+ * the data knows it before it does the coding.
+ */
+export interface LiteralsPlan {
+  /** Input bytes. */
+  readonly inputLength: number;
+  /** Exactly the bytes {@linkcode writeLiterals} writes. */
+  readonly byteLength: number;
+  /** @internal One plan per block of {@linkcode LITERALS_BLOCK_BYTES} input bytes. */
+  readonly blocks: readonly BlockPlan[];
+}
+
+/**
+ * The byte counts of each block of {@linkcode LITERALS_BLOCK_BYTES} bytes of `bytes`, 256 per
+ * block, into `into` where given (at least that many counts; zeroed here).
+ *
+ * @example
+ * ```ts
+ * import { blockCounts } from "./_deflate_literals.ts";
+ * import assert from "node:assert/strict";
+ * const counts = blockCounts(new Uint8Array([7, 7, 9]));
+ * assert.deepEqual([counts[7], counts[9], counts.length], [2, 1, 256]);
+ * ```
+ */
+export function blockCounts(bytes: Uint8Array, into?: Uint32Array): Uint32Array {
+  const blocks = Math.ceil(bytes.byteLength / BLOCK_BYTES);
+  const out = into ?? new Uint32Array(blocks * 256);
+  if (out.length < blocks * 256) throw new RangeError(`blockCounts: ${out.length} counts, needs ${blocks * 256}`);
+  for (let b = 0; b < blocks; b++) {
+    histogram(bytes.subarray(b * BLOCK_BYTES, (b + 1) * BLOCK_BYTES));
+    out.set(freq.subarray(0, 256), b * 256);
+  }
+  return out;
+}
+
+/**
+ * Chooses the code of each block of a Huffman-only deflate of `n` bytes from their byte counts
+ * (256 per block of {@linkcode LITERALS_BLOCK_BYTES} bytes, as {@linkcode blockCounts} gives),
+ * and so its exact size. {@linkcode writeLiterals} then writes bytes with those counts.
+ *
+ * @example
+ * ```ts
+ * import { blockCounts, planLiterals, writeLiterals } from "./_deflate_literals.ts";
+ * import assert from "node:assert/strict";
+ * const plane = new Uint8Array(5000).map((_, i) => 0x3c + (i % 5 === 0 ? 1 : 0));
+ * const plan = planLiterals(plane.byteLength, blockCounts(plane));
+ * assert.equal(writeLiterals(plan, plane).byteLength, plan.byteLength);
+ * ```
+ */
+export function planLiterals(n: number, counts: Uint32Array): LiteralsPlan {
+  const blocks: BlockPlan[] = [];
+  if (n === 0) {
+    // A final empty stored block: 3 bits, padding, LEN and NLEN.
+    return { inputLength: 0, byteLength: 5, blocks };
+  }
+  let bits = 0;
+  for (let at = 0, b = 0; at < n; at += BLOCK_BYTES, b++) {
+    const length = Math.min(BLOCK_BYTES, n - at);
+    let total = 0;
+    for (let s = 0; s < 256; s++) total += freq[s] = counts[b * 256 + s]!;
+    if (total !== length) throw new RangeError(`planLiterals: block ${b} counts ${total} bytes, holds ${length}`);
+    freq[END_OF_BLOCK] = 1;
+    codeLengths(freq, END_OF_BLOCK + 1, MAX_CODE_BITS, litLengths);
+    // The header: 257 literal/length lengths and two distance codes of one bit (as zlib writes for
+    // a block without matches: some inflaters want at least one distance code), run-length coded.
+    const runs = runLengths(litLengths);
+    codeLengths(clFreq, 19, MAX_CODE_LENGTH_BITS, clLengths);
+    let hclen = 19;
+    while (hclen > 4 && clLengths[CODE_LENGTH_ORDER[hclen - 1]!] === 0) hclen--;
+    let headerBits = 14 + 3 * hclen;
+    for (let i = 0; i < runs; i++) {
+      const s = clSymbols[i]!;
+      headerBits += clLengths[s & 255]! + (s >>> 16);
+    }
+    let dataBits = litLengths[END_OF_BLOCK]!;
+    for (let s = 0; s < 256; s++) dataBits += freq[s]! * litLengths[s]!;
+    const storedBits = 8 * (length + 5 * Math.ceil(length / STORED_MAX)) + 7;
+    const stored = 3 + headerBits + dataBits >= storedBits;
+    if (stored) {
+      // Each stored block: 3 bits, padding to a byte, LEN and NLEN, the bytes.
+      for (let part = 0; part < length; part += STORED_MAX) {
+        bits = Math.ceil((bits + 3) / 8) * 8 + 32 + 8 * Math.min(STORED_MAX, length - part);
+      }
+    } else bits += 3 + headerBits + dataBits;
+    blocks.push({
+      length,
+      stored,
+      litLengths: litLengths.slice(),
+      clLengths: clLengths.slice(),
+      clSymbols: clSymbols.slice(0, runs),
+      hclen,
+    });
+  }
+  return { inputLength: n, byteLength: Math.ceil(bits / 8), blocks };
+}
+
+/**
+ * Writes `bytes` as {@linkcode planLiterals} planned from their counts (counts that differ, or
+ * another length, are a `RangeError`: codes could be missing), into `out` where given (at least
+ * {@linkcode deflateBound} bytes; the result is a view of it) or a new buffer. Exactly
+ * `plan.byteLength` bytes.
+ */
+export function writeLiterals(plan: LiteralsPlan, bytes: Uint8Array, out?: Uint8Array): Uint8Array {
+  const n = bytes.byteLength;
+  if (n !== plan.inputLength) throw new RangeError(`writeLiterals: ${n} bytes, the plan is for ${plan.inputLength}`);
+  const bound = deflateBound(n);
   if (out !== undefined && out.byteLength < bound) {
-    throw new RangeError(`deflateLiterals: out has ${out.byteLength} bytes, needs ${bound}`);
+    throw new RangeError(`writeLiterals: out has ${out.byteLength} bytes, needs ${bound}`);
   }
   const w = new BitWriter(out ?? new Uint8Array(bound));
-  if (bytes.byteLength === 0) {
+  if (n === 0) {
     w.bits(1, 1);
     w.bits(0, 2);
     w.stored(bytes);
     return w.result();
   }
-  for (let at = 0; at < bytes.byteLength; at += BLOCK_BYTES) {
-    const block = bytes.subarray(at, Math.min(at + BLOCK_BYTES, bytes.byteLength));
-    writeBlock(w, block, at + BLOCK_BYTES >= bytes.byteLength);
+  let at = 0;
+  for (const block of plan.blocks) {
+    writeBlock(w, bytes.subarray(at, at + block.length), block, at + block.length >= n);
+    at += block.length;
   }
-  return w.result();
+  const packed = w.result();
+  if (packed.byteLength !== plan.byteLength) {
+    throw new RangeError(
+      `writeLiterals: wrote ${packed.byteLength} bytes, planned ${plan.byteLength} (other bytes than planned)`,
+    );
+  }
+  return packed;
 }
 
-/** An LSB-first bit writer over a buffer large enough for everything written (see deflateBound). */
 class BitWriter {
   readonly view: DataView;
   acc = 0;
@@ -110,7 +244,9 @@ class BitWriter {
   }
 }
 
-// Per-block tables (one thread runs one deflate to the end: no await inside).
+// Tables of the block being planned or written (one thread runs one plan or write to the end: no
+// await inside).
+/** Byte counts in four tables (independent increments), summed into `freq`. */
 const counts = [0, 1, 2, 3].map(() => new Uint32Array(256));
 const freq = new Uint32Array(END_OF_BLOCK + 1);
 const litLengths = new Uint8Array(END_OF_BLOCK + 1);
@@ -158,27 +294,10 @@ function histogram(block: Uint8Array): void {
   }
   for (; i < n; i++) c0[block[i]!]!++;
   for (let s = 0; s < 256; s++) freq[s] = c0[s]! + c1[s]! + c2[s]! + c3[s]!;
-  freq[END_OF_BLOCK] = 1;
 }
 
-function writeBlock(w: BitWriter, block: Uint8Array, final: boolean): void {
-  histogram(block);
-  codeLengths(freq, END_OF_BLOCK + 1, MAX_CODE_BITS, litLengths);
-  // The header: 257 literal/length lengths and two distance codes of one bit (as zlib writes for
-  // a block without matches: some inflaters want at least one distance code), run-length coded.
-  const runs = runLengths(litLengths);
-  codeLengths(clFreq, 19, MAX_CODE_LENGTH_BITS, clLengths);
-  let hclen = 19;
-  while (hclen > 4 && clLengths[CODE_LENGTH_ORDER[hclen - 1]!] === 0) hclen--;
-  let headerBits = 14 + 3 * hclen;
-  for (let i = 0; i < runs; i++) {
-    const s = clSymbols[i]!;
-    headerBits += clLengths[s & 255]! + (s >>> 16);
-  }
-  let dataBits = litLengths[END_OF_BLOCK]!;
-  for (let s = 0; s < 256; s++) dataBits += freq[s]! * litLengths[s]!;
-  const storedBits = 8 * (block.byteLength + 5 * Math.ceil(block.byteLength / STORED_MAX)) + 7;
-  if (3 + headerBits + dataBits >= storedBits) {
+function writeBlock(w: BitWriter, block: Uint8Array, plan: BlockPlan, final: boolean): void {
+  if (plan.stored) {
     for (let at = 0; at < block.byteLength; at += STORED_MAX) {
       const part = block.subarray(at, Math.min(at + STORED_MAX, block.byteLength));
       w.bits(final && at + STORED_MAX >= block.byteLength ? 1 : 0, 1);
@@ -187,6 +306,10 @@ function writeBlock(w: BitWriter, block: Uint8Array, final: boolean): void {
     }
     return;
   }
+  // Into the module's tables, which fillPairs and encodeLiterals read.
+  litLengths.set(plan.litLengths);
+  clLengths.set(plan.clLengths);
+  const { clSymbols, hclen } = plan;
   canonicalCodes(litLengths, END_OF_BLOCK + 1, litCodes);
   canonicalCodes(clLengths, 19, clCodes);
   w.bits(final ? 1 : 0, 1);
@@ -195,7 +318,7 @@ function writeBlock(w: BitWriter, block: Uint8Array, final: boolean): void {
   w.bits(2 - 1, 5); // HDIST
   w.bits(hclen - 4, 4);
   for (let i = 0; i < hclen; i++) w.bits(clLengths[CODE_LENGTH_ORDER[i]!]!, 3);
-  for (let i = 0; i < runs; i++) {
+  for (let i = 0; i < clSymbols.length; i++) {
     const s = clSymbols[i]!;
     const sym = s & 255;
     w.bits(clCodes[sym]!, clLengths[sym]!);
@@ -204,7 +327,7 @@ function writeBlock(w: BitWriter, block: Uint8Array, final: boolean): void {
   let k = 0;
   for (let s = 0; s < 256; s++) {
     litTable[s] = litCodes[s]! | (litLengths[s]! << 16);
-    if (freq[s]! > 0) present[k++] = s;
+    if (litLengths[s]! > 0) present[k++] = s;
   }
   const pairs = k <= PAIR_MAX_SYMBOLS;
   if (pairs) fillPairs(k);
@@ -212,7 +335,6 @@ function writeBlock(w: BitWriter, block: Uint8Array, final: boolean): void {
   w.bits(litCodes[END_OF_BLOCK]!, litLengths[END_OF_BLOCK]!);
 }
 
-/** The pair table's entries for the block's `k` byte values (`present`). */
 function fillPairs(k: number): void {
   for (let i = 0; i < k; i++) {
     const a = present[i]!;

@@ -1,6 +1,13 @@
 import assert from "node:assert/strict";
 import { constants, deflateRawSync, inflateRawSync } from "node:zlib";
-import { deflateBound, deflateLiterals } from "../../src/format/_deflate_literals.ts";
+import {
+  blockCounts,
+  deflateBound,
+  deflateLiterals,
+  LITERALS_BLOCK_BYTES,
+  planLiterals,
+  writeLiterals,
+} from "../../src/format/_deflate_literals.ts";
 import { inflateLiterals } from "../../src/format/_inflate_literals.ts";
 import { exponentPlane, skewedPlane } from "./_planes.ts";
 import { assertSameBytes, prng } from "../_util.ts";
@@ -92,4 +99,37 @@ Deno.test("deflateLiterals: writes into the caller's buffer, and refuses one und
   assert.equal(packed.buffer, out.buffer);
   assert.deepEqual(packed, deflateLiterals(plane), "the same bytes either way");
   assert.throws(() => deflateLiterals(plane, out.subarray(1)), RangeError);
+});
+
+Deno.test("planLiterals: the size planned from byte counts alone is the size written, at every block and stored-block boundary", () => {
+  const rand = prng(11);
+  const B = LITERALS_BLOCK_BYTES;
+  for (const n of [0, 1, 2, 65_535, 65_536, B - 1, B, B + 1, 2 * B + 65_537, 3 * B + 5]) {
+    // Blocks that code well, blocks of random bytes (stored), and both in one plane.
+    const planes = {
+      exponents: exponentPlane(n, n + 1),
+      random: Uint8Array.from({ length: n }, () => rand() * 256),
+      mixed: Uint8Array.from({ length: n }, (_, i) => (Math.floor(i / B) % 2 ? rand() * 256 : 0x3c + (i % 3))),
+    };
+    for (const [kind, plane] of Object.entries(planes)) {
+      const plan = planLiterals(n, blockCounts(plane));
+      const packed = writeLiterals(plan, plane);
+      assert.equal(packed.byteLength, plan.byteLength, `${kind}, ${n} bytes`);
+      assert.deepEqual(packed, deflateLiterals(plane), `${kind}, ${n} bytes: deflateLiterals' bytes`);
+      assertSameBytes(new Uint8Array(inflateRawSync(packed)), plane, `${kind}, ${n} bytes`);
+    }
+  }
+});
+
+Deno.test("planLiterals and writeLiterals refuse counts and bytes that do not match the plan", () => {
+  const plane = exponentPlane(1000, 3);
+  const counts = blockCounts(plane);
+  assert.throws(() => planLiterals(999, counts), /block 0 counts 1000 bytes, holds 999/);
+  const plan = planLiterals(1000, counts);
+  assert.throws(() => writeLiterals(plan, plane.subarray(1)), /999 bytes, the plan is for 1000/);
+  assert.throws(() => writeLiterals(plan, plane, new Uint8Array(100)), /needs/);
+  // Other bytes of the same length: codes planned for values that are not there (or none for
+  // values that are) give another size, which writeLiterals reports instead of returning it.
+  const other = plane.map((b) => b ^ 0x80);
+  assert.throws(() => writeLiterals(plan, other), /other bytes than planned/);
 });

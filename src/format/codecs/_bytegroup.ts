@@ -5,7 +5,13 @@
 
 import type { DType } from "../types.ts";
 import { type DeflateBackend, inflateRaw } from "../_deflate.ts";
-import { deflateBound, deflateLiterals } from "../_deflate_literals.ts";
+import {
+  deflateBound,
+  LITERALS_BLOCK_BYTES,
+  type LiteralsPlan,
+  planLiterals,
+  writeLiterals,
+} from "../_deflate_literals.ts";
 
 /** The `encoding` value of a byte-grouped tensor record. */
 export const BYTEGROUP_ENCODING = "bytegroup";
@@ -343,51 +349,166 @@ export function huffmanBits(counts: ArrayLike<number>): number {
 /**
  * The byte-grouped body of a float tensor's `bytes` as parts to write in order (plane table, then
  * the planes), or `undefined` when it would not be smaller than the raw bytes (or the dtype is not
- * a float): the caller then writes the tensor raw. With `scratch`, the planes to be deflated are
- * split, and deflated, into buffers kept from one call to the next; with `transient` too, the
- * parts are views of those buffers, and the planes stored as they are come from them too (the
- * parts are then valid only until the next call with that scratch).
+ * a float): the caller then writes the tensor raw. {@linkcode planByteGroups}, then its `parts()`.
+ *
+ * @example
+ * ```ts
+ * import { encodeByteGroups } from "./_bytegroup.ts";
+ * import assert from "node:assert/strict";
+ * const weights = new Float32Array(4096).map((_, i) => Math.sin(i) / 50);
+ * const body = encodeByteGroups("float32", new Uint8Array(weights.buffer))!;
+ * assert.ok(body.byteLength < weights.byteLength);
+ * assert.equal(body.parts.reduce((n, p) => n + p.byteLength, 0), body.byteLength);
+ * ```
  */
 export function encodeByteGroups(
   dtype: DType,
   bytes: Uint8Array,
   options: { scratch?: PlaneScratch; transient?: boolean } = {},
 ): { parts: Uint8Array[]; byteLength: number } | undefined {
+  const plan = planByteGroups(dtype, bytes, options);
+  return plan && { parts: plan.parts(), byteLength: plan.byteLength };
+}
+
+/** A byte-grouped body whose size is known before its planes are split and coded. */
+export interface ByteGroupPlan {
+  /** Bytes of the body. */
+  readonly byteLength: number;
+  /**
+   * The body as parts to write in order: splits the planes and deflates those planned. Reads the
+   * tensor's bytes, which must not have changed since the plan (call it before anything else may
+   * run); once only.
+   */
+  parts(): Uint8Array[];
+}
+
+/**
+ * Plans the byte-grouped body of a float tensor's `bytes` (see {@linkcode encodeByteGroups}):
+ * which planes to deflate and with which codes, chosen from the byte counts of each plane read
+ * straight from the tensor, and so the body's exact size, before anything is split or coded (a
+ * writer can put the size, and start a digest that covers it, first). `undefined` when the body
+ * would not be smaller than the raw bytes, or the dtype is not a float. With `scratch`, the planes
+ * to be deflated are split, and deflated, into buffers kept from one call to the next; with
+ * `transient` too, the parts are views of those buffers, and the planes stored as they are come
+ * from them too (the parts are then valid only until the next call with that scratch).
+ *
+ * @example
+ * ```ts
+ * import { planByteGroups } from "./_bytegroup.ts";
+ * import assert from "node:assert/strict";
+ * const weights = new Float32Array(4096).map((_, i) => Math.sin(i) / 50);
+ * const plan = planByteGroups("float32", new Uint8Array(weights.buffer))!;
+ * const parts = plan.parts();
+ * assert.equal(parts.reduce((n, p) => n + p.byteLength, 0), plan.byteLength);
+ * ```
+ */
+export function planByteGroups(
+  dtype: DType,
+  bytes: Uint8Array,
+  options: { scratch?: PlaneScratch; transient?: boolean } = {},
+): ByteGroupPlan | undefined {
   const width = FLOAT_WIDTH[dtype];
   if (width === undefined || bytes.byteLength === 0) return undefined;
   const { scratch = new PlaneScratch(), transient = false } = options;
-  const deflate = candidates(bytes, width);
-  const planes = splitPlanes(
-    bytes,
-    width,
-    (k, n) => deflate[k] || transient ? scratch.take(k, n) : new Uint8Array(n),
-  );
-  const stored: [number, Uint8Array][] = [];
-  for (const [k, plane] of planes.entries()) {
-    if (!deflate[k]) {
-      stored.push([PLANE_STORED, plane]);
-      continue;
-    }
-    // Deflated into scratch memory (the bound is the plane's size and a little more, of which only
-    // the output is touched), then kept as a copy of the output's size unless transient.
-    const packed = deflateLiterals(plane, scratch.take(width + k, deflateBound(plane.byteLength)));
-    if (packed.byteLength < plane.byteLength) stored.push([PLANE_DEFLATE, transient ? packed : packed.slice()]);
-    // A scratch plane that does not shrink after all is written as a copy of its own.
-    else stored.push([PLANE_STORED, transient ? plane : plane.slice()]);
-  }
+  const count = bytes.byteLength / width;
+  const plans = candidates(bytes, width).map((pays, k): LiteralsPlan | undefined => {
+    if (!pays) return undefined;
+    const plan = planLiterals(count, planeCounts(bytes, width, k));
+    // A plane that would not shrink after all is stored as it is.
+    return plan.byteLength < count ? plan : undefined;
+  });
   const table = new Uint8Array(BYTEGROUP_HEADER_BYTES + width * PLANE_ENTRY_BYTES);
   const v = new DataView(table.buffer);
   table[0] = BYTEGROUP_VERSION;
   table[1] = width;
   let byteLength = table.byteLength;
-  stored.forEach(([method, data], k) => {
+  plans.forEach((plan, k) => {
     const at = BYTEGROUP_HEADER_BYTES + k * PLANE_ENTRY_BYTES;
-    table[at] = method;
-    v.setBigUint64(at + 8, BigInt(data.byteLength), true);
-    byteLength += data.byteLength;
+    table[at] = plan ? PLANE_DEFLATE : PLANE_STORED;
+    const length = plan?.byteLength ?? count;
+    v.setBigUint64(at + 8, BigInt(length), true);
+    byteLength += length;
   });
   if (byteLength >= bytes.byteLength) return undefined;
-  return { parts: [table, ...stored.map(([, data]) => data)], byteLength };
+  let done = false;
+  const parts = (): Uint8Array[] => {
+    if (done) throw new TypeError("planByteGroups: parts() was already called");
+    done = true;
+    const planes = splitPlanes(
+      bytes,
+      width,
+      (k, n) => plans[k] || transient ? scratch.take(k, n) : new Uint8Array(n),
+    );
+    return [
+      table,
+      ...planes.map((plane, k) => {
+        const plan = plans[k];
+        if (!plan) return plane;
+        // Deflated into scratch memory (the bound is the plane's size and a little more, of which
+        // only the output is touched), then kept as a copy of the output's size unless transient.
+        const packed = writeLiterals(plan, plane, scratch.take(width + k, deflateBound(plane.byteLength)));
+        return transient ? packed : packed.slice();
+      }),
+    ];
+  };
+  return { byteLength, parts };
+}
+
+/** Counts of byte `k` of each element, per block of the deflate's ({@linkcode planLiterals}). */
+let planeCountsBuffer = new Uint32Array(256);
+/** One block's counts in four tables (independent increments), summed into the block's. */
+const laneCounts = [0, 1, 2, 3].map(() => new Uint32Array(256)) as [Uint32Array, Uint32Array, Uint32Array, Uint32Array];
+
+/**
+ * The counts of byte `k` of each of the `width`-byte elements of `bytes` (what plane k of
+ * {@linkcode splitPlanes} holds), 256 per {@linkcode LITERALS_BLOCK_BYTES} elements, read from the
+ * elements themselves: a word at a time where `bytes` is 4-byte aligned. Valid until the next call.
+ */
+function planeCounts(bytes: Uint8Array, width: number, k: number): Uint32Array {
+  const count = bytes.byteLength / width;
+  const blocks = Math.ceil(count / LITERALS_BLOCK_BYTES);
+  if (planeCountsBuffer.length < 256 * blocks) planeCountsBuffer = new Uint32Array(256 * blocks);
+  const out = planeCountsBuffer.subarray(0, 256 * blocks);
+  const words = bytes.byteOffset % 4 === 0
+    ? new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength >>> 2)
+    : undefined;
+  const [c0, c1, c2, c3] = laneCounts;
+  const shift = 8 * (k & 3);
+  for (let b = 0; b < blocks; b++) {
+    for (const c of laneCounts) c.fill(0);
+    const from = b * LITERALS_BLOCK_BYTES;
+    const to = Math.min(count, from + LITERALS_BLOCK_BYTES);
+    let i = from;
+    if (words && width === 4) {
+      for (; i + 3 < to; i += 4) {
+        c0[(words[i]! >>> shift) & 255]!++;
+        c1[(words[i + 1]! >>> shift) & 255]!++;
+        c2[(words[i + 2]! >>> shift) & 255]!++;
+        c3[(words[i + 3]! >>> shift) & 255]!++;
+      }
+    } else if (words && width === 2) {
+      // Two elements per word: byte k of the first at bit 8k, of the second at 16 + 8k.
+      for (let j = i >>> 1; i + 3 < to; i += 4, j += 2) {
+        const x = words[j]!;
+        const y = words[j + 1]!;
+        c0[(x >>> shift) & 255]!++;
+        c1[(x >>> (16 + shift)) & 255]!++;
+        c2[(y >>> shift) & 255]!++;
+        c3[(y >>> (16 + shift)) & 255]!++;
+      }
+    } else if (words && width === 8) {
+      // One element per two words: byte k in word k >> 2 of it.
+      for (let j = 2 * i + (k >>> 2); i + 3 < to; i += 4, j += 8) {
+        c0[(words[j]! >>> shift) & 255]!++;
+        c1[(words[j + 2]! >>> shift) & 255]!++;
+        c2[(words[j + 4]! >>> shift) & 255]!++;
+        c3[(words[j + 6]! >>> shift) & 255]!++;
+      }
+    }
+    for (; i < to; i++) c0[bytes[i * width + k]!]!++;
+    for (let s = 0; s < 256; s++) out[b * 256 + s] = c0[s]! + c1[s]! + c2[s]! + c3[s]!;
+  }
+  return out;
 }
 
 /** Where {@linkcode decodeByteGroups} puts what it decodes, and which inflater it falls back to. */

@@ -36,7 +36,7 @@ import {
 } from "../_hash.ts";
 import { digestingDecoder, digestingEncoder, type EncoderDigests, type Settle } from "../_pair.ts";
 import { EncodeGuard } from "../_encode_guard.ts";
-import { BYTEGROUP_ENCODING, encodeByteGroups, PlaneScratch } from "./_bytegroup.ts";
+import { BYTEGROUP_ENCODING, planByteGroups, PlaneScratch } from "./_bytegroup.ts";
 import {
   BINARY_MAGIC,
   checkBodyLength,
@@ -119,8 +119,11 @@ async function* encodeRecords(
   const guard = new EncodeGuard();
   const scratch = byteGroup ? PlaneScratch.acquire() : undefined;
   // A byte-grouped tensor's record digest, computed on the native thread from a copy of its bytes
-  // while this thread encodes the next tensor: written (with its index entry) before anything after it.
+  // while this thread codes it and the next tensor: written (with its index entry) before anything
+  // after it.
   let held: { job: Promise<Uint8Array>; entry: () => IndexEntry } | undefined;
+  // The last job started (the next one's, while the held one is written).
+  let latest: Promise<Uint8Array> | undefined;
   let copyTurn = 0;
   const native = scratch !== undefined && hasNativeDigest();
   async function* release(): AsyncGenerator<Uint8Array> {
@@ -142,34 +145,41 @@ async function* encodeRecords(
       }
       const t = (rec as Extract<CheckpointRecord, { type: "tensor" }>).tensor;
       const body = bytesOf(t.data);
-      const grouped = scratch ? encodeByteGroups(t.dtype, body, { scratch, transient }) : undefined;
-      // The bytes just split, copied at once (the caller's buffer may change once this yields),
-      // for the native thread: ckpt's own memory stays alive while it reads.
-      const copy = grouped && native && body.byteLength >= OFF_THREAD_MIN && body.byteLength <= COPY_MAX
+      // Planned (its size known from byte counts) before it is split and coded, so that its
+      // record digest can start on the native thread first and run while this thread codes it.
+      const plan = scratch ? planByteGroups(t.dtype, body, { scratch, transient }) : undefined;
+      // The held tensor's digest goes out first.
+      const start = position + (held ? DIGEST_BYTES : 0);
+      const encoding = plan ? BYTEGROUP_ENCODING : undefined;
+      const head = tensorHead(t, encoding);
+      const prefix = encodeRecordPrefix(RecordKind.tensor, head, plan?.byteLength ?? body.byteLength, start);
+      const group = t.group ?? "params";
+      const entry = () => indexEntry({ ...t, shape: [...t.shape], group, encoding }, start, position - start);
+      // A copy of the bytes for the native thread (ckpt's own memory stays alive while it reads;
+      // the caller's buffer may change once this yields), hashed there from now on; should the
+      // thread fail, this one hashes the copy instead (the same digest).
+      const copy = plan && native && body.byteLength >= OFF_THREAD_MIN && body.byteLength <= COPY_MAX
         ? scratch!.take(COPY_SCRATCH + (copyTurn ^= 1), body.byteLength)
         : undefined;
       copy?.set(body);
+      const job = copy && nativeDigest([prefix, copy])!.catch(() => sha256().update(prefix).update(copy).digest());
+      latest = job;
+      // Split and coded before this yields (the caller's buffer may change then).
+      const parts = plan?.parts();
       yield* release();
-      const start = position;
-      const encoding = grouped ? BYTEGROUP_ENCODING : undefined;
-      const head = tensorHead(t, encoding);
-      const prefix = encodeRecordPrefix(RecordKind.tensor, head, grouped?.byteLength ?? body.byteLength, position);
-      const group = t.group ?? "params";
-      const entry = () => indexEntry({ ...t, shape: [...t.shape], group, encoding }, start, position - start);
-      if (copy) {
-        // Should the thread fail, this one hashes the copy instead (the same digest).
-        const job = nativeDigest([prefix, copy])!.catch(() => sha256().update(prefix).update(copy).digest());
+      if (position !== start) throw new Error(`binary encoder: record at ${position}, its prefix says ${start}`);
+      if (job) {
         held = { job, entry };
         yield emit(prefix);
-        for (const part of grouped!.parts) yield emit(part, undefined, true);
+        for (const part of parts!) yield emit(part, undefined, true);
         continue;
       }
       const h = sha256();
       yield emit(prefix, h);
-      if (grouped) {
+      if (parts) {
         // The record digest covers the tensor's own bytes, so a reader checks what it decoded.
         h.update(body);
-        for (const part of grouped.parts) yield emit(part, undefined, true);
+        for (const part of parts) yield emit(part, undefined, true);
       } else {
         for (let i = 0; i < body.byteLength; i += BODY_SLICE) {
           yield emit(body.subarray(i, Math.min(body.byteLength, i + BODY_SLICE)), h, true);
@@ -195,8 +205,8 @@ async function* encodeRecords(
     settle.digest.reject(e);
     throw e;
   } finally {
-    // A job still reading a copy: the copy goes back to the idle scratches only once it is done.
-    await held?.job.catch(() => {});
+    // Jobs still reading a copy: the copies go back to the idle scratches only once they are done.
+    await Promise.all([held?.job, latest].map((job) => job?.catch(() => {})));
     scratch?.release();
   }
 }

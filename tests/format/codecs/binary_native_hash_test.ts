@@ -441,6 +441,49 @@ Deno.test("a byte-grouped save hashes tensors of 1 to 16 MiB on the native threa
   }
 });
 
+Deno.test("a byte-grouped save starts a tensor's native digest before it codes the tensor: the next one's starts before the digest before it is written", async () => {
+  const input = layers();
+  const digests: Uint8Array[] = [];
+  try {
+    setNativeDigestForTests(null);
+    const expected = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
+    let chunks = 0;
+    const startedAt: number[] = [];
+    setNativeDigestForTests(async (parts) => {
+      startedAt.push(chunks);
+      await new Promise((r) => setTimeout(r, 20));
+      const h = createHash("sha256");
+      for (const p of parts) h.update(p);
+      const d = new Uint8Array(h.digest());
+      digests.push(d);
+      return d;
+    });
+    let firstDigestAt = -1;
+    const counted = encodeCheckpoint(input, { compression: "bytegroup" }).pipeThrough(
+      new TransformStream<Uint8Array, Uint8Array>({
+        transform(chunk, c) {
+          if (
+            firstDigestAt < 0 && digests[0] && chunk.byteLength === 32 && chunk.every((b, i) => b === digests[0]![i])
+          ) {
+            firstDigestAt = chunks;
+          }
+          chunks++;
+          c.enqueue(chunk.slice());
+        },
+      }),
+    );
+    assert.deepEqual(await collect(counted), expected);
+    assert.equal(startedAt.length, 3);
+    assert.ok(firstDigestAt > 0, "the first tensor's digest was written");
+    assert.ok(
+      startedAt[1]! <= firstDigestAt,
+      `job 1 started after ${startedAt[1]} chunks, digest 0 at ${firstDigestAt}`,
+    );
+  } finally {
+    setNativeDigestForTests("restore");
+  }
+});
+
 Deno.test("a tensor changed by the caller while its digest is computed on the native thread saves as it was handed over", async () => {
   const input = layers();
   const original = input.tensors.map((t) => (t.data as Float32Array).slice());
@@ -463,12 +506,19 @@ Deno.test("a tensor changed by the caller while its digest is computed on the na
 Deno.test("a byte-grouped save cancelled while a job is on the native thread ends after the job; a failing job is hashed here instead", async () => {
   const input = layers();
   try {
-    const jobs = spyNative({ delay: 100 });
-    const reader = encodeCheckpoint(input, { compression: "bytegroup" }).getReader();
-    for (let r = await reader.read(); !r.done && jobs.length === 0; r = await reader.read());
-    assert.equal(jobs.length, 1);
-    await reader.cancel();
-    assert.ok(jobs.every((j) => j.settled), "cancel resolved while a job still read its copy");
+    // Cancelled while the first job is out, and while the second is out but the first one's
+    // digest is being written.
+    for (const out of [1, 2]) {
+      const jobs = spyNative({ delay: 100 });
+      const reader = encodeCheckpoint(input, { compression: "bytegroup" }).getReader();
+      for (let r = await reader.read(); !r.done && jobs.length < out; r = await reader.read());
+      assert.equal(jobs.length, out);
+      await reader.cancel();
+      assert.ok(
+        jobs.every((j) => j.settled),
+        `cancel resolved while job ${jobs.findIndex((j) => !j.settled)} still read its copy`,
+      );
+    }
 
     setNativeDigestForTests(null);
     const expected = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));

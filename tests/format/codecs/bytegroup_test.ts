@@ -14,6 +14,7 @@ import {
   encodeByteGroups,
   huffmanBits,
   joinPlanes,
+  planByteGroups,
   PLANE_DEFLATE,
   PLANE_STORED,
   PlaneScratch,
@@ -163,6 +164,44 @@ Deno.test("bytegroup deflates exactly the planes that pay, for every width, alig
           const expected = methods.map((_, j) => j === k ? PLANE_DEFLATE : PLANE_STORED);
           assert.deepEqual(methods, expected, what);
         }
+      }
+    }
+  }
+});
+
+Deno.test("planByteGroups: the size planned from byte counts read across the elements is the body's, and its planes are deflateLiterals of the split planes", () => {
+  const rand = prng(21);
+  for (const [dtype, width] of [["float16", 2], ["bfloat16", 2], ["float32", 4], ["float64", 8]] as const) {
+    // Element counts at the deflate's 256 Ki block boundary and off the 4-element unrolling.
+    for (const count of [1001, 4099, 262_144, 262_147]) {
+      for (const skip of [0, 1, 2, 4]) {
+        const buffer = new Uint8Array(skip + count * width);
+        const bytes = buffer.subarray(skip);
+        // Low planes random, the top ones few values (and plane 1 of wide types in between).
+        for (let i = 0; i < bytes.length; i++) {
+          const k = i % width;
+          bytes[i] = k === width - 1
+            ? 0x3c + Math.floor(rand() ** 3 * 4)
+            : k === 1
+            ? Math.floor(rand() * 12)
+            : rand() * 256;
+        }
+        const what = `${dtype}, ${count} elements from byte ${skip}`;
+        const plan = planByteGroups(dtype, bytes);
+        assert.ok(plan, `${what}: left raw`);
+        const parts = plan.parts();
+        assert.equal(parts.reduce((n, p) => n + p.byteLength, 0), plan.byteLength, what);
+        const planes = splitPlanes(bytes, width);
+        planes.forEach((plane, k) => {
+          const method = parts[0]![8 + 16 * k];
+          assert.deepEqual(
+            parts[k + 1],
+            method === PLANE_DEFLATE ? deflateLiterals(plane) : plane,
+            `${what}, plane ${k}`,
+          );
+        });
+        assert.equal(parts[0]![8 + 16 * (width - 1)], PLANE_DEFLATE, `${what}: top plane deflated`);
+        assert.throws(() => plan.parts(), /already/);
       }
     }
   }
