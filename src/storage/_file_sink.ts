@@ -1,6 +1,7 @@
 // Writes a byte stream to an open file through two reused staging buffers: while one is being
 // written by the runtime (off the JS thread), the other fills. Reusing the buffers avoids touching
-// fresh memory for every chunk (slow on first touch) and keeps writes large. A durable write also
+// fresh memory for every chunk (slow on first touch) and keeps writes large, but not late: a buffer
+// holding 1 MiB goes out as soon as no write is in flight. A durable write also
 // flushes behind itself: once a buffer is written, an fdatasync starts (unless one is running), so
 // the disk takes the bytes while the next ones are encoded, not all at once at the end (as
 // RocksDB's bytes_per_sync and PostgreSQL's backend_flush_after do). It flushes through a second
@@ -12,8 +13,17 @@ import { freshBuffer } from "./_huge_pages.ts";
 import type { Hash } from "../format/_hash.ts";
 import type { WorkerHash } from "./_worker_hash.ts";
 
-/** Staging buffer size; each write to the file is this large except the last. */
+/** Staging buffer size: the most one write to the file takes. */
 export const STAGING_BYTES = 8 * 2 ** 20;
+/**
+ * A buffer holding this much is written at once when no write is in flight (while one is, it
+ * fills up to STAGING_BYTES): the file, and the flush behind it, then follow the encoder instead
+ * of waiting for 8 MiB, so a save's last fdatasync has less left to do, and a save under 8 MiB is
+ * not one write at its end. Interleaved atomic saves, 21 each: 32 MiB of float32 (8 tensors)
+ * 67.9 → 66.5 ms raw, 81.2 → 76.3 ms byte-grouped; 1 GiB 2.27 → 1.61 s (3 each); a 4 MiB
+ * checkpoint even.
+ */
+export const WRITE_MIN = 2 ** 20;
 
 async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
   let off = 0;
@@ -54,6 +64,9 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
   #current = 0;
   #fill = 0;
   #pending: Promise<void> | undefined;
+  /** Whether a buffer's write is in flight (`#pending` may still be the flush that follows it). */
+  #writing = false;
+  #writeMin: number;
   #released = false;
   #flusher: Deno.FsFile | undefined;
   #flushing: Promise<void> | undefined;
@@ -65,18 +78,21 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
    * buffer on its own thread (the buffers are then SharedArrayBuffers). With `flushBehind` (a
    * second handle on the same file, opened for writing, which the sink closes when it closes or
    * aborts), each written buffer starts an fdatasync through it unless one is still running;
+   * `writeMin` (default {@linkcode WRITE_MIN}) is what a buffer holds before it is written while
+   * no other write is in flight;
    * `close` waits for it, and a failed one fails the next write or the close. The caller still
    * flushes the end of the file itself (what was written after the last flush began).
    */
   constructor(
     file: Deno.FsFile,
-    options: { hash?: Hash; worker?: WorkerHash; staging?: number; flushBehind?: Deno.FsFile } = {},
+    options: { hash?: Hash; worker?: WorkerHash; staging?: number; writeMin?: number; flushBehind?: Deno.FsFile } = {},
   ) {
     this.#file = file;
     this.#hash = options.hash;
     this.#worker = options.worker;
     this.#flusher = options.flushBehind;
     const staging = options.staging ?? STAGING_BYTES;
+    this.#writeMin = options.writeMin ?? WRITE_MIN;
     this.#buffers = takePair(staging, this.#worker !== undefined);
   }
 
@@ -87,7 +103,11 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
     const written = this.#worker
       ? Promise.all([writeAll(this.#file, buf), this.#worker.update(buf)]).then(() => {})
       : writeAll(this.#file, buf);
-    this.#pending = this.#flusher ? written.then(() => this.#startFlush()) : written;
+    this.#writing = true;
+    const done = written.finally(() => {
+      this.#writing = false;
+    });
+    this.#pending = this.#flusher ? done.then(() => this.#startFlush()) : done;
     this.#current ^= 1;
     this.#fill = 0;
     // Avoid an unhandled rejection while nobody awaits; the error surfaces at the next await.
@@ -126,7 +146,7 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
       buf.set(chunk.subarray(off, off + n), this.#fill);
       this.#fill += n;
       off += n;
-      if (this.#fill === buf.byteLength) await this.#flushCurrent();
+      if (this.#fill === buf.byteLength || (this.#fill >= this.#writeMin && !this.#writing)) await this.#flushCurrent();
     }
   }
 

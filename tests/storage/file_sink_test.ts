@@ -121,3 +121,22 @@ Deno.test("StagedFileSink fills one buffer while the other is being written, and
   await closing;
   assert.deepEqual(writes.map((w) => w.bytes), [4, 4]);
 });
+
+Deno.test("StagedFileSink writes a buffer once it holds writeMin bytes while no write is in flight, and fills it further while one is", async () => {
+  const { file, writes } = slowFile();
+  const sink = new StagedFileSink(file, { staging: 8, writeMin: 3 });
+  await sink.write(new Uint8Array(2));
+  assert.equal(writes.length, 0, "under writeMin: staged");
+  await sink.write(new Uint8Array(2)); // 4 staged, nothing in flight: written now
+  assert.deepEqual(writes.map((w) => w.bytes), [4]);
+  await sink.write(new Uint8Array(5)); // past writeMin, but a write is in flight: the buffer fills
+  assert.equal(writes.length, 1);
+  writes[0]!.done();
+  await tick();
+  await sink.write(new Uint8Array(1)); // nothing in flight now: 6 staged go out
+  assert.deepEqual(writes.map((w) => w.bytes), [4, 6]);
+  const closing = sink.close();
+  writes[1]!.done();
+  await closing;
+  assert.equal(sink.bytes, 10);
+});
