@@ -329,7 +329,8 @@ function writeBlock(w: BitWriter, block: Uint8Array, plan: BlockPlan, final: boo
     litTable[s] = litCodes[s]! | (litLengths[s]! << 16);
     if (litLengths[s]! > 0) present[k++] = s;
   }
-  const pairs = k <= PAIR_MAX_SYMBOLS;
+  // The pair table's k² entries pay for themselves over a block of at least 4 k² bytes.
+  const pairs = k <= PAIR_MAX_SYMBOLS && 4 * k * k <= block.byteLength;
   if (pairs) fillPairs(k);
   encodeLiterals(w, block, pairs);
   w.bits(litCodes[END_OF_BLOCK]!, litLengths[END_OF_BLOCK]!);
@@ -450,16 +451,17 @@ function runLengths(lengths: Uint8Array): number {
  */
 function codeLengths(f: Uint32Array, n: number, limit: number, lengths: Uint8Array): void {
   lengths.fill(0, 0, n);
-  const used: number[] = [];
-  for (let s = 0; s < n; s++) if (f[s]! > 0) used.push(s);
-  while (used.length < 2) used.push(used[0] === 0 ? 1 : 0);
-  used.sort((a, b) => f[a]! - f[b]! || a - b);
-  const m = used.length;
+  // The used symbols sorted by count, then symbol: one numeric sort of count × 512 + symbol.
+  let m = 0;
+  for (let s = 0; s < n; s++) if (f[s]! > 0) sortKeys[m++] = f[s]! * 512 + s;
+  if (m === 0) sortKeys[m++] = 0; // symbol 0, count 0
+  if (m === 1) sortKeys[m++] = sortKeys[0]! % 512 === 0 ? 1 : 0; // symbol 1 (or 0), count 0
+  const keys = sortKeys.subarray(0, m).sort();
   // A Huffman tree over the sorted leaves: internal nodes come in ascending weight order, so two
   // queues suffice. parent[] indexes nodes: leaves 0..m-1, internal m..2m-2.
-  const weight = new Float64Array(2 * m - 1);
-  const parent = new Int32Array(2 * m - 1);
-  for (let i = 0; i < m; i++) weight[i] = f[used[i]!]!;
+  const weight = treeWeight;
+  const parent = treeParent;
+  for (let i = 0; i < m; i++) weight[i] = Math.floor(keys[i]! / 512);
   let leaf = 0;
   let inner = m;
   for (let node = m; node < 2 * m - 1; node++) {
@@ -472,8 +474,9 @@ function codeLengths(f: Uint32Array, n: number, limit: number, lengths: Uint8Arr
     weight[node] = sum;
   }
   // Depths, root first (the root is the last node).
-  const depth = new Uint8Array(2 * m - 1);
-  const perLength = new Uint32Array(Math.max(limit, 32) + 1);
+  const depth = treeDepth;
+  const perLength = lengthCounts.fill(0);
+  depth[2 * m - 2] = 0;
   for (let node = 2 * m - 3; node >= 0; node--) depth[node] = depth[parent[node]!]! + 1;
   for (let i = 0; i < m; i++) perLength[Math.min(depth[i]!, limit)]!++;
   // Rebalance: sum of 2^(limit - len) must be exactly 2^limit.
@@ -490,19 +493,29 @@ function codeLengths(f: Uint32Array, n: number, limit: number, lengths: Uint8Arr
     }
     total--;
   }
-  // The most frequent symbols (the end of `used`) take the shortest lengths.
+  // The most frequent symbols (the end of the sorted keys) take the shortest lengths.
   let i = m - 1;
   for (let len = 1; len <= limit; len++) {
-    for (let c = perLength[len]!; c > 0; c--) lengths[used[i--]!] = len;
+    for (let c = perLength[len]!; c > 0; c--) lengths[keys[i--]! % 512] = len;
   }
 }
 
+// canonicalCodes' working memory.
+const codesPerLength = new Uint16Array(16);
+const nextCode = new Uint16Array(16);
+// codeLengths' working memory, for up to END_OF_BLOCK + 1 symbols (it runs to the end: no await).
+const sortKeys = new Float64Array(END_OF_BLOCK + 1);
+const treeWeight = new Float64Array(2 * (END_OF_BLOCK + 1));
+const treeParent = new Int32Array(2 * (END_OF_BLOCK + 1));
+const treeDepth = new Uint16Array(2 * (END_OF_BLOCK + 1));
+const lengthCounts = new Uint32Array(33);
+
 /** Canonical codes for `lengths[0..n)` (RFC 1951, 3.2.2), bit-reversed for an LSB-first writer. */
 function canonicalCodes(lengths: Uint8Array, n: number, codes: Uint16Array): void {
-  const perLength = new Uint16Array(16);
+  const perLength = codesPerLength.fill(0);
   for (let s = 0; s < n; s++) perLength[lengths[s]!]!++;
   perLength[0] = 0;
-  const next = new Uint16Array(16);
+  const next = nextCode;
   let code = 0;
   for (let len = 1; len <= 15; len++) {
     code = (code + perLength[len - 1]!) << 1;
