@@ -56,7 +56,9 @@ Deno.test("inflateLiterals: Huffman-only deflate of exponent, skewed, random and
     roundTrip(exponentPlane(n, n), `exponent plane of ${n}`);
     roundTrip(new Uint8Array(n).fill(0x3c), `constant plane of ${n}`); // one literal and end of block
   }
-  for (const n of [1000, 65_536, 300_000]) {
+  // Around 16 KiB: a block with less output left than that is decoded one symbol per lookup
+  // (32_868: two blocks with the table of up to four literals per lookup, then one of 100 without).
+  for (const n of [1000, 16_383, 16_385, 32_868, 65_536, 300_000]) {
     const packed = roundTrip(skewedPlane(n, n), `skewed plane of ${n}`);
     assert.ok(packed.byteLength < n / 2, "codes of many lengths, most short");
     // Random bytes: zlib stores the blocks that would not shrink.
