@@ -128,6 +128,19 @@ create() {
   c ceph-mon --mkfs -i a --monmap "$DIR/monmap" --keyring "$DIR/keyring"
 }
 
+# A setup command the monitor may refuse for a moment although it has just answered: once in many
+# CI runs, `osd new` right after `mon stat` succeeded failed with "Error EPERM: problem getting
+# command descriptions from mon". Tried up to 10 times, a second apart.
+retry() {
+  local i
+  for i in $(seq 10); do
+    if "$@"; then return 0; fi
+    [ "$i" -lt 10 ] || return 1
+    say "retrying in 1 s: $*"
+    sleep 1
+  done
+}
+
 wait_for() {
   local what="$1" tries="$2"
   shift 2
@@ -164,9 +177,9 @@ start() {
     local uuid
     uuid="$(cat /proc/sys/kernel/random/uuid)"
     mkdir -p "$DIR/osd/ceph-0"
-    timeout 30 ceph -c "$CONF" osd new "$uuid" 0 >/dev/null
+    retry timeout 30 ceph -c "$CONF" osd new "$uuid" 0 >/dev/null
     c ceph-osd -i 0 --mkfs --osd-uuid "$uuid" >>"$DIR/log/mkfs.log" 2>&1
-    timeout 30 ceph -c "$CONF" osd crush add osd.0 1.0 root=default >/dev/null 2>&1
+    retry timeout 30 ceph -c "$CONF" osd crush add osd.0 1.0 root=default >/dev/null 2>&1
   fi
   alive "$DIR/run/osd.0.pid" || c ceph-osd -i 0 2>>"$DIR/log/start.log"
   wait_for "ceph-osd" 120 sh -c "timeout 5 ceph -c '$CONF' osd dump | grep -q '^osd.0 up'"
@@ -175,7 +188,7 @@ start() {
   wait_for "radosgw" 240 s3_answers
 
   if ! timeout 30 radosgw-admin -c "$CONF" user info --uid=ckpt >/dev/null 2>&1; then
-    timeout 30 radosgw-admin -c "$CONF" user create --uid=ckpt --display-name=ckpt \
+    retry timeout 30 radosgw-admin -c "$CONF" user create --uid=ckpt --display-name=ckpt \
       --access-key="$ACCESS_KEY" --secret-key="$SECRET_KEY" >/dev/null
   fi
   # A bucket to try s3:// with: s3://ckpt/...
