@@ -173,10 +173,11 @@ export function planLiterals(n: number, counts: Uint32Array): LiteralsPlan {
 }
 
 /**
- * Writes `bytes` as {@linkcode planLiterals} planned from their counts (counts that differ, or
- * another length, are a `RangeError`: codes could be missing), into `out` where given (at least
- * {@linkcode deflateBound} bytes; the result is a view of it) or a new buffer. Exactly
- * `plan.byteLength` bytes.
+ * Writes `bytes` as {@linkcode planLiterals} planned from their counts, into `out` where given (at
+ * least {@linkcode deflateBound} bytes; the result is a view of it) or a new buffer: exactly
+ * `plan.byteLength` bytes. The bytes must be those the counts were taken of (another order is
+ * fine): a value the plan has no code for would be lost. Another length, or output of another size
+ * than planned (what other bytes nearly always give), is a `RangeError`.
  */
 export function writeLiterals(plan: LiteralsPlan, bytes: Uint8Array, out?: Uint8Array): Uint8Array {
   const n = bytes.byteLength;
@@ -206,6 +207,7 @@ export function writeLiterals(plan: LiteralsPlan, bytes: Uint8Array, out?: Uint8
   return packed;
 }
 
+/** An LSB-first bit writer over a buffer large enough for everything written (see deflateBound). */
 class BitWriter {
   readonly view: DataView;
   acc = 0;
