@@ -57,7 +57,7 @@ export function deflateLiterals(bytes: Uint8Array, out?: Uint8Array): Uint8Array
 }
 
 /** Input bytes per block of {@linkcode planLiterals}: each block has a code of its own. */
-export const LITERALS_BLOCK_BYTES = BLOCK_BYTES;
+export const LITERALS_BLOCK_BYTES: number = BLOCK_BYTES;
 
 /** One block's code, chosen from its byte counts. */
 interface BlockPlan {
