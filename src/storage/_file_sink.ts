@@ -19,9 +19,10 @@ export const STAGING_BYTES = 8 * 2 ** 20;
  * A buffer holding this much is written at once when no write is in flight (while one is, it
  * fills up to STAGING_BYTES): the file, and the flush behind it, then follow the encoder instead
  * of waiting for 8 MiB, so a save's last fdatasync has less left to do, and a save under 8 MiB is
- * not one write at its end. Interleaved atomic saves, 21 each: 32 MiB of float32 (8 tensors)
- * 67.9 → 66.5 ms raw, 81.2 → 76.3 ms byte-grouped; 1 GiB 2.27 → 1.61 s (3 each); a 4 MiB
- * checkpoint even.
+ * not one write at its end. Atomic saves in one process, the two ways alternating which goes
+ * first: 32 MiB of float32 (8 tensors, 21 each) 58.6 → 56.3 ms raw and 64.5 → 61.6 ms
+ * byte-grouped, 512 MiB 732 → 588 ms (9 each); 1 GiB even within this VM's noise (1271 → 1485,
+ * 1268 → 1169 and 1577 → 1424 ms in three runs of 5-9).
  */
 export const WRITE_MIN = 2 ** 20;
 
