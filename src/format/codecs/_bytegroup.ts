@@ -462,10 +462,14 @@ const laneCounts = [0, 1, 2, 3].map(() => new Uint32Array(256)) as [Uint32Array,
 /**
  * The counts of byte `k` of each of the `width`-byte elements of `bytes` (what plane k of
  * {@linkcode splitPlanes} holds), 256 per {@linkcode LITERALS_BLOCK_BYTES} elements, read from the
- * elements themselves: a word at a time where `bytes` is 4-byte aligned. Valid until the next call.
+ * elements themselves: a word at a time where `bytes` is 4-byte aligned; for a plane that
+ * {@linkcode candidates} counted whole, the counts it just took. Valid until the next call of
+ * either.
  */
 function planeCounts(bytes: Uint8Array, width: number, k: number): Uint32Array {
   const count = bytes.byteLength / width;
+  // A plane this short, candidates() (called just before) counted whole, and it is one block.
+  if (count <= 2 * SAMPLE_BYTES && count <= LITERALS_BLOCK_BYTES) return sampleCounts.subarray(k << 8, (k + 1) << 8);
   const blocks = Math.ceil(count / LITERALS_BLOCK_BYTES);
   if (planeCountsBuffer.length < 256 * blocks) planeCountsBuffer = new Uint32Array(256 * blocks);
   const out = planeCountsBuffer.subarray(0, 256 * blocks);
