@@ -90,7 +90,7 @@ export interface LiteralsPlan {
 
 /**
  * The byte counts of each block of {@linkcode LITERALS_BLOCK_BYTES} bytes of `bytes`, 256 per
- * block, into `into` where given (at least that many counts; zeroed here).
+ * block.
  *
  * @example
  * ```ts
@@ -100,10 +100,9 @@ export interface LiteralsPlan {
  * assert.deepEqual([counts[7], counts[9], counts.length], [2, 1, 256]);
  * ```
  */
-export function blockCounts(bytes: Uint8Array, into?: Uint32Array): Uint32Array {
+export function blockCounts(bytes: Uint8Array): Uint32Array {
   const blocks = Math.ceil(bytes.byteLength / BLOCK_BYTES);
-  const out = into ?? new Uint32Array(blocks * 256);
-  if (out.length < blocks * 256) throw new RangeError(`blockCounts: ${out.length} counts, needs ${blocks * 256}`);
+  const out = new Uint32Array(blocks * 256);
   for (let b = 0; b < blocks; b++) {
     histogram(bytes.subarray(b * BLOCK_BYTES, (b + 1) * BLOCK_BYTES));
     out.set(freq.subarray(0, 256), b * 256);
@@ -178,6 +177,19 @@ export function planLiterals(n: number, counts: Uint32Array): LiteralsPlan {
  * `plan.byteLength` bytes. The bytes must be those the counts were taken of (another order is
  * fine): a value the plan has no code for would be lost. Another length, or output of another size
  * than planned (what other bytes nearly always give), is a `RangeError`.
+ *
+ * @example
+ * ```ts
+ * import { blockCounts, planLiterals, writeLiterals } from "./_deflate_literals.ts";
+ * import { inflateRawSync } from "node:zlib";
+ * import assert from "node:assert/strict";
+ * const plane = new Uint8Array(3000).map((_, i) => 0x3c + (i % 4 === 0 ? 1 : 0));
+ * const plan = planLiterals(plane.byteLength, blockCounts(plane)); // the size is known here
+ * const packed = writeLiterals(plan, plane);
+ * assert.equal(packed.byteLength, plan.byteLength);
+ * assert.deepEqual(new Uint8Array(inflateRawSync(packed)), plane);
+ * assert.throws(() => writeLiterals(plan, plane.subarray(1)), RangeError);
+ * ```
  */
 export function writeLiterals(plan: LiteralsPlan, bytes: Uint8Array, out?: Uint8Array): Uint8Array {
   const n = bytes.byteLength;

@@ -85,8 +85,8 @@ export interface EncoderOptions {
    * Compression the codec applies itself: `"bytegroup"` asks the binary codec for byte-grouped
    * float tensor bodies (`docs/FORMAT.md`); `encodeCheckpoint` asks no other codec for it. Where
    * the process was granted FFI and has libcrypto, the byte-grouped encoder hashes each tensor of
-   * 1-16 MiB on Deno's blocking thread pool, from a copy taken as the tensor is split (never the
-   * caller's buffer), while it encodes the next one.
+   * 1-16 MiB on Deno's blocking thread pool, from a copy taken before the tensor is split (never
+   * the caller's buffer), while it codes that tensor and the next one.
    *
    * @default {"none"}
    */

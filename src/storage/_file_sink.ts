@@ -79,10 +79,10 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
    * buffer on its own thread (the buffers are then SharedArrayBuffers). With `flushBehind` (a
    * second handle on the same file, opened for writing, which the sink closes when it closes or
    * aborts), each written buffer starts an fdatasync through it unless one is still running;
-   * `writeMin` (default {@linkcode WRITE_MIN}) is what a buffer holds before it is written while
-   * no other write is in flight;
    * `close` waits for it, and a failed one fails the next write or the close. The caller still
-   * flushes the end of the file itself (what was written after the last flush began).
+   * flushes the end of the file itself (what was written after the last flush began). A buffer
+   * is written once it holds `writeMin` bytes (default {@linkcode WRITE_MIN}) while no other
+   * write is in flight, or once it is full.
    */
   constructor(
     file: Deno.FsFile,
