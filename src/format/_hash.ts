@@ -156,14 +156,20 @@ export function startHashThread(): HashThread | undefined {
   }
 }
 
-let nativeFactory: ((parts: readonly Uint8Array[]) => Promise<Uint8Array>) | null | undefined;
+let nativeFactory:
+  | ((parts: readonly Uint8Array[] | AsyncIterable<Uint8Array>) => Promise<Uint8Array>)
+  | null
+  | undefined;
 
 /**
  * SHA-256 of `parts`, one after another, on a thread that needs no start-up (libcrypto through
  * Deno's FFI, where the process was granted it: `_sha256_ffi.ts`); `undefined` where there is
- * none. The parts must stay unchanged until the promise settles.
+ * none. The parts must stay unchanged until the promise settles. An async iterable's parts are
+ * made on this thread (decoded, say) while the one before is hashed there.
  */
-export function nativeDigest(parts: readonly Uint8Array[]): Promise<Uint8Array> | undefined {
+export function nativeDigest(
+  parts: readonly Uint8Array[] | AsyncIterable<Uint8Array>,
+): Promise<Uint8Array> | undefined {
   if (nativeFactory !== undefined) return nativeFactory?.(parts);
   return hashThreadFactory ? undefined : offThreadSha256(parts);
 }
@@ -180,7 +186,7 @@ export function hasNativeDigest(): boolean {
  * with {@linkcode setHashThreadForTests}, there is no native one unless set here.)
  */
 export function setNativeDigestForTests(
-  digest: ((parts: readonly Uint8Array[]) => Promise<Uint8Array>) | null | "restore",
+  digest: ((parts: readonly Uint8Array[] | AsyncIterable<Uint8Array>) => Promise<Uint8Array>) | null | "restore",
 ): void {
   nativeFactory = digest === "restore" ? undefined : digest;
 }

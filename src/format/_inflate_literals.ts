@@ -114,7 +114,7 @@ class Bits {
   }
 }
 
-// Tables, rebuilt for every block (one thread runs one inflate to the end: no await inside).
+// Tables, rebuilt for every block (a block is decoded within one call: no await inside).
 const lengths = new Uint8Array(288 + 32);
 const literals = new Code(288);
 const distances = new Code(32);
@@ -157,36 +157,105 @@ let longCount = 0;
  * ```
  */
 export function inflateLiterals(src: Uint8Array, out: Uint8Array): boolean {
-  const size = out.byteLength;
-  const bits = new Bits(src);
-  let o = 0;
-  for (;;) {
-    const final = bits.take(1);
-    const type = bits.take(2);
-    if (type < 0) return false;
-    if (type === 0) {
-      // Stored: to the byte boundary (the reader holds no whole bytes between blocks), then LEN, NLEN.
-      bits.buf = 0;
-      bits.cnt = 0;
-      const at = bits.pos;
-      if (at + 4 > src.length) return false;
-      const len = src[at]! | (src[at + 1]! << 8);
-      if ((src[at + 2]! | (src[at + 3]! << 8)) !== (len ^ 0xffff)) return false;
-      if (at + 4 + len > src.length || o + len > size) return false;
-      out.set(src.subarray(at + 4, at + 4 + len), o);
-      o += len;
-      bits.pos = at + 4 + len;
-    } else if (type === 1 || type === 2) {
-      const n = type === 1 ? fixedLengths() : dynamicLengths(bits);
-      // The multi-literal table (4096 entries to fill) pays only for a block that can be long.
-      const multiple = size - o >= MULTI_MIN;
-      if (n < 0 || !buildTables(n, multiple)) return false;
-      o = decodeBlock(bits, out, o, size, multiple);
-      if (o < 0) return false;
-    } else return false;
-    if (final === 1) break;
+  const inflater = new LiteralsInflater(src, out);
+  return inflater.fill() && inflater.finished;
+}
+
+/**
+ * {@linkcode inflateLiterals} a block at a time: {@linkcode LiteralsInflater.fill} decodes whole
+ * blocks until at least a given number of bytes of `out` are written, so a caller can use the
+ * first bytes of a plane (interleave them, hash them) before the rest is inflated. Several may be
+ * interleaved (the tables are rebuilt for every block, and a block is decoded within one call).
+ * Same checks as {@linkcode inflateLiterals}: once a call returned false, the stream is not one
+ * this decoder takes, and `out` is partly written.
+ *
+ * @example
+ * ```ts
+ * import { LiteralsInflater } from "./_inflate_literals.ts";
+ * import { deflateRawSync } from "node:zlib";
+ * import assert from "node:assert/strict";
+ * const plane = new Uint8Array(100_000).map((_, i) => 0x3c + (i % 3));
+ * // Z_HUFFMAN_ONLY, 16 KiB chunks: several blocks.
+ * const packed = deflateRawSync(plane, { strategy: 2, chunkSize: 16384 });
+ * const out = new Uint8Array(plane.byteLength);
+ * const inflater = new LiteralsInflater(packed, out);
+ * assert.equal(inflater.fill(1000), true);
+ * assert.ok(inflater.written >= 1000 && inflater.written < plane.byteLength);
+ * assert.deepEqual(out.subarray(0, inflater.written), plane.subarray(0, inflater.written));
+ * assert.equal(inflater.fill(), true); // to the final block
+ * assert.equal(inflater.finished, true);
+ * assert.deepEqual(out, plane);
+ * ```
+ */
+export class LiteralsInflater {
+  #bits: Bits;
+  #out: Uint8Array;
+  #o = 0;
+  #final = false;
+  #failed = false;
+
+  /** Inflates `src` into `out`, which it must fill exactly. */
+  constructor(src: Uint8Array, out: Uint8Array) {
+    this.#bits = new Bits(src);
+    this.#out = out;
   }
-  return o === size && bits.pos === src.length;
+
+  /** Bytes of `out` written so far (all of them correct, unless a call returned false). */
+  get written(): number {
+    return this.#o;
+  }
+
+  /** Whether the final block is decoded, `out` is full and no input is left. */
+  get finished(): boolean {
+    return !this.#failed && this.#final && this.#o === this.#out.byteLength &&
+      this.#bits.pos === this.#bits.src.length;
+  }
+
+  /**
+   * Decodes blocks until at least `target` bytes are written (by default: to the final block)
+   * or the final block is decoded; false for a stream this decoder does not take (then and from
+   * then on).
+   */
+  fill(target = Infinity): boolean {
+    if (this.#failed) return false;
+    const bits = this.#bits;
+    const src = bits.src;
+    const out = this.#out;
+    const size = out.byteLength;
+    let o = this.#o;
+    while (o < target && !this.#final) {
+      const final = bits.take(1);
+      const type = bits.take(2);
+      if (type === 0) {
+        // Stored: to the byte boundary (the reader holds no whole bytes between blocks), then LEN, NLEN.
+        bits.buf = 0;
+        bits.cnt = 0;
+        const at = bits.pos;
+        if (at + 4 > src.length) return this.#fail();
+        const len = src[at]! | (src[at + 1]! << 8);
+        if ((src[at + 2]! | (src[at + 3]! << 8)) !== (len ^ 0xffff)) return this.#fail();
+        if (at + 4 + len > src.length || o + len > size) return this.#fail();
+        out.set(src.subarray(at + 4, at + 4 + len), o);
+        o += len;
+        bits.pos = at + 4 + len;
+      } else if (type === 1 || type === 2) {
+        const n = type === 1 ? fixedLengths() : dynamicLengths(bits);
+        // The multi-literal table (4096 entries to fill) pays only for a block that can be long.
+        const multiple = size - o >= MULTI_MIN;
+        if (n < 0 || !buildTables(n, multiple)) return this.#fail();
+        o = decodeBlock(bits, out, o, size, multiple);
+        if (o < 0) return this.#fail();
+      } else return this.#fail();
+      this.#o = o;
+      if (final === 1) this.#final = true;
+    }
+    return true;
+  }
+
+  #fail(): false {
+    this.#failed = true;
+    return false;
+  }
 }
 
 /** The fixed code's lengths (RFC 1951, 3.2.6): 288 literal/length symbols (distances are never used). */

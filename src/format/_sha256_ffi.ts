@@ -70,25 +70,47 @@ export function offThreadSha256Available(): boolean {
 /**
  * SHA-256 of `parts` one after another, the large ones hashed on Deno's blocking thread pool;
  * `undefined` where that thread is not available (see the module comment). The parts must not
- * change until the promise settles. Rejects only if libcrypto reports a failure.
+ * change until the promise settles. Parts from an async iterable (a decoder's, say) are asked for
+ * one ahead: the next is made on this thread while the one before it is hashed on the pool.
+ * Rejects only if libcrypto reports a failure, or with what the iterable throws.
  */
-export function offThreadSha256(parts: readonly Uint8Array[]): Promise<Uint8Array> | undefined {
+export function offThreadSha256(
+  parts: readonly Uint8Array[] | AsyncIterable<Uint8Array>,
+): Promise<Uint8Array> | undefined {
   if (!lib) return undefined;
   return digest(lib.crypto, lib.sha256, parts);
 }
 
-async function digest(crypto: Libcrypto, sha256: Deno.PointerValue, parts: readonly Uint8Array[]): Promise<Uint8Array> {
+async function digest(
+  crypto: Libcrypto,
+  sha256: Deno.PointerValue,
+  parts: readonly Uint8Array[] | AsyncIterable<Uint8Array>,
+): Promise<Uint8Array> {
   const s = crypto.symbols;
   const ctx = s.EVP_MD_CTX_new();
   if (ctx === null) throw new Error("libcrypto could not allocate a SHA-256 context");
+  const update = async (part: Uint8Array): Promise<void> => {
+    const n = BigInt(part.byteLength);
+    const ok = part.byteLength <= SYNC_MAX
+      ? s.EVP_DigestUpdate(ctx, part, n)
+      : await s.EVP_DigestUpdatePooled(ctx, part, n);
+    if (ok !== 1) throw new Error("libcrypto failed a SHA-256 update");
+  };
   try {
     if (s.EVP_DigestInit_ex(ctx, sha256, null) !== 1) throw new Error("libcrypto could not start a SHA-256");
-    for (const part of parts) {
-      const n = BigInt(part.byteLength);
-      const ok = part.byteLength <= SYNC_MAX
-        ? s.EVP_DigestUpdate(ctx, part, n)
-        : await s.EVP_DigestUpdatePooled(ctx, part, n);
-      if (ok !== 1) throw new Error("libcrypto failed a SHA-256 update");
+    if (Symbol.asyncIterator in parts) {
+      const it = parts[Symbol.asyncIterator]();
+      let next = it.next();
+      for (;;) {
+        const got = await next;
+        if (got.done) break;
+        const hashing = update(got.value);
+        next = it.next(); // runs on this thread now, while the pool hashes
+        next.catch(() => {}); // awaited after the update, which must end first either way
+        await hashing;
+      }
+    } else {
+      for (const part of parts) await update(part);
     }
     const out = new Uint8Array(DIGEST_BYTES);
     if (s.EVP_DigestFinal_ex(ctx, out, null) !== 1) throw new Error("libcrypto could not end a SHA-256");

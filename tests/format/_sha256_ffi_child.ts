@@ -25,6 +25,24 @@ for (const parts of sets) {
   for (const p of parts) h.update(p);
   digests.push(Buffer.from(await job).equals(h.digest()));
 }
+// The same sets as async iterables (a decoder's parts: each asked for while the one before is
+// hashed), and one that fails after a large part: the digest rejects with its error.
+const iterables: boolean[] = [];
+if (available) {
+  for (const parts of sets) {
+    const h = createHash("sha256");
+    for (const p of parts) h.update(p);
+    const job = offThreadSha256((async function* () {
+      for (const p of parts) yield p;
+    })());
+    iterables.push(Buffer.from(await job!).equals(h.digest()));
+  }
+  const failing = offThreadSha256((async function* () {
+    yield bytes;
+    throw new SyntaxError("plane 3 is not valid deflate data");
+  })());
+  iterables.push(await failing!.then(() => false, (e) => e instanceof SyntaxError));
+}
 // Two jobs at once, each on its own thread, both right.
 let concurrent = false;
 if (available) {
@@ -105,4 +123,4 @@ for (const compression of ["none", "bytegroup"] as const) {
     await Deno.remove(path);
   }
 }
-console.log(JSON.stringify({ available, digests, concurrent, loads, saves, damaged, disagreements }));
+console.log(JSON.stringify({ available, digests, iterables, concurrent, loads, saves, damaged, disagreements }));

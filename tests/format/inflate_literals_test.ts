@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { constants, deflateRawSync, inflateRawSync } from "node:zlib";
-import { inflateLiterals } from "../../src/format/_inflate_literals.ts";
+import { inflateLiterals, LiteralsInflater } from "../../src/format/_inflate_literals.ts";
 import { assertSameBytes, prng } from "../_util.ts";
 import { exponentPlane, skewedPlane } from "./_planes.ts";
 
@@ -165,4 +165,36 @@ Deno.test("inflateLiterals: on damaged streams it either gives up or agrees with
   // Both outcomes happen: a flip in the data changes the bytes and zlib agrees, a flip in a table
   // usually breaks it.
   assert.ok(agreed > 100 && gaveUp > 100, `agreed ${agreed}, gave up ${gaveUp}`);
+});
+
+Deno.test("LiteralsInflater: fills a block at a time to at least the target, interleaved with another, and is finished only at the final block with no input left", () => {
+  // Two planes with different codes, in zlib's 16 Ki-symbol blocks: each fill rebuilds its tables.
+  const planes = [exponentPlane(100_000, 1), skewedPlane(90_000, 2)];
+  const packed = planes.map((p) => deflateRawSync(p, HUFFMAN_ONLY));
+  const outs = planes.map((p) => new Uint8Array(p.byteLength));
+  const inflaters = packed.map((b, i) => new LiteralsInflater(b, outs[i]!));
+  for (let target = 1; target < 100_000; target += 7_919) {
+    inflaters.forEach((inf, i) => {
+      const size = planes[i]!.byteLength;
+      assert.equal(inf.fill(Math.min(target, size)), true);
+      // Whole blocks: at least the target, less than a block past it (or all of it).
+      assert.ok(inf.written >= Math.min(target, size) && inf.written < Math.min(target, size) + 16_385);
+      assertSameBytes(outs[i]!.subarray(0, inf.written), planes[i]!.subarray(0, inf.written), `plane ${i}`);
+      assert.equal(inf.finished, inf.written === size);
+    });
+  }
+  inflaters.forEach((inf, i) => {
+    assert.equal(inf.fill(), true);
+    assert.equal(inf.finished, true);
+    assertSameBytes(outs[i]!, planes[i]!, `plane ${i}`);
+  });
+  // A byte after the final block: every block decodes, the stream is not finished.
+  const trailing = new LiteralsInflater(Uint8Array.from([...packed[0]!, 0]), new Uint8Array(100_000));
+  assert.equal(trailing.fill(), true);
+  assert.equal(trailing.finished, false);
+  // A refused block stays refused.
+  const refused = new LiteralsInflater(deflateRawSync(planes[0]!), new Uint8Array(100_000));
+  assert.equal(refused.fill(), false);
+  assert.equal(refused.fill(), false);
+  assert.equal(refused.finished, false);
 });

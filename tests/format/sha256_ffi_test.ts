@@ -9,6 +9,7 @@ function child(flags: string[]) {
   return jsonChild<{
     available: boolean;
     digests: boolean[];
+    iterables: boolean[];
     concurrent: boolean;
     loads: Record<string, { exact: boolean; corruptNamed: boolean }>;
     saves: boolean;
@@ -27,11 +28,12 @@ async function hasLibcrypto(): Promise<boolean> {
 
 const everyLoad = { none: { exact: true, corruptNamed: true }, bytegroup: { exact: true, corruptNamed: true } };
 
-Deno.test("with FFI granted, libcrypto hashes on the native thread: digests equal node:crypto's, loads bit for bit, byte-grouped saves byte for byte, damage reported as on one thread", async () => {
+Deno.test("with FFI granted, libcrypto hashes on the native thread: digests equal node:crypto's (parts at once or from an async iterable), loads bit for bit, byte-grouped saves byte for byte, damage reported as on one thread", async () => {
   const r = await child(["-A"]);
   assert.equal(r.available, await hasLibcrypto());
   if (!r.available) return;
   assert.deepEqual(r.digests, [true, true, true, true, true, true]);
+  assert.deepEqual(r.iterables, [true, true, true, true, true, true, true]);
   assert.equal(r.concurrent, true);
   assert.deepEqual(r.loads, everyLoad);
   assert.equal(r.saves, true);
@@ -44,6 +46,7 @@ Deno.test("without FFI granted there is no native thread: no prompt, no error, l
   const r = await child(["-A", "--deny-ffi"]);
   assert.equal(r.available, false);
   assert.deepEqual(r.digests, []);
+  assert.deepEqual(r.iterables, []);
   assert.deepEqual(r.loads, everyLoad);
 });
 

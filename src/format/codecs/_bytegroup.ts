@@ -5,6 +5,7 @@
 
 import type { DType } from "../types.ts";
 import { type DeflateBackend, inflateRaw } from "../_deflate.ts";
+import { LiteralsInflater } from "../_inflate_literals.ts";
 import {
   deflateBound,
   LITERALS_BLOCK_BYTES,
@@ -530,6 +531,18 @@ export interface DecodeByteGroupsOptions {
  * (named `name` in messages; the body starts at `offset` in the stream). Every length in the body
  * is checked against the body and against `count` before anything is allocated or inflated;
  * a malformed body is a `SyntaxError` naming the tensor, the plane and the offset.
+ *
+ * @example
+ * ```ts
+ * import { decodeByteGroups, encodeByteGroups } from "./_bytegroup.ts";
+ * import { concatBytes } from "../dtype.ts";
+ * import assert from "node:assert/strict";
+ * const weights = new Float32Array(4096).map((_, i) => Math.sin(i) / 50);
+ * const bytes = new Uint8Array(weights.buffer);
+ * const { parts } = encodeByteGroups("float32", bytes)!;
+ * const body = concatBytes(parts);
+ * assert.deepEqual(await decodeByteGroups(body, "float32", 4096, "w", 0), bytes);
+ * ```
  */
 export async function decodeByteGroups(
   body: Uint8Array,
@@ -539,7 +552,45 @@ export async function decodeByteGroups(
   offset: number,
   options: DecodeByteGroupsOptions = {},
 ): Promise<Uint8Array> {
-  const { backend, alloc, scratch } = options;
+  const { data, parts } = decodeByteGroupParts(body, dtype, count, name, offset, options);
+  for await (const _ of parts);
+  return data;
+}
+
+/** Bytes of tensor data {@linkcode decodeByteGroupParts} interleaves per part. */
+const PART_BYTES = 2 ** 20;
+
+/**
+ * {@linkcode decodeByteGroups} a part at a time: the buffer the tensor bytes go into (the body's
+ * lengths checked first, as there), and a generator that fills it in order, up to 1 MiB per step
+ * (the planes inflated a block at a time, as far as the part needs, and interleaved), yielding
+ * each filled part. So a caller can hash one part while the next is decoded. The buffer holds the
+ * tensor once the generator is done; it throws the same errors as {@linkcode decodeByteGroups}.
+ *
+ * @example
+ * ```ts
+ * import { decodeByteGroupParts, encodeByteGroups } from "./_bytegroup.ts";
+ * import { concatBytes } from "../dtype.ts";
+ * import assert from "node:assert/strict";
+ * const weights = new Float32Array(600_000).map((_, i) => Math.sin(i) / 50);
+ * const bytes = new Uint8Array(weights.buffer);
+ * const body = concatBytes(encodeByteGroups("float32", bytes)!.parts);
+ * const { data, parts } = decodeByteGroupParts(body, "float32", 600_000, "w", 0);
+ * const sizes = [];
+ * for await (const part of parts) sizes.push(part.byteLength);
+ * assert.deepEqual(sizes, [1048576, 1048576, 302848]);
+ * assert.deepEqual(data, bytes);
+ * ```
+ */
+export function decodeByteGroupParts(
+  body: Uint8Array,
+  dtype: DType,
+  count: number,
+  name: string,
+  offset: number,
+  options: DecodeByteGroupsOptions = {},
+): { data: Uint8Array; parts: AsyncGenerator<Uint8Array, void, undefined> } {
+  const { backend, alloc = (n: number) => new Uint8Array(n), scratch } = options;
   const subject = `tensor ${JSON.stringify(name)}`;
   const fail = (why: string, at: number): never => {
     throw new SyntaxError(`Cannot decode checkpoint: ${subject} ${why} at offset ${offset + at}`);
@@ -577,14 +628,37 @@ export async function decodeByteGroups(
     at += length;
   }
   if (at !== body.byteLength) fail(`has ${body.byteLength - at} bytes after its last plane`, at);
-  const data: Uint8Array[] = [];
-  for (const [k, p] of planes.entries()) {
-    const bytes = body.subarray(p.at, p.at + p.length);
-    data.push(
-      p.method === PLANE_STORED
-        ? bytes
-        : await inflateRaw(bytes, count, `${subject} plane ${k}`, offset + p.at, backend, scratch?.take(k, count)),
-    );
+  const data = alloc(count * width!);
+  if (data.byteLength !== count * width! || data.byteOffset % 4 !== 0) {
+    throw new RangeError(`decodeByteGroupParts: alloc gave ${data.byteLength} bytes at offset ${data.byteOffset}`);
   }
-  return joinPlanes(data, width!, alloc);
+  async function* parts(): AsyncGenerator<Uint8Array, void, undefined> {
+    // Each plane's bytes: stored ones in the body, deflated ones inflated (a block at a time,
+    // while it takes the stream) into a scratch buffer.
+    const sources = planes.map((p) => body.subarray(p.at, p.at + p.length));
+    const inflaters = planes.map((p, k) => {
+      if (p.method === PLANE_STORED) return undefined;
+      const into = scratch?.take(k, count) ?? new Uint8Array(count);
+      const inflater = new LiteralsInflater(sources[k]!, into);
+      sources[k] = into;
+      return inflater;
+    });
+    const step = PART_BYTES / width!; // a multiple of 4 elements: every part starts word-aligned
+    for (let from = 0; from < count; from += step) {
+      const to = Math.min(count, from + step);
+      for (const [k, inflater] of inflaters.entries()) {
+        if (!inflater || (to < count ? inflater.fill(to) : inflater.fill() && inflater.finished)) continue;
+        // Not literals only (or malformed): the general inflater takes the whole plane, and words
+        // the error (the bytes already interleaved are the same: the literals before a match).
+        const p = planes[k]!;
+        const bytes = body.subarray(p.at, p.at + p.length);
+        sources[k] = await inflateRaw(bytes, count, `${subject} plane ${k}`, offset + p.at, backend, sources[k]);
+        inflaters[k] = undefined;
+      }
+      const part = data.subarray(from * width!, to * width!);
+      joinPlanes(sources.map((s) => s.subarray(from, to)), width!, () => part);
+      yield part;
+    }
+  }
+  return { data, parts: parts() };
 }

@@ -36,7 +36,7 @@ import {
 } from "../_hash.ts";
 import { digestingDecoder, digestingEncoder, type EncoderDigests, type Settle } from "../_pair.ts";
 import { EncodeGuard } from "../_encode_guard.ts";
-import { BYTEGROUP_ENCODING, planByteGroups, PlaneScratch } from "./_bytegroup.ts";
+import { BYTEGROUP_ENCODING, decodeByteGroupParts, planByteGroups, PlaneScratch } from "./_bytegroup.ts";
 import {
   BINARY_MAGIC,
   checkBodyLength,
@@ -255,6 +255,12 @@ const OFF_THREAD_MAX = 64 * 2 ** 20;
 const BODY_SCRATCH = 8;
 
 /** A byte-grouped tensor read and waiting to be decoded (see `deferred` in {@linkcode decodeRecords}). */
+/** `first`, then every part of `rest`. */
+async function* prepend(first: Uint8Array, rest: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
+  yield first;
+  yield* rest;
+}
+
 interface Deferred {
   descriptor: TensorDescriptor;
   /** Its stored body, in a buffer of the decoder's `planes` scratch. */
@@ -288,7 +294,9 @@ interface Deferred {
  * thread ({@linkcode nativeDigest}: FFI granted), each tensor of 1 MiB or more (decoded, or raw
  * from a file) is hashed there while this thread reads or decodes the next; that takes the place
  * of the other second threads, and the order and the rule that a tensor comes out only once its
- * digest matched are the same.
+ * digest matched are the same. A byte-grouped tensor decoded with no body being read behind it
+ * (the last large one, or one followed by a small tensor) is hashed there a part (1 MiB) at a
+ * time while this thread decodes the next part, instead of once it is decoded.
  *
  * A load (without `reuseBuffers`, and with no range hasher taking every other body) reads each
  * byte-grouped body of 1 MiB or more into one of two reused buffers while the one before it is
@@ -379,10 +387,27 @@ export async function* decodeRecords(
   let nativeLoad = false;
   // Decodes the deferred tensor and hashes it, on the native thread if the load has one: its
   // record once the digest matched (a malformed body throws the decoder's own error now;
-  // wrapped, as awaiting the outer promise must not wait for the hash).
-  const sendDeferred = async (): Promise<{ record: Promise<CheckpointRecord> }> => {
+  // wrapped, as awaiting the outer promise must not wait for the hash). `last`: nothing is read
+  // while it is decoded, so with a native thread it is hashed a part at a time as it is decoded
+  // (a malformed plane is then the job's error), instead of once it is decoded.
+  const sendDeferred = async (last: boolean): Promise<{ record: Promise<CheckpointRecord> }> => {
     const t = deferred!;
     deferred = undefined;
+    if (last && nativeLoad) {
+      const { name, dtype, byteLength } = t.descriptor;
+      const options = { alloc: (n: number) => r.allocate(n), scratch: planes };
+      const { data, parts } = decodeByteGroupParts(
+        t.stored,
+        dtype,
+        byteLength / DTYPES[dtype].bytes,
+        name,
+        t.bodyAt,
+        options,
+      );
+      const job = nativeDigest(prepend(t.prefix, parts))!;
+      native = job;
+      return { record: matched(job.then((digest) => ({ digest })), t.digest, t.subject, t.at, () => t.finish(data)) };
+    }
     const body = await decodeTensorBody(t.descriptor, t.stored, t.bodyAt, (n) => r.allocate(n), planes);
     const job = nativeLoad
       ? nativeDigest([t.prefix, body])!
@@ -393,16 +418,17 @@ export async function* decodeRecords(
   // Whether a tensor is held back (hashing, or waiting to be decoded): the next one may go to
   // another thread only once none is, so that they come out in order.
   const held = () => pending !== undefined || deferred !== undefined;
-  // Hands out the tensor before the deferred one, once that one is decoded and on its way.
-  async function* advance(): AsyncGenerator<CheckpointRecord> {
+  // Hands out the tensor before the deferred one, once that one is decoded and on its way
+  // (`last`: no body is being read meanwhile).
+  async function* advance(last: boolean): AsyncGenerator<CheckpointRecord> {
     if (!deferred) return;
-    const next = await sendDeferred();
+    const next = await sendDeferred(last);
     yield* settle();
     pending = next.record;
   }
   // Hands out every tensor still held back, in order.
   async function* settle(): AsyncGenerator<CheckpointRecord> {
-    yield* advance();
+    yield* advance(true);
     if (!pending) return;
     const p = pending;
     pending = undefined;
@@ -594,7 +620,7 @@ export async function* decodeRecords(
         );
         reading = body;
         body.catch(() => {});
-        yield* advance();
+        yield* advance(false);
         const stored = await body;
         deferred = { descriptor: d, stored, prefix, digest: await storedDigest(), subject, at, bodyAt, finish };
         continue;
@@ -680,7 +706,7 @@ export async function* decodeRecords(
     // A tensor still being verified, or decoded, comes first in the stream: its error, if any, is
     // the one to report.
     if (pending) await pending;
-    if (deferred) await (await sendDeferred()).record;
+    if (deferred) await (await sendDeferred(false)).record;
     throw e;
   } finally {
     await reading?.catch(() => {});

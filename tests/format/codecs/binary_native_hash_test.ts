@@ -47,11 +47,15 @@ function large(input: { tensors: TensorInput[] }): string[] {
 interface Job {
   bytes: number;
   settled: boolean;
+  /** How its bytes came: in one array, or from an async iterable (a decoder's parts). */
+  parts: "array" | "iterable";
 }
 
 /**
  * Installs an asynchronous SHA-256 as the native thread: each job resolves after `delay` ms (or
- * when `hold(job index)` resolves), and fails where `fail(job index)` says so.
+ * when `hold(job index)` resolves), and fails where `fail(job index)` says so. Parts from an
+ * async iterable are taken as the real one takes them: the next asked for, then this one hashed
+ * (`onPart` sees each as it comes).
  */
 function spyNative(
   options: {
@@ -59,21 +63,37 @@ function spyNative(
     hold?: (i: number) => Promise<void> | undefined;
     fail?: (i: number) => boolean;
     onStart?: (i: number) => void;
+    onPart?: (i: number, part: Uint8Array) => void;
   } = {},
 ): Job[] {
   const jobs: Job[] = [];
   setNativeDigestForTests(async (parts) => {
     const i = jobs.length;
     options.onStart?.(i);
-    const job = { bytes: parts.reduce((n, p) => n + p.byteLength, 0), settled: false };
+    const iterable = Symbol.asyncIterator in parts;
+    const job: Job = { bytes: 0, settled: false, parts: iterable ? "iterable" : "array" };
     jobs.push(job);
     const h = createHash("sha256");
-    // Hashed at the end, as a thread reading the buffers all along would see them.
-    await new Promise((r) => setTimeout(r, options.delay ?? 1));
-    await options.hold?.(i);
     try {
+      const list: Uint8Array[] = [];
+      if (iterable) {
+        const it = parts[Symbol.asyncIterator]();
+        for (let next = it.next();;) {
+          const got = await next;
+          if (got.done) break;
+          options.onPart?.(i, got.value);
+          list.push(got.value);
+          next = it.next();
+          next.catch(() => {});
+          await new Promise((r) => setTimeout(r, 0));
+        }
+      } else list.push(...parts);
+      job.bytes = list.reduce((n, p) => n + p.byteLength, 0);
+      // Hashed at the end, as a thread reading the buffers all along would see them.
+      await new Promise((r) => setTimeout(r, options.delay ?? 1));
+      await options.hold?.(i);
       if (options.fail?.(i)) throw new Error("the native thread failed");
-      for (const p of parts) h.update(p);
+      for (const p of list) h.update(p);
       return new Uint8Array(h.digest());
     } finally {
       job.settled = true;
@@ -453,7 +473,7 @@ Deno.test("a byte-grouped save starts a tensor's native digest before it codes t
       startedAt.push(chunks);
       await new Promise((r) => setTimeout(r, 20));
       const h = createHash("sha256");
-      for (const p of parts) h.update(p);
+      for (const p of parts as Uint8Array[]) h.update(p); // a save's jobs are arrays
       const d = new Uint8Array(h.digest());
       digests.push(d);
       return d;
@@ -525,6 +545,37 @@ Deno.test("a byte-grouped save cancelled while a job is on the native thread end
     const failing = spyNative({ fail: (i) => i === 1 });
     assert.deepEqual(await collect(encodeCheckpoint(input, { compression: "bytegroup" })), expected);
     assert.equal(failing.length, 3);
+  } finally {
+    setNativeDigestForTests("restore");
+  }
+});
+
+Deno.test("a byte-grouped tensor decoded while no body is read is hashed part by part as it is decoded", async () => {
+  const input = model();
+  const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
+  try {
+    await withFile(bytes, async (path) => {
+      // layer0 is decoded while layer1's body is read, layer1 before the small tensor after it,
+      // layer3 (2 MiB) at the end; layer2 is under 1 MiB (decoded and hashed here).
+      const firstParts: { job: number; undecoded: boolean }[] = [];
+      const seen = new Map<number, number>();
+      const jobs = spyNative({
+        onPart: (i, part) => {
+          const n = (seen.get(i) ?? 0) + 1;
+          seen.set(i, n);
+          assert.ok(part.byteLength <= MiB, `${part.byteLength} bytes in one part`);
+          // Part 1 is the record's prefix, part 2 the tensor's first bytes: the rest of its
+          // buffer is not decoded yet (still zero).
+          if (n !== 2) return;
+          const rest = new Uint8Array(part.buffer, part.byteOffset + part.byteLength);
+          firstParts.push({ job: i, undecoded: rest.byteLength > 0 && rest.every((b) => b === 0) });
+        },
+      });
+      assertSameTensors((await loadCheckpoint(path)).tensors, input.tensors);
+      assert.deepEqual(jobs.map((j) => j.parts), ["array", "iterable", "iterable"]);
+      assert.deepEqual(firstParts, [{ job: 1, undecoded: true }, { job: 2, undecoded: true }]);
+      assert.deepEqual([...seen.values()], [3, 3]); // the prefix, then 1 MiB and 12 bytes; 1 MiB and 1 MiB
+    });
   } finally {
     setNativeDigestForTests("restore");
   }

@@ -11,11 +11,15 @@ import {
 } from "../../../mod.ts";
 import { BINARY_ALIGNMENT, decodeHeader, FLAG_BYTEGROUP } from "../../../src/format/codecs/binary.ts";
 import {
+  BYTEGROUP_HEADER_BYTES,
+  BYTEGROUP_VERSION,
+  decodeByteGroupParts,
   encodeByteGroups,
   huffmanBits,
   joinPlanes,
   planByteGroups,
   PLANE_DEFLATE,
+  PLANE_ENTRY_BYTES,
   PLANE_STORED,
   PlaneScratch,
   splitPlanes,
@@ -26,8 +30,10 @@ import { bytesOf } from "../../../src/format/dtype.ts";
 import type { CheckpointInput, DType, TensorInput } from "../../../src/format/types.ts";
 import { assertSameCheckpoint, collect, edgeTensors, feeds, prng } from "../../_util.ts";
 import { buildRaw, meta, type RawRecord, tensor } from "./_binary_builder.ts";
+import { concatBytes } from "../../../src/format/dtype.ts";
 
 const BYTEGROUP = { compression: "bytegroup" } as const;
+const MIB = 2 ** 20;
 
 /** N(0, sigma) float32 values, the shape of trained weights. */
 function gaussian(n: number, seed: number, sigma = 0.02): Float32Array {
@@ -634,4 +640,61 @@ Deno.test("PlaneScratch: given back, its buffers serve the next save or load; tw
   const held = big.take(0, 1).buffer;
   big.release();
   for (let i = 0; i < 3; i++) assert.notEqual(PlaneScratch.acquire().take(0, 1).buffer, held);
+});
+
+/** A float32 body of `planes` 0-2 stored and plane 3 as `top` (any raw deflate stream). */
+function bodyWith(planes: Uint8Array[], top: Uint8Array): Uint8Array {
+  const table = new Uint8Array(BYTEGROUP_HEADER_BYTES + 4 * PLANE_ENTRY_BYTES);
+  table[0] = BYTEGROUP_VERSION;
+  table[1] = 4;
+  const v = new DataView(table.buffer);
+  for (let k = 0; k < 4; k++) {
+    const e = BYTEGROUP_HEADER_BYTES + k * PLANE_ENTRY_BYTES;
+    table[e] = k === 3 ? PLANE_DEFLATE : PLANE_STORED;
+    v.setBigUint64(e + 8, BigInt(k === 3 ? top.byteLength : planes[k]!.byteLength), true);
+  }
+  return concatBytes([table, planes[0]!, planes[1]!, planes[2]!, top]);
+}
+
+Deno.test("decodeByteGroupParts: 1 MiB parts, each right when it comes, also when the plane turns out to need zlib after the first part", async () => {
+  const count = 600_000; // parts of 262 144 elements: 1 MiB, 1 MiB, the rest
+  const bytes = bytesOf(gaussian(count, 6));
+  const planes = splitPlanes(bytes, 4);
+  const top = planes[3]!;
+  // Huffman-only blocks for the first 400 000 bytes of the plane (ending in a sync flush, so the
+  // next block starts on a byte), then blocks with matches: literals for the first part only.
+  const head = deflateRawSync(top.subarray(0, 400_000), {
+    strategy: zlibConstants.Z_HUFFMAN_ONLY,
+    finishFlush: zlibConstants.Z_SYNC_FLUSH,
+  });
+  const tail = deflateRawSync(top.subarray(400_000));
+  const streams = {
+    "our own": deflateLiterals(top),
+    "zlib's Huffman-only (16 Ki-symbol blocks)": deflateRawSync(top, { strategy: zlibConstants.Z_HUFFMAN_ONLY }),
+    "literals, then matches": concatBytes([head, tail]),
+  };
+  for (const [what, stream] of Object.entries(streams)) {
+    const body = bodyWith(planes, stream);
+    const scratch = new PlaneScratch();
+    const { data, parts } = decodeByteGroupParts(body, "float32", count, "w", 64, { scratch });
+    const sizes: number[] = [];
+    let at = 0;
+    for await (const part of parts) {
+      assert.deepEqual(part, bytes.subarray(at, at + part.byteLength), `${what}: part at ${at}`);
+      assert.equal(part.buffer, data.buffer);
+      sizes.push(part.byteLength);
+      at += part.byteLength;
+    }
+    assert.deepEqual(sizes, [MIB, MIB, 4 * count - 2 * MIB], what);
+    assert.deepEqual(data, bytes, what);
+  }
+  // Malformed after its first part: the part comes out, then the error names the plane.
+  const body = bodyWith(planes, concatBytes([head, new Uint8Array([0xff, 0xff, 0xff, 0xff])]));
+  const { parts } = decodeByteGroupParts(body, "float32", count, "w", 64);
+  const first = await parts.next();
+  assert.equal(first.done, false);
+  await assert.rejects(() => parts.next(), {
+    name: "SyntaxError",
+    message: /^Cannot decode checkpoint: tensor "w" plane 3 is not valid deflate data .* at offset \d+$/,
+  });
 });
