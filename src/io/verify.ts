@@ -24,8 +24,10 @@ export interface VerifyOptions extends DecodeLimits, StorageOptions {
    * A verify of a local ckpt binary file of 64 MiB or more hashes on two threads (Deno): a Worker
    * opens the same file (checked to be the same by device and inode) and reads and hashes every
    * other tensor of 1 MiB or more itself (decoding a byte-grouped one first), while this thread
-   * reads and hashes the rest. `false` keeps to one thread; `true` also uses a second thread for
-   * other sources (see `DecoderOptions.parallelHash`).
+   * reads and hashes the rest. Otherwise (a smaller file, another source), where FFI is granted,
+   * each byte-grouped tensor of 1 MiB or more is decoded a part at a time while libcrypto hashes
+   * the part before on Deno's blocking thread pool. `false` keeps to one thread; `true` also uses
+   * a second thread for other sources (see `DecoderOptions.parallelHash`).
    */
   parallelHash?: boolean;
 }

@@ -1,7 +1,13 @@
 // Run by sha256_ffi_test.ts in a child process, with or without FFI granted: libcrypto's SHA-256
 // on the native thread against node:crypto, and loads through it. Prints one JSON line.
 import { createHash } from "node:crypto";
-import { ChecksumMismatchError, encodeCheckpoint, loadCheckpoint, readCheckpointIndex } from "../../mod.ts";
+import {
+  ChecksumMismatchError,
+  encodeCheckpoint,
+  loadCheckpoint,
+  readCheckpointIndex,
+  verifyCheckpoint,
+} from "../../mod.ts";
 import { offThreadSha256, offThreadSha256Available } from "../../src/format/_sha256_ffi.ts";
 import { setNativeDigestForTests } from "../../src/format/_hash.ts";
 
@@ -108,6 +114,11 @@ const outcome = async (path: string, parallelHash?: boolean) => {
     return `${(e as Error).name}: ${(e as Error).message}`;
   }
 };
+const verifyOutcome = (path: string, parallelHash?: boolean) =>
+  verifyCheckpoint(path, { parallelHash }).then(
+    (v) => `ok ${v.digest}`,
+    (e) => `${(e as Error).name}: ${(e as Error).message}`,
+  );
 let damaged = 0;
 const disagreements: string[] = [];
 for (const compression of ["none", "bytegroup"] as const) {
@@ -119,6 +130,8 @@ for (const compression of ["none", "bytegroup"] as const) {
     await Deno.writeFile(path, bad);
     const [native, one] = [await outcome(path), await outcome(path, false)];
     if (native !== one) disagreements.push(`${compression} #${i}: ${native.slice(0, 200)} | ${one.slice(0, 200)}`);
+    const [verified, verifiedOne] = [await verifyOutcome(path), await verifyOutcome(path, false)];
+    if (verified !== verifiedOne) disagreements.push(`verify ${compression} #${i}: ${verified} | ${verifiedOne}`);
     damaged++;
     await Deno.remove(path);
   }

@@ -28,7 +28,7 @@ async function hasLibcrypto(): Promise<boolean> {
 
 const everyLoad = { none: { exact: true, corruptNamed: true }, bytegroup: { exact: true, corruptNamed: true } };
 
-Deno.test("with FFI granted, libcrypto hashes on the native thread: digests equal node:crypto's (parts at once or from an async iterable), loads bit for bit, byte-grouped saves byte for byte, damage reported as on one thread", async () => {
+Deno.test("with FFI granted, libcrypto hashes on the native thread: digests equal node:crypto's (parts at once or from an async iterable), loads bit for bit, byte-grouped saves byte for byte, damage reported as on one thread by loads and verifies", async () => {
   const r = await child(["-A"]);
   assert.equal(r.available, await hasLibcrypto());
   if (!r.available) return;

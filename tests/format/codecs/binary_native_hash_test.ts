@@ -148,7 +148,7 @@ for (const compression of ["none", "bytegroup"] as const) {
   });
 }
 
-Deno.test("one thread asked for, reused buffers and a verify keep the native thread out", async () => {
+Deno.test("one thread asked for, reused buffers and a verify of raw bodies keep the native thread out", async () => {
   const input = model();
   for (const compression of ["none", "bytegroup"] as const) {
     const bytes = await collect(encodeCheckpoint(input, { compression }));
@@ -157,12 +157,45 @@ Deno.test("one thread asked for, reused buffers and a verify keep the native thr
         const jobs = spyNative();
         assertSameTensors((await loadCheckpoint(path, { parallelHash: false })).tensors, input.tensors);
         await tensorsOf(decodeCheckpoint(path, { reuseBuffers: true }));
-        await verifyCheckpoint(path);
+        await verifyCheckpoint(path, { parallelHash: false });
+        if (compression === "none") await verifyCheckpoint(path); // hashed piece by piece here
         assert.equal(jobs.length, 0);
       });
     } finally {
       setNativeDigestForTests("restore");
     }
+  }
+});
+
+Deno.test("a verify hashes each byte-grouped tensor of 1 MiB or more on the native thread part by part as it is decoded; a corrupt one is named", async () => {
+  const input = model();
+  const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
+  try {
+    await withFile(bytes, async (path) => {
+      const jobs = spyNative();
+      const result = await verifyCheckpoint(path);
+      assert.deepEqual(result.tensors.map((t) => t.name), input.tensors.map((t) => t.name));
+      assert.deepEqual(jobs.map((j) => j.parts), ["iterable", "iterable", "iterable"]);
+      // Each job hashed the record's prefix and the tensor's decoded bytes.
+      jobs.forEach((j, i) => {
+        const t = input.tensors.find((x) => x.name === large(input)[i])!;
+        assert.ok(j.bytes > t.data.byteLength && j.bytes < t.data.byteLength + 512, `${j.bytes} bytes`);
+      });
+    });
+    for (const victim of ["layer1/kernel", "layer3/kernel"]) {
+      const bad = bytes.slice();
+      bad[(await digestEnd(bytes, victim)) - 1]! ^= 1;
+      await withFile(bad, async (path) => {
+        spyNative();
+        await assert.rejects(() => verifyCheckpoint(path), (e: unknown) => {
+          assert.ok(e instanceof ChecksumMismatchError, String(e));
+          assert.match(e.message, new RegExp(`tensor "${victim}"`));
+          return true;
+        });
+      });
+    }
+  } finally {
+    setNativeDigestForTests("restore");
   }
 });
 
