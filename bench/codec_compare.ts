@@ -362,8 +362,9 @@ function table(header: string[], rows: string[][]): void {
 }
 table(header, rows);
 say(
-  "\nverifyCheckpoint (every digest checked, no tensor kept), same trials; a file under 64 MiB verifies on one thread " +
-    "either way (its ratio is the noise of the run):",
+  "\nverifyCheckpoint (every digest checked, no tensor kept), same trials; under 64 MiB a second thread only hashes " +
+    "byte-grouped tensors, and only where FFI is granted (a part at a time on the native thread as they decode), so " +
+    "for raw files the ratio is the noise of the run:",
 );
 table(verifyHeader, verifyRows);
 say("\nTargets:\n  " + targets.join("\n  "));
