@@ -688,6 +688,15 @@ Deno.test("decodeByteGroupParts: 1 MiB parts, each right when it comes, also whe
     assert.deepEqual(sizes, [MIB, MIB, 4 * count - 2 * MIB], what);
     assert.deepEqual(data, bytes, what);
   }
+  // A stream that ends (its final block) before the second part's bytes: that part is the error,
+  // not bytes of an earlier plane left in the scratch buffer.
+  const short = bodyWith(planes, deflateRawSync(top.subarray(0, 400_000), { strategy: zlibConstants.Z_HUFFMAN_ONLY }));
+  const cut = decodeByteGroupParts(short, "float32", count, "w", 64, { scratch: new PlaneScratch() }).parts;
+  assert.equal((await cut.next()).done, false);
+  await assert.rejects(() => cut.next(), {
+    name: "SyntaxError",
+    message: /^Cannot decode checkpoint: tensor "w" plane 3 inflates to 400000 bytes, not 600000 at offset \d+$/,
+  });
   // Malformed after its first part: the part comes out, then the error names the plane.
   const body = bodyWith(planes, concatBytes([head, new Uint8Array([0xff, 0xff, 0xff, 0xff])]));
   const { parts } = decodeByteGroupParts(body, "float32", count, "w", 64);
