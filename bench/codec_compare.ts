@@ -199,7 +199,7 @@ const sets: DataSet[] = [
 
 const methods: Compression[] = ["none", "gzip", "bytegroup"];
 say(
-  `\n${trials} interleaved trials per row, medians; ${
+  `\n${trials} interleaved trials per row (the methods' order rotating from trial to trial), medians; ${
     (size / MiB).toFixed(0)
   } MiB per synthetic set; saves atomic with fsync, loads verify every digest${
     hasNativeDigest()
@@ -225,7 +225,9 @@ for (const set of sets) {
   const bytes: Record<string, number> = {};
   const verify: Record<string, number[]> = {};
   for (let trial = 0; trial < trials; trial++) {
-    for (const m of methods) {
+    // Each method goes first, second and third equally often: in a fixed order a byte-grouped save
+    // always followed gzip's save and load, and ran 6% slower for it (11.7 against 11.0 ms).
+    for (const m of methods.map((_, i) => methods[(i + trial) % methods.length]!)) {
       const path = join(dir, `${m}.ckpt`);
       let t = performance.now();
       const r = await saveCheckpoint(path, ckpt, { compression: m });
