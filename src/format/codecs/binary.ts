@@ -254,13 +254,13 @@ const OFF_THREAD_MAX = 64 * 2 ** 20;
 /** The {@linkcode PlaneScratch} buffers (after any plane's) that deferred byte-grouped bodies are read into. */
 const BODY_SCRATCH = 8;
 
-/** A byte-grouped tensor read and waiting to be decoded (see `deferred` in {@linkcode decodeRecords}). */
 /** `first`, then every part of `rest`. */
 async function* prepend(first: Uint8Array, rest: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
   yield first;
   yield* rest;
 }
 
+/** A byte-grouped tensor read and waiting to be decoded (see `deferred` in {@linkcode decodeRecords}). */
 interface Deferred {
   descriptor: TensorDescriptor;
   /** Its stored body, in a buffer of the decoder's `planes` scratch. */
