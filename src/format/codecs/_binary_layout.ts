@@ -9,6 +9,7 @@ import type { Tensor, TensorInput } from "../types.ts";
 import {
   BYTEGROUP_ENCODING,
   BYTEGROUP_HEADER_BYTES,
+  decodeByteGroupParts,
   decodeByteGroups,
   isByteGroupable,
   PLANE_ENTRY_BYTES,
@@ -377,6 +378,36 @@ export function decodeTensorBody(
   if (d.encoding === undefined) return Promise.resolve(body);
   const count = d.byteLength / DTYPES[d.dtype].bytes;
   return decodeByteGroups(body, d.dtype, count, d.name, at, { alloc, scratch });
+}
+
+/**
+ * {@linkcode decodeTensorBody} of a byte-grouped body a part at a time (see
+ * `decodeByteGroupParts`): the buffer the tensor's bytes go into, and a generator that fills it
+ * in order, yielding each filled part of up to 1 MiB.
+ *
+ * @example
+ * ```ts
+ * import { decodeTensorBodyParts } from "./_binary_layout.ts";
+ * import { encodeByteGroups } from "./_bytegroup.ts";
+ * import { concatBytes } from "../dtype.ts";
+ * import assert from "node:assert/strict";
+ * const bytes = new Uint8Array(new Float32Array(4096).map((_, i) => Math.sin(i) / 50).buffer);
+ * const body = concatBytes(encodeByteGroups("float32", bytes)!.parts);
+ * const d = { name: "w", dtype: "float32" as const, shape: [4096], group: "params", byteLength: 16384 };
+ * const { data, parts } = decodeTensorBodyParts({ ...d, encoding: "bytegroup" }, body, 64);
+ * for await (const _ of parts);
+ * assert.deepEqual(data, bytes);
+ * ```
+ */
+export function decodeTensorBodyParts(
+  d: TensorDescriptor,
+  body: Uint8Array,
+  at: number,
+  alloc?: (n: number) => Uint8Array,
+  scratch?: PlaneScratch,
+): { data: Uint8Array; parts: AsyncGenerator<Uint8Array, void, undefined> } {
+  const count = d.byteLength / DTYPES[d.dtype].bytes;
+  return decodeByteGroupParts(body, d.dtype, count, d.name, at, { alloc, scratch });
 }
 
 /**

@@ -658,8 +658,8 @@ export function decodeByteGroupParts(
     for (let from = 0; from < count; from += step) {
       const to = Math.min(count, from + step);
       for (const [k, inflater] of inflaters.entries()) {
-        const done = to < count ? inflater?.fill(to) && inflater.written >= to : inflater?.fill() && inflater.finished;
-        if (!inflater || done) continue;
+        if (!inflater) continue;
+        if (to < count ? inflater.fill(to) && inflater.written >= to : inflater.fill() && inflater.finished) continue;
         // Not literals only (or malformed): the general inflater takes the whole plane, and words
         // the error (the bytes already interleaved are the same: the literals before a match).
         const p = planes[k]!;

@@ -36,7 +36,7 @@ import {
 } from "../_hash.ts";
 import { digestingDecoder, digestingEncoder, type EncoderDigests, type Settle } from "../_pair.ts";
 import { EncodeGuard } from "../_encode_guard.ts";
-import { BYTEGROUP_ENCODING, decodeByteGroupParts, planByteGroups, PlaneScratch } from "./_bytegroup.ts";
+import { BYTEGROUP_ENCODING, planByteGroups, PlaneScratch } from "./_bytegroup.ts";
 import {
   BINARY_MAGIC,
   checkBodyLength,
@@ -47,6 +47,7 @@ import {
   decodeHeader,
   decodeRecordHeader,
   decodeTensorBody,
+  decodeTensorBodyParts,
   DIGEST_BYTES,
   encodeFooter,
   encodeHeader,
@@ -394,16 +395,7 @@ export async function* decodeRecords(
     const t = deferred!;
     deferred = undefined;
     if (last && nativeLoad) {
-      const { name, dtype, byteLength } = t.descriptor;
-      const options = { alloc: (n: number) => r.allocate(n), scratch: planes };
-      const { data, parts } = decodeByteGroupParts(
-        t.stored,
-        dtype,
-        byteLength / DTYPES[dtype].bytes,
-        name,
-        t.bodyAt,
-        options,
-      );
+      const { data, parts } = decodeTensorBodyParts(t.descriptor, t.stored, t.bodyAt, (n) => r.allocate(n), planes);
       const job = nativeDigest(prepend(t.prefix, parts))!;
       native = job;
       return { record: matched(job.then((digest) => ({ digest })), t.digest, t.subject, t.at, () => t.finish(data)) };
@@ -637,19 +629,13 @@ export async function* decodeRecords(
         if (prefix) {
           // A verify with a native thread: decoded a part at a time, each part hashed there while
           // this thread decodes the next.
-          const count = d.byteLength / DTYPES[dtype].bytes;
-          const { parts } = decodeByteGroupParts(stored, dtype, count, name, bodyAt, { alloc: into, scratch: planes });
-          const actual = await nativeDigest(prepend(prefix, parts))!.catch((e) => {
-            if (e instanceof SyntaxError) throw e;
-            throw new Error(`Cannot verify checkpoint: ${subject} at offset ${at}: ${(e as Error)?.message ?? e}`, {
-              cause: e,
-            });
-          });
-          const digest = await read(DIGEST_BYTES, `the digest of ${subject}`);
-          if (!equalBytes(actual, digest)) throw mismatch(subject, digest, actual, at);
-          seen.push(indexEntry(d, at, r.position - at));
+          const { parts } = decodeTensorBodyParts(d, stored, bodyAt, into, planes);
+          const job = nativeDigest(prepend(prefix, parts))!.then((digest) => ({ digest }));
+          // The stored digest is read once the job is done: the read may reuse `stored`'s buffer.
+          await job.catch(() => {});
+          const record = await matched(job, await storedDigest(), subject, at, hollow);
           yield* settle();
-          yield hollow();
+          yield record;
           continue;
         }
         const body = await decodeTensorBody(d, stored, bodyAt, into, planes);
