@@ -57,13 +57,24 @@ if (available) {
     Buffer.from(b!).equals(createHash("sha256").update(bytes.subarray(1)).digest());
 }
 
-// Loads of raw and byte-grouped files through whatever thread this process has.
+// Loads of raw and byte-grouped files through whatever thread this process has: large tensors
+// with small ones between them (held back while the next large body is read), the third large
+// one read into the first one's buffer.
 const data = new Float32Array(3 * MiB / 4).map((_, i) => Math.fround(Math.sin(i) * 0.02));
+const small = new Float32Array(300).map((_, i) => Math.fround(Math.cos(i) * 0.01));
 const input = {
   metadata: { step: 1 },
   tensors: [
     { name: "a", dtype: "float32" as const, shape: [data.length], data },
+    { name: "a/bias", dtype: "float32" as const, shape: [small.length], data: small },
     { name: "b", dtype: "float32" as const, shape: [data.length / 3], data: data.subarray(0, data.length / 3) },
+    { name: "b/steps", dtype: "int32" as const, shape: [2], data: new Int32Array([7, -7]) },
+    {
+      name: "c",
+      dtype: "float32" as const,
+      shape: [data.length / 3],
+      data: data.subarray(data.length / 3, 2 * data.length / 3),
+    },
   ],
 };
 const loads: Record<string, { exact: boolean; corruptNamed: boolean }> = {};

@@ -64,6 +64,8 @@ function spyNative(
     fail?: (i: number) => boolean;
     onStart?: (i: number) => void;
     onPart?: (i: number, part: Uint8Array) => void;
+    /** Ms to wait before asking for the part after each (default 0: the next macrotask). */
+    partDelay?: number;
   } = {},
 ): Job[] {
   const jobs: Job[] = [];
@@ -83,9 +85,9 @@ function spyNative(
           if (got.done) break;
           options.onPart?.(i, got.value);
           list.push(got.value);
+          await new Promise((r) => setTimeout(r, options.partDelay ?? 0));
           next = it.next();
           next.catch(() => {});
-          await new Promise((r) => setTimeout(r, 0));
         }
       } else list.push(...parts);
       job.bytes = list.reduce((n, p) => n + p.byteLength, 0);
@@ -303,19 +305,29 @@ Deno.test("a reader cancelled, abandoned or failing while a job is on the native
   }
 });
 
-/** Three byte-grouped float32 tensors of 1 MiB and more, one after another. */
-function layers(): CheckpointInput & { tensors: TensorInput[] } {
-  const tensors = [MiB / 4, MiB / 4 + 5, MiB / 2].map((n, i) => {
+/**
+ * Three byte-grouped float32 tensors of 1 MiB and more, one after another; with `small`, each
+ * followed by small tensors (a float32 bias and an int32 counter), as in a model.
+ */
+function layers(small = false): CheckpointInput & { tensors: TensorInput[] } {
+  const tensors = [MiB / 4, MiB / 4 + 5, MiB / 2].flatMap((n, i): TensorInput[] => {
     const data = new Float32Array(n);
     for (let j = 0; j < n; j++) data[j] = Math.fround(Math.sin(j * 0.37 + i) * 0.02);
-    return { name: `dense${i}/kernel`, dtype: "float32" as const, shape: [n], data };
+    const kernel = { name: `dense${i}/kernel`, dtype: "float32" as const, shape: [n], data };
+    if (!small) return [kernel];
+    const bias = new Float32Array(300).map((_, j) => Math.fround(Math.cos(j + i) * 0.01));
+    return [
+      kernel,
+      { name: `dense${i}/bias`, dtype: "float32", shape: [300], data: bias },
+      { name: `dense${i}/steps`, dtype: "int32", shape: [2], data: new Int32Array([i, -i]) },
+    ];
   });
   return { metadata: { step: 5 }, tensors };
 }
 
 /** {@linkcode layers}, byte-grouped, and where each tensor's record starts. */
-async function encodedLayers() {
-  const input = layers();
+async function encodedLayers(small = false) {
+  const input = layers(small);
   const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
   const offsets = await withFile(bytes, async (path) => (await readCheckpointIndex(path)).tensors.map((t) => t.offset));
   return { input, bytes, offsets };
@@ -367,6 +379,56 @@ for (const thread of ["the native thread", "no native thread"]) {
     }
   });
 }
+
+for (const thread of ["the native thread", "no native thread"]) {
+  Deno.test(`a byte-grouped load holds small tensors back so that the next large body is read while the one before it is decoded (${thread})`, async () => {
+    const { input, bytes, offsets } = await encodedLayers(true);
+    const kernels = [0, 3, 6].map((i) => offsets[i]!);
+    const reads: number[] = [];
+    // When dense{i}/kernel comes out, the next kernel's body is being read already (the bias and
+    // counter between them were read, verified and held back); they come out after it, in order.
+    const early: boolean[] = [];
+    const out: Tensor[] = [];
+    try {
+      if (thread === "the native thread") spyNative();
+      else setNativeDigestForTests(null);
+      for await (const r of decodeRecords(loggedFile(bytes, reads))) {
+        if (r.type !== "tensor") continue;
+        const k = kernels.indexOf(offsets[out.length]!);
+        if (k >= 0 && k < 2) early.push(reads.some((at) => at > kernels[k + 1]!));
+        out.push(r.tensor);
+      }
+      assert.deepEqual(out.map((t) => t.name), input.tensors.map((t) => t.name));
+      assertSameTensors(out, input.tensors);
+      assert.deepEqual(early, [true, true]);
+    } finally {
+      setNativeDigestForTests("restore");
+    }
+  });
+}
+
+Deno.test("a byte-grouped load whose native thread lags keeps a tensor's stored body and planes until its decode is done", async () => {
+  // Each part is asked for 15 ms after the one before: the reader reaches the next large bodies,
+  // and small tensors, while a tensor is still being decoded from its buffers. Four kernels of one
+  // size: the third body's read would land in the first one's buffer.
+  const kernels = layers().tensors.slice(0, 1);
+  for (let i = 1; i < 4; i++) {
+    const data = (kernels[0]!.data as Float32Array).map((x) => Math.fround(x * (i + 1)));
+    kernels.push({ ...kernels[0]!, name: `dense${i}/kernel`, data });
+  }
+  const sets = [layers(true), { metadata: { step: 1 }, tensors: kernels }];
+  try {
+    spyNative({ partDelay: 15 });
+    for (const input of sets) {
+      const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
+      const out: Tensor[] = [];
+      for await (const r of decodeRecords(loggedFile(bytes, []))) if (r.type === "tensor") out.push(r.tensor);
+      assertSameTensors(out, input.tensors);
+    }
+  } finally {
+    setNativeDigestForTests("restore");
+  }
+});
 
 Deno.test("a byte-grouped load cancelled while the next body is read ends only once that read landed", async () => {
   const { bytes, offsets } = await encodedLayers();
@@ -583,13 +645,14 @@ Deno.test("a byte-grouped save cancelled while a job is on the native thread end
   }
 });
 
-Deno.test("a byte-grouped tensor decoded while no body is read is hashed part by part as it is decoded", async () => {
+Deno.test("a load hashes each byte-grouped tensor of 1 MiB or more part by part as it is decoded", async () => {
   const input = model();
   const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
   try {
     await withFile(bytes, async (path) => {
-      // layer0 is decoded while layer1's body is read, layer1 before the small tensor after it,
-      // layer3 (2 MiB) at the end; layer2 is under 1 MiB (decoded and hashed here).
+      // layer0 (one part) is decoded while layer1's body is read, layer1 while layer3's (the small
+      // tensor and layer2, under 1 MiB, decoded and hashed here, held back), layer3 (2 MiB) at the
+      // end.
       const firstParts: { job: number; undecoded: boolean }[] = [];
       const seen = new Map<number, number>();
       const jobs = spyNative({
@@ -599,15 +662,16 @@ Deno.test("a byte-grouped tensor decoded while no body is read is hashed part by
           assert.ok(part.byteLength <= MiB, `${part.byteLength} bytes in one part`);
           // Part 1 is the record's prefix, part 2 the tensor's first bytes: the rest of its
           // buffer is not decoded yet (still zero).
-          if (n !== 2) return;
           const rest = new Uint8Array(part.buffer, part.byteOffset + part.byteLength);
-          firstParts.push({ job: i, undecoded: rest.byteLength > 0 && rest.every((b) => b === 0) });
+          if (n !== 2 || rest.byteLength === 0) return;
+          firstParts.push({ job: i, undecoded: rest.every((b) => b === 0) });
         },
       });
       assertSameTensors((await loadCheckpoint(path)).tensors, input.tensors);
-      assert.deepEqual(jobs.map((j) => j.parts), ["array", "iterable", "iterable"]);
+      assert.deepEqual(jobs.map((j) => j.parts), ["iterable", "iterable", "iterable"]);
       assert.deepEqual(firstParts, [{ job: 1, undecoded: true }, { job: 2, undecoded: true }]);
-      assert.deepEqual([...seen.values()], [3, 3]); // the prefix, then 1 MiB and 12 bytes; 1 MiB and 1 MiB
+      // The prefix, then: 1 MiB; 1 MiB and 12 bytes; 1 MiB and 1 MiB.
+      assert.deepEqual([...seen.values()], [2, 3, 3]);
     });
   } finally {
     setNativeDigestForTests("restore");
