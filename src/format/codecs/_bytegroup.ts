@@ -379,7 +379,7 @@ export function encodeByteGroups(
   options: { scratch?: PlaneScratch; transient?: boolean } = {},
 ): { parts: Uint8Array[]; byteLength: number } | undefined {
   const plan = planByteGroups(dtype, bytes, options);
-  return plan && { parts: plan.parts(), byteLength: plan.byteLength };
+  return plan && { parts: [...plan.parts()], byteLength: plan.byteLength };
 }
 
 /** A byte-grouped body whose size is known before its planes are split and coded. */
@@ -387,11 +387,12 @@ export interface ByteGroupPlan {
   /** Bytes of the body. */
   readonly byteLength: number;
   /**
-   * The body as parts to write in order: splits the planes and deflates those planned. Reads the
-   * tensor's bytes, which must not have changed since the plan (call it before anything else may
-   * run); once only.
+   * The body as parts to write in order: splits the planes now, and deflates each one planned as
+   * the parts are iterated to it, so the stored planes before it can be written meanwhile. Reads
+   * the tensor's bytes, which must not have changed since the plan (call it before anything else
+   * may run), only now; once only. The parts are to be taken before the scratch is used again.
    */
-  parts(): Uint8Array[];
+  parts(): Iterable<Uint8Array>;
 }
 
 /**
@@ -410,7 +411,7 @@ export interface ByteGroupPlan {
  * import assert from "node:assert/strict";
  * const weights = new Float32Array(4096).map((_, i) => Math.sin(i) / 50);
  * const plan = planByteGroups("float32", new Uint8Array(weights.buffer))!;
- * const parts = plan.parts();
+ * const parts = [...plan.parts()];
  * assert.equal(parts.reduce((n, p) => n + p.byteLength, 0), plan.byteLength);
  * ```
  */
@@ -443,7 +444,7 @@ export function planByteGroups(
   });
   if (byteLength >= bytes.byteLength) return undefined;
   let done = false;
-  const parts = (): Uint8Array[] => {
+  const parts = (): Iterable<Uint8Array> => {
     if (done) throw new TypeError("planByteGroups: parts() was already called");
     done = true;
     const planes = splitPlanes(
@@ -451,17 +452,20 @@ export function planByteGroups(
       width,
       (k, n) => plans[k] || transient ? scratch.take(k, n) : new Uint8Array(n),
     );
-    return [
-      table,
-      ...planes.map((plane, k) => {
+    return (function* () {
+      yield table;
+      for (const [k, plane] of planes.entries()) {
         const plan = plans[k];
-        if (!plan) return plane;
+        if (!plan) {
+          yield plane;
+          continue;
+        }
         // Deflated into scratch memory (the bound is the plane's size and a little more, of which
         // only the output is touched), then kept as a copy of the output's size unless transient.
         const packed = writeLiterals(plan, plane, scratch.take(width + k, deflateBound(plane.byteLength)));
-        return transient ? packed : packed.slice();
-      }),
-    ];
+        yield transient ? packed : packed.slice();
+      }
+    })();
   };
   return { byteLength, parts };
 }

@@ -14,6 +14,7 @@ import {
   BYTEGROUP_HEADER_BYTES,
   BYTEGROUP_VERSION,
   decodeByteGroupParts,
+  decodeByteGroups,
   encodeByteGroups,
   huffmanBits,
   joinPlanes,
@@ -195,7 +196,7 @@ Deno.test("planByteGroups: the size planned from byte counts read across the ele
         const what = `${dtype}, ${count} elements from byte ${skip}`;
         const plan = planByteGroups(dtype, bytes);
         assert.ok(plan, `${what}: left raw`);
-        const parts = plan.parts();
+        const parts = [...plan.parts()];
         assert.equal(parts.reduce((n, p) => n + p.byteLength, 0), plan.byteLength, what);
         const planes = splitPlanes(bytes, width);
         planes.forEach((plane, k) => {
@@ -211,6 +212,39 @@ Deno.test("planByteGroups: the size planned from byte counts read across the ele
       }
     }
   }
+});
+
+Deno.test("planByteGroups: parts() splits the planes at once and codes a deflated plane only when the parts reach it", async () => {
+  // Weights: planes 0 and 1 stored, the top plane deflated (after them).
+  const weights = new Float32Array(100_000).map((_, i) => Math.fround(Math.sin(i * 0.37) * 0.02));
+  const bytes = new Uint8Array(weights.buffer);
+  const taken: number[] = [];
+  const scratch = new PlaneScratch();
+  const take = scratch.take.bind(scratch);
+  scratch.take = (k, n) => (taken.push(k), take(k, n));
+  const plan = planByteGroups("float32", bytes, { scratch, transient: true })!;
+  const it = plan.parts()[Symbol.iterator]();
+  const splitTaken = [...taken];
+  // The tensor's bytes are read only by parts() itself: changing them afterwards changes nothing.
+  const original = bytes.slice();
+  bytes.fill(0x55);
+  const table = it.next().value!;
+  const methods = [0, 1, 2, 3].map((k) => table[BYTEGROUP_HEADER_BYTES + k * PLANE_ENTRY_BYTES]);
+  assert.deepEqual([methods[0], methods[1], methods[3]], [PLANE_STORED, PLANE_STORED, PLANE_DEFLATE]);
+  const before = [it.next().value!, it.next().value!];
+  const coded = methods[2] === PLANE_DEFLATE ? [2, 3] : [3];
+  // Split into scratch at once (deflated planes, and with `transient` the stored ones); no deflate
+  // output (scratch 4 + k) taken until the parts reach the first deflated plane.
+  assert.deepEqual(splitTaken.filter((k) => k >= 4), []);
+  assert.deepEqual(taken.filter((k) => k >= 4), []);
+  const rest = [...{ [Symbol.iterator]: () => it }];
+  assert.deepEqual(taken.filter((k) => k >= 4), coded.map((k) => 4 + k));
+  const planes = splitPlanes(original, 4);
+  assert.deepEqual(before, [planes[0], planes[1]]);
+  assert.deepEqual(rest.at(-1), deflateLiterals(planes[3]!));
+  const body = concatBytes([table, ...before, ...rest]);
+  assert.equal(body.byteLength, plan.byteLength);
+  assert.deepEqual(await decodeByteGroups(body, "float32", weights.length, "w", 0), original);
 });
 
 Deno.test("bytegroup deflates the sign and exponent plane of weights and stores the mantissa planes as they are", () => {
