@@ -27,11 +27,12 @@ export interface DecoderOptions extends DecodeLimits {
    * 1 MiB or more with libcrypto on Deno's blocking thread pool while this thread reads or
    * decodes the next one: byte-grouped tensors (their decoded bytes) from any source, raw ones
    * read from a local file (from a stream a raw tensor may be a view into the caller's chunk).
-   * A byte-grouped tensor decoded with no body read behind it (the last large one, or one before
-   * a small tensor), and with that thread every byte-grouped tensor of 1 MiB or more a verify
-   * decodes (unless the Worker below is reading), is hashed there a part (1 MiB) at a time
-   * while this thread decodes the next part. Such a load (and one without that thread, unless the Worker below takes every other body)
-   * reads each byte-grouped body of 1 MiB or more while the tensor before it is decoded.
+   * Every byte-grouped tensor of 1 MiB or more such a load decodes, and with that thread every one
+   * a verify decodes (unless the Worker below is reading), is hashed there a part (1 MiB) at a
+   * time while this thread decodes the next part. Such a load (and one without that thread,
+   * unless the Worker below takes every other body) reads each byte-grouped body of 1 MiB or more
+   * while the tensor before it is decoded, holding the small tensors between them (up to 4 MiB of
+   * them) back until that one comes out.
    * There is no Worker to start, so this is the default at any size, and such a load starts no
    * range-reading Worker (below). The permission is queried, never prompted for. A tensor still
    * comes out only once its digest matched, in order.

@@ -165,7 +165,8 @@ async function* encodeRecords(
       copy?.set(body);
       const job = copy && nativeDigest([prefix, copy])!.catch(() => sha256().update(prefix).update(copy).digest());
       latest = job;
-      // Split and coded before this yields (the caller's buffer may change then).
+      // Split before this yields (the caller's buffer may change then); each deflated plane is
+      // coded as the parts reach it, while the stored ones before it are written.
       const parts = plan?.parts();
       yield* release();
       if (position !== start) throw new Error(`binary encoder: record at ${position}, its prefix says ${start}`);
