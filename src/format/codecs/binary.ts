@@ -772,10 +772,11 @@ export async function* decodeRecords(
       await whenHashed(job, ({ buffer }) => finish(new Uint8Array(buffer, room, n)));
     }
   } catch (e) {
-    // A tensor still being verified, or decoded, comes first in the stream: its error, if any, is
-    // the one to report.
-    if (pending) await pending;
-    if (deferred) await (await sendDeferred()).record;
+    // What was read before the error comes out first, in order (tensors held back included); a
+    // tensor still being verified, or decoded, comes first in the stream: its error, if any, is
+    // the one to report. (An error from a tensor's own job already took that tensor, and any
+    // deferred after it, out of `pending` and `deferred`: nothing after it comes out.)
+    yield* settle();
     throw e;
   } finally {
     await reading?.catch(() => {});
