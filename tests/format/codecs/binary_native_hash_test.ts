@@ -409,6 +409,40 @@ for (const thread of ["the native thread", "no native thread"]) {
   });
 }
 
+Deno.test("a byte-grouped load holds back at most 4 MiB of small tensors: past that the large one before them comes out first", async () => {
+  // A kernel, then six float32 tensors of just under 1 MiB each (small: decoded and hashed here).
+  const kernel = layers().tensors[0]!;
+  const n = MiB / 4 - 1;
+  const smalls = Array.from({ length: 6 }, (_, i): TensorInput => {
+    const data = new Float32Array(n).map((_, j) => Math.fround(Math.sin(j * 0.11 + i) * 0.02));
+    return { name: `small${i}`, dtype: "float32", shape: [n], data };
+  });
+  const input = { metadata: { step: 2 }, tensors: [kernel, ...smalls] };
+  const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
+  const offsets = await withFile(bytes, async (path) => (await readCheckpointIndex(path)).tensors.map((t) => t.offset));
+  for (const thread of ["the native thread", "no native thread"]) {
+    const reads: number[] = [];
+    let readWhenKernelOut = -1;
+    try {
+      if (thread === "the native thread") spyNative();
+      else setNativeDigestForTests(null);
+      const out: Tensor[] = [];
+      for await (const r of decodeRecords(loggedFile(bytes, reads))) {
+        if (r.type !== "tensor") continue;
+        if (out.length === 0) readWhenKernelOut = Math.max(...reads);
+        out.push(r.tensor);
+      }
+      assertSameTensors(out, input.tensors);
+      // Four small ones (4 MiB less 16 bytes) were held back; the fifth would pass 4 MiB, so the
+      // kernel came out while it was read, before anything of the sixth.
+      assert.ok(readWhenKernelOut > offsets[5]!, `${thread}: the kernel came out before the fifth small tensor`);
+      assert.ok(readWhenKernelOut < offsets[6]!, `${thread}: the kernel was held past 4 MiB of small tensors`);
+    } finally {
+      setNativeDigestForTests("restore");
+    }
+  }
+});
+
 Deno.test("a byte-grouped load whose native thread lags keeps a tensor's stored body and planes until its decode is done", async () => {
   // Each part is asked for 15 ms after the one before: the reader reaches the next large bodies,
   // and small tensors, while a tensor is still being decoded from its buffers. Four kernels of one
