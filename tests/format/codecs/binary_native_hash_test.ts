@@ -443,6 +443,37 @@ Deno.test("a byte-grouped load holds back at most 4 MiB of small tensors: past t
   }
 });
 
+Deno.test("a byte-grouped load holds back at most 4096 small tensors behind a large one", async () => {
+  const kernel = layers().tensors[0]!;
+  const tiny = Array.from({ length: 6000 }, (_, i): TensorInput => ({
+    name: `step${i}`,
+    dtype: "int32",
+    shape: [1],
+    data: new Int32Array([i]),
+  }));
+  const input = { metadata: { step: 2 }, tensors: [kernel, ...tiny] };
+  const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
+  const offsets = await withFile(bytes, async (path) => (await readCheckpointIndex(path)).tensors.map((t) => t.offset));
+  const reads: number[] = [];
+  let readWhenKernelOut = -1;
+  try {
+    spyNative();
+    const out: Tensor[] = [];
+    for await (const r of decodeRecords(loggedFile(bytes, reads))) {
+      if (r.type !== "tensor") continue;
+      if (out.length === 0) readWhenKernelOut = Math.max(...reads);
+      out.push(r.tensor);
+    }
+    assertSameTensors(out, input.tensors);
+    // The 4097th tiny tensor (record 4097) made the kernel come out; reads go 64 KiB at a time
+    // (about 300 such records).
+    assert.ok(readWhenKernelOut > offsets[4097 - 400]!, "the kernel came out before 4096 were held back");
+    assert.ok(readWhenKernelOut < offsets[4097 + 400]!, "the kernel was held behind more than 4096 tensors");
+  } finally {
+    setNativeDigestForTests("restore");
+  }
+});
+
 Deno.test("a byte-grouped load whose native thread lags keeps a tensor's stored body and planes until its decode is done", async () => {
   // Each part is asked for 15 ms after the one before: the reader reaches the next large bodies,
   // and small tensors, while a tensor is still being decoded from its buffers. Four kernels of one
