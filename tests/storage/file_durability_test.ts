@@ -60,7 +60,7 @@ async function trace(
     assert.ok(out.success, new TextDecoder().decode(out.stderr));
     const created: string[] = [];
     const flushedAfter = new Map<string, Set<string>>();
-    for (const line of (await Deno.readTextFile(log)).split("\n")) {
+    for (const { line } of straceLines(await Deno.readTextFile(log))) {
       const mk = line.match(/mkdir(?:at)?\((?:[^,]*, )?"([^"]+)".*\) = 0/);
       if (mk && mk[1]!.startsWith(join(root, "data"))) {
         created.push(mk[1]!);
@@ -111,6 +111,29 @@ for (let i = 0; i < 10; i++) await w.write(chunk);
 await w.close();
 `;
 
+/**
+ * The lines of an `strace -f` log, each with the call it completes joined: a call another thread
+ * interrupts is logged in two lines, "PID call(args <unfinished ...>" and "PID <... call resumed>)
+ * = result", and strace pads the PID column (two spaces after a 4-digit PID: a resumed line not
+ * matched for that made the flush-behind test fail about one run in five on a fresh machine).
+ * `logged` is the line as logged, `line` the whole call where it completes.
+ */
+function* straceLines(text: string): Generator<{ logged: string; line: string }> {
+  const unfinished = new Map<string, string>();
+  for (const logged of text.split("\n")) {
+    let line = logged;
+    const pid = line.split(" ", 1)[0]!;
+    const cut = line.match(/^(\d+\s.*) <unfinished \.\.\.>$/);
+    if (cut) unfinished.set(pid, cut[1]!);
+    const resumed = line.match(/^\d+\s+<\.\.\. \w+ resumed>(.*)$/);
+    if (resumed && unfinished.has(pid)) {
+      line = unfinished.get(pid)! + resumed[1]!;
+      unfinished.delete(pid);
+    }
+    yield { logged, line };
+  }
+}
+
 /** The writes and flushes of the temporary file a 40 MiB FileStore write goes through, in order, with their handles' fds. */
 async function traceWrite(sync: boolean): Promise<string[]> {
   const root = await Deno.realPath(await Deno.makeTempDir({ prefix: "ckpt-flush-" }));
@@ -138,20 +161,9 @@ async function traceWrite(sync: boolean): Promise<string[]> {
     // Deno runs each call on a duplicate of the handle's fd (fcntl F_DUPFD_CLOEXEC): named by the fd it duplicates.
     const handle = new Map<string, string>();
     const calls: string[] = [];
-    // A call another thread interrupts is logged in two lines, "PID call(args <unfinished ...>" and
-    // "PID <... call resumed>) = result": an fcntl's or openat's result is read from them joined;
-    // writes and flushes are counted where they start.
-    const unfinished = new Map<string, string>();
-    for (const logged of (await Deno.readTextFile(log)).split("\n")) {
-      let line = logged;
-      const pid = line.split(" ", 1)[0]!;
-      const cut = line.match(/^(\d+ .*) <unfinished \.\.\.>$/);
-      if (cut) unfinished.set(pid, cut[1]!);
-      const resumed = line.match(/^\d+ <\.\.\. \w+ resumed>(.*)$/);
-      if (resumed && unfinished.has(pid)) {
-        line = unfinished.get(pid)! + resumed[1]!;
-        unfinished.delete(pid);
-      }
+    // An fcntl's or openat's result is read from its line joined (see straceLines); writes and
+    // flushes are counted where they start.
+    for (const { logged, line } of straceLines(await Deno.readTextFile(log))) {
       const dup = line.match(/\bfcntl\((\d+)<[^>]*>, F_DUPFD(?:_CLOEXEC)?, \d+\)\s*= (\d+)/);
       if (dup) handle.set(dup[2]!, handle.get(dup[1]!) ?? dup[1]!);
       const opened = line.match(/\bopenat\(.*\)\s*= (\d+)</);
@@ -186,4 +198,18 @@ Deno.test({
     const plain = await traceWrite(false);
     assert.ok(plain.length > 0 && plain.every((c) => c.startsWith("write ")), plain.join(", "));
   },
+});
+
+Deno.test("the strace reader joins a call another thread interrupted, whatever the width of its PID", () => {
+  const log = [
+    "5671  fcntl(21</d/.f.tmp>, F_DUPFD_CLOEXEC, 3 <unfinished ...>",
+    "5674  fdatasync(23</d/.f.tmp> <unfinished ...>",
+    "5671  <... fcntl resumed>)              = 24</d/.f.tmp>",
+    "12345 fsync(5</d> <unfinished ...>",
+    "12345 <... fsync resumed>) = 0",
+  ].join("\n");
+  const joined = [...straceLines(log)].map((l) => l.line);
+  assert.equal(joined[2], "5671  fcntl(21</d/.f.tmp>, F_DUPFD_CLOEXEC, 3)              = 24</d/.f.tmp>");
+  assert.equal(joined[4], "12345 fsync(5</d>) = 0");
+  assert.equal(joined[1], "5674  fdatasync(23</d/.f.tmp> <unfinished ...>"); // not resumed in this log
 });
