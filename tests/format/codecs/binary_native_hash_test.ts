@@ -23,7 +23,7 @@ import { setHashThreadForTests, setNativeDigestForTests } from "../../../src/for
 import type { ByteReader } from "../../../src/format/_byte_reader.ts";
 import { decodeRecords } from "../../../src/format/codecs/binary.ts";
 import type { Tensor } from "../../../src/format/types.ts";
-import { assertSameTensors, chunked, collect, withFile } from "../../_util.ts";
+import { assertSameTensors, chunked, collect, prng, withFile } from "../../_util.ts";
 
 const MiB = 2 ** 20;
 
@@ -742,5 +742,64 @@ Deno.test("a load hashes each byte-grouped tensor of 1 MiB or more part by part 
     });
   } finally {
     setNativeDigestForTests("restore");
+  }
+});
+
+/** What a decode hands out before it ends: each tensor's name and a hash of its bytes, then how it ended. */
+async function outcome(records: AsyncIterable<{ type: string; tensor?: Tensor }>): Promise<string[]> {
+  const out: string[] = [];
+  try {
+    for await (const r of records) {
+      if (r.type !== "tensor") continue;
+      const t = r.tensor!;
+      out.push(`${t.name} ${createHash("sha256").update(t.data as Uint8Array).digest("hex").slice(0, 16)}`);
+    }
+    out.push("ok");
+  } catch (e) {
+    out.push(`${(e as Error).name}: ${(e as Error).message}`);
+  }
+  return out;
+}
+
+Deno.test("a byte-grouped load hands out the same tensors, in the same order, then the same error, as a decode that holds nothing back", async () => {
+  // Random models of large byte-grouped tensors (1 MiB and more) and small ones between them,
+  // some damaged (a flipped bit, a cut); the reference is a decode with reuseBuffers, which
+  // hands each tensor out as soon as it is verified (copied here, as its buffer is reused).
+  const rand = prng(20261205);
+  const kernels = layers().tensors;
+  for (let c = 0; c < 24; c++) {
+    const tensors: TensorInput[] = [];
+    for (let i = 0, n = 3 + Math.floor(rand() * 5); i < n; i++) {
+      if (rand() < 0.5) {
+        const k = kernels[Math.floor(rand() * kernels.length)]!;
+        tensors.push({ ...k, name: `c${c}/big${i}` });
+      } else {
+        const len = 1 + Math.floor(rand() * 2000);
+        const data = new Float32Array(len).map((_, j) => Math.fround(Math.sin(j + i + c) * 0.02));
+        tensors.push({ name: `c${c}/small${i}`, dtype: "float32", shape: [len], data });
+      }
+    }
+    const good = await collect(encodeCheckpoint({ metadata: { step: c }, tensors }, { compression: "bytegroup" }));
+    const kind = c % 3; // intact, a flipped bit, cut short
+    const bytes = kind === 2 ? good.slice(0, Math.floor(rand() * good.byteLength)) : good.slice();
+    if (kind === 1) bytes[Math.floor(rand() * bytes.byteLength)]! ^= 1 << Math.floor(rand() * 8);
+    const copies = async function* (records: AsyncIterable<{ type: string; tensor?: Tensor }>) {
+      for await (const r of records) {
+        yield r.type === "tensor"
+          ? { ...r, tensor: { ...r.tensor!, data: (r.tensor!.data as Uint8Array).slice() } }
+          : r;
+      }
+    };
+    const reference = await outcome(copies(decodeRecords(loggedFile(bytes, []), { reuseBuffers: true })));
+    for (const thread of ["the native thread", "no native thread"]) {
+      try {
+        if (thread === "the native thread") spyNative();
+        else setNativeDigestForTests(null);
+        const got = await outcome(decodeRecords(loggedFile(bytes, [])));
+        assert.deepEqual(got, reference, `case ${c} (${["intact", "a flipped bit", "cut"][kind]}), ${thread}`);
+      } finally {
+        setNativeDigestForTests("restore");
+      }
+    }
   }
 });
