@@ -418,30 +418,39 @@ Deno.test("a byte-grouped load holds back at most 4 MiB of small tensors: past t
     return { name: `small${i}`, dtype: "float32", shape: [n], data };
   });
   const input = { metadata: { step: 2 }, tensors: [kernel, ...smalls] };
-  const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
-  const offsets = await withFile(bytes, async (path) => (await readCheckpointIndex(path)).tensors.map((t) => t.offset));
-  for (const thread of ["the native thread", "no native thread"]) {
-    const reads: number[] = [];
-    let readWhenKernelOut = -1;
-    try {
-      if (thread === "the native thread") spyNative();
-      else setNativeDigestForTests(null);
-      const out: Tensor[] = [];
-      for await (const r of decodeRecords(loggedFile(bytes, reads))) {
-        if (r.type !== "tensor") continue;
-        if (out.length === 0) readWhenKernelOut = Math.max(...reads);
-        out.push(r.tensor);
-      }
-      assertSameTensors(out, input.tensors);
-      // Four small ones (4 MiB less 16 bytes) were held back; the fifth would pass 4 MiB, so the
-      // kernel came out while it was read, before anything of the sixth.
-      assert.ok(readWhenKernelOut > offsets[5]!, `${thread}: the kernel came out before the fifth small tensor`);
-      assert.ok(readWhenKernelOut < offsets[6]!, `${thread}: the kernel was held past 4 MiB of small tensors`);
-    } finally {
-      setNativeDigestForTests("restore");
-    }
+  for (const native of [true, false]) {
+    const { readWhenFirstOut, offsets } = await whenFirstOut(input, native);
+    // Four small ones (4 MiB less 16 bytes) were held back; the fifth would pass 4 MiB, so the
+    // kernel came out while it was read, before anything of the sixth.
+    assert.ok(readWhenFirstOut > offsets[5]!, `native ${native}: the kernel came out before the fifth small tensor`);
+    assert.ok(readWhenFirstOut < offsets[6]!, `native ${native}: the kernel was held past 4 MiB of small tensors`);
   }
 });
+
+/**
+ * Decodes `input`, byte-grouped, from a logged file: where the furthest read had started when the
+ * first tensor came out, and where each tensor's record starts; every tensor checked bit for bit.
+ */
+async function whenFirstOut(input: CheckpointInput & { tensors: TensorInput[] }, native: boolean) {
+  const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
+  const offsets = await withFile(bytes, async (path) => (await readCheckpointIndex(path)).tensors.map((t) => t.offset));
+  const reads: number[] = [];
+  let readWhenFirstOut = -1;
+  try {
+    if (native) spyNative();
+    else setNativeDigestForTests(null);
+    const out: Tensor[] = [];
+    for await (const r of decodeRecords(loggedFile(bytes, reads))) {
+      if (r.type !== "tensor") continue;
+      if (out.length === 0) readWhenFirstOut = Math.max(...reads);
+      out.push(r.tensor);
+    }
+    assertSameTensors(out, input.tensors);
+  } finally {
+    setNativeDigestForTests("restore");
+  }
+  return { readWhenFirstOut, offsets };
+}
 
 Deno.test("a byte-grouped load holds back at most 4096 small tensors behind a large one", async () => {
   const kernel = layers().tensors[0]!;
@@ -452,26 +461,11 @@ Deno.test("a byte-grouped load holds back at most 4096 small tensors behind a la
     data: new Int32Array([i]),
   }));
   const input = { metadata: { step: 2 }, tensors: [kernel, ...tiny] };
-  const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
-  const offsets = await withFile(bytes, async (path) => (await readCheckpointIndex(path)).tensors.map((t) => t.offset));
-  const reads: number[] = [];
-  let readWhenKernelOut = -1;
-  try {
-    spyNative();
-    const out: Tensor[] = [];
-    for await (const r of decodeRecords(loggedFile(bytes, reads))) {
-      if (r.type !== "tensor") continue;
-      if (out.length === 0) readWhenKernelOut = Math.max(...reads);
-      out.push(r.tensor);
-    }
-    assertSameTensors(out, input.tensors);
-    // The 4097th tiny tensor (record 4097) made the kernel come out; reads go 64 KiB at a time
-    // (about 300 such records).
-    assert.ok(readWhenKernelOut > offsets[4097 - 400]!, "the kernel came out before 4096 were held back");
-    assert.ok(readWhenKernelOut < offsets[4097 + 400]!, "the kernel was held behind more than 4096 tensors");
-  } finally {
-    setNativeDigestForTests("restore");
-  }
+  const { readWhenFirstOut, offsets } = await whenFirstOut(input, true);
+  // The 4097th tiny tensor (record 4097) made the kernel come out; reads go 64 KiB at a time
+  // (about 300 such records).
+  assert.ok(readWhenFirstOut > offsets[4097 - 400]!, "the kernel came out before 4096 were held back");
+  assert.ok(readWhenFirstOut < offsets[4097 + 400]!, "the kernel was held behind more than 4096 tensors");
 });
 
 Deno.test("a byte-grouped load whose native thread lags keeps a tensor's stored body and planes until its decode is done", async () => {
