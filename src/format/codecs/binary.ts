@@ -382,8 +382,7 @@ export async function* decodeRecords(
   const planes = PlaneScratch.acquire();
   // The tensor being hashed off the main thread: its record once the digest matched, or the
   // error that names it; and the small tensors verified after it, handed out right after it.
-  let pending: Promise<CheckpointRecord> | undefined;
-  let pendingAfter: CheckpointRecord[] = [];
+  let pending: { record: Promise<CheckpointRecord>; after: CheckpointRecord[] } | undefined;
   // A byte-grouped tensor read but not decoded yet (a load, see `deferLoad`): it is decoded
   // while the next one's body is read, or before anything after it is handed out.
   let deferred: Deferred | undefined;
@@ -453,19 +452,16 @@ export async function* decodeRecords(
     const after = deferred.after;
     const next = await sendDeferred();
     yield* settle();
-    pending = next.record;
-    pendingAfter = after;
+    pending = { record: next.record, after };
   }
   // Hands out every tensor still held back, in order.
   async function* settle(): AsyncGenerator<CheckpointRecord> {
     yield* advance();
     if (!pending) return;
-    const p = pending;
-    const after = pendingAfter;
+    const { record, after } = pending;
     pending = undefined;
-    pendingAfter = [];
-    yield await p;
-    for (const record of after) yield record;
+    yield await record;
+    for (const follower of after) yield follower;
   }
   // Holds `record`, a small tensor verified and in a buffer of its own, back behind the deferred
   // tensor, when there is one and room (FOLLOWERS_MAX_BYTES): the next large body can then be read
@@ -591,7 +587,7 @@ export async function* decodeRecords(
       ): Promise<void> => {
         job.catch(() => {});
         const stored = await storedDigest();
-        pending = matched(job, stored, subject, at, record);
+        pending = { record: matched(job, stored, subject, at, record), after: [] };
       };
       // The tensor's stored digest, read now (a copy: the reader may reuse its bytes).
       const storedDigest = async (): Promise<Uint8Array> => {
