@@ -215,6 +215,15 @@ async function* encodeRecords(
 
 /** Tensor bodies from this size on may be hashed on the second thread (smaller ones are hashed faster than handed over). */
 const OFF_THREAD_MIN = 2 ** 20;
+/**
+ * Raw tensors a load from a file keeps on the native thread at once while it reads the next one
+ * (see {@linkcode decodeRecords}): each job runs on a thread of its own in the runtime's blocking
+ * pool, so the tensors' hashes (one core each) run side by side and beside the read. One at a
+ * time, a 512 MiB load of 16 MiB tensors was bound by one core's SHA-256; with two, 283 against
+ * 302-327 ms here (2 cores, alternating in one process; three and more: even). One per core, at
+ * least two, at most four: that many tensors a streaming reader holds before they come out.
+ */
+const NATIVE_WINDOW = Math.min(4, Math.max(2, globalThis.navigator?.hardwareConcurrency ?? 2));
 /** The encoder's {@linkcode PlaneScratch} buffers (after every plane's and deflate output's) for copies hashed on the native thread. */
 const COPY_SCRATCH = 16;
 /**
@@ -325,7 +334,10 @@ const FOLLOWERS_MAX = 4096;
  * from a file) is hashed there while this thread reads or decodes the next; that takes the place
  * of the other second threads, and the order and the rule that a tensor comes out only once its
  * digest matched are the same. A byte-grouped tensor is hashed there a part (1 MiB) at a time
- * while this thread decodes the next part.
+ * while this thread decodes the next part. Raw tensors read from a file are hashed there up to
+ * one per core at once (two to four: {@linkcode NATIVE_WINDOW}), each on a thread of its own,
+ * while this thread reads the next, so a reader holds up to that many tensors before they come
+ * out.
  *
  * A load (without `reuseBuffers`, and with no range hasher taking every other body) reads each
  * byte-grouped body of 1 MiB or more into one of two reused buffers while the one before it is
@@ -380,9 +392,10 @@ export async function* decodeRecords(
   // any decoder inflates their planes into buffers reused likewise.
   const decoded = PlaneScratch.acquire();
   const planes = PlaneScratch.acquire();
-  // The tensor being hashed off the main thread: its record once the digest matched, or the
-  // error that names it; and the small tensors verified after it, handed out right after it.
-  let pending: { record: Promise<CheckpointRecord>; after: CheckpointRecord[] } | undefined;
+  // The tensors being hashed off the main thread, oldest first (more than one only on the native
+  // thread, NATIVE_WINDOW at most): each one's record once the digest matched, or the error that
+  // names it; and the small tensors verified after it, handed out right after it.
+  const pending: { record: Promise<CheckpointRecord>; after: CheckpointRecord[]; afterBytes: number }[] = [];
   // A byte-grouped tensor read but not decoded yet (a load, see `deferLoad`): it is decoded
   // while the next one's body is read, or before anything after it is handed out.
   let deferred: Deferred | undefined;
@@ -444,33 +457,48 @@ export async function* decodeRecords(
   };
   // Whether a tensor is held back (hashing, or waiting to be decoded): the next one may go to
   // another thread only once none is, so that they come out in order.
-  const held = () => pending !== undefined || deferred !== undefined;
+  const held = () => pending.length > 0 || deferred !== undefined;
   // Hands out the tensor before the deferred one (and the small ones held back behind it), once
   // the deferred one is on its way.
   async function* advance(): AsyncGenerator<CheckpointRecord> {
     if (!deferred) return;
-    const after = deferred.after;
+    const { after, afterBytes } = deferred;
     const next = await sendDeferred();
     yield* settle();
-    pending = { record: next.record, after };
+    pending.push({ record: next.record, after, afterBytes });
   }
-  // Hands out every tensor still held back, in order.
-  async function* settle(): AsyncGenerator<CheckpointRecord> {
+  // Hands out every tensor still held back, in order, but the last `keep` being hashed.
+  async function* settle(keep = 0): AsyncGenerator<CheckpointRecord> {
     yield* advance();
-    if (!pending) return;
-    const { record, after } = pending;
-    pending = undefined;
-    yield await record;
-    for (const follower of after) yield follower;
+    while (pending.length > keep) {
+      const { record, after } = pending.shift()!;
+      let out: CheckpointRecord;
+      try {
+        out = await record;
+      } catch (e) {
+        pending.length = 0; // nothing after a tensor that failed comes out
+        throw e;
+      }
+      yield out;
+      for (const follower of after) yield follower;
+    }
   }
   // Holds `record`, a small tensor verified and in a buffer of its own, back behind the deferred
-  // tensor, when there is one and room (FOLLOWERS_MAX_BYTES): the next large body can then be read
-  // while that one is decoded. False where it must be handed out now, after everything held.
+  // tensor, or in a load that hashes on the native thread behind the last tensor being hashed
+  // there, when there is one and room (FOLLOWERS_MAX_BYTES, FOLLOWERS_MAX: behind the deferred
+  // one, or behind all those being hashed): the next large body can then be read while that one
+  // is decoded or hashed. False where it must be handed out now, after everything held.
   const holdBack = (record: CheckpointRecord, bytes: number): boolean => {
-    const t = deferred;
-    if (
-      !t || bytes >= OFF_THREAD_MIN || t.afterBytes + bytes > FOLLOWERS_MAX_BYTES || t.after.length >= FOLLOWERS_MAX
-    ) return false;
+    const group = deferred ? [deferred] : nativeLoad ? pending : [];
+    const t = group.at(-1);
+    if (!t || bytes >= OFF_THREAD_MIN) return false;
+    let heldBytes = 0;
+    let heldCount = 0;
+    for (const g of group) {
+      heldBytes += g.afterBytes;
+      heldCount += g.after.length;
+    }
+    if (heldBytes + bytes > FOLLOWERS_MAX_BYTES || heldCount >= FOLLOWERS_MAX) return false;
     t.after.push(record);
     t.afterBytes += bytes;
     return true;
@@ -587,7 +615,7 @@ export async function* decodeRecords(
       ): Promise<void> => {
         job.catch(() => {});
         const stored = await storedDigest();
-        pending = { record: matched(job, stored, subject, at, record), after: [] };
+        pending.push({ record: matched(job, stored, subject, at, record), after: [], afterBytes: 0 });
       };
       // The tensor's stored digest, read now (a copy: the reader may reuse its bytes).
       const storedDigest = async (): Promise<Uint8Array> => {
@@ -643,12 +671,13 @@ export async function* decodeRecords(
         continue;
       }
       // On the native thread: the record's prefix (copied now: the reader may reuse its bytes) and
-      // its tensor bytes, hashed while this thread goes on to the next tensor; the previous one
-      // is handed out first, this one once its digest matched, before anything after it.
+      // its tensor bytes, hashed while this thread goes on to the next tensor, beside the jobs of
+      // up to NATIVE_WINDOW - 1 tensors before it (older ones are handed out first); this one comes
+      // out once its digest matched, before anything after it.
       const nativeHash = async function* (prefix: Uint8Array, body: Uint8Array): AsyncGenerator<CheckpointRecord> {
         const job = nativeDigest([prefix, body])!;
         track(job).catch(() => {});
-        yield* settle();
+        yield* settle(NATIVE_WINDOW - 1);
         await whenHashed(job.then((digest) => ({ digest })), () => finish(body));
       };
       if (deferLoad && d.encoding && d.byteLength >= OFF_THREAD_MIN) {

@@ -284,12 +284,12 @@ Deno.test("a reader cancelled, abandoned or failing while a job is on the native
   const bytes = await collect(encodeCheckpoint(input));
   try {
     await withFile(bytes, async (path) => {
-      // Cancelled after the first tensor, while the second is being hashed.
+      // Cancelled after the first tensor, while the ones after it are being hashed.
       let jobs = spyNative({ delay: 100 });
       const reader = decodeCheckpoint(path).getReader();
       await reader.read();
       await reader.read();
-      assert.equal(jobs.length, 2);
+      assert.ok(jobs.length >= 2 && jobs.some((j) => !j.settled), `${jobs.length} jobs`);
       await reader.cancel();
       assert.ok(jobs.every((j) => j.settled), "cancel resolved while a job still read its buffers");
 
@@ -303,6 +303,75 @@ Deno.test("a reader cancelled, abandoned or failing while a job is on the native
       assert.ok(jobs.length >= 1 && jobs.every((j) => j.settled), "the load failed while a job still read its buffers");
     });
   } finally {
+    setNativeDigestForTests("restore");
+  }
+});
+
+/** Jobs started on the native thread (held by `gate`) once the reader has gone as far as it goes. */
+async function startedWhileHeld(bytes: Uint8Array, gate: Promise<void>, jobs: Job[]): Promise<{
+  started: number;
+  out: Promise<string[]>;
+  early: number;
+}> {
+  let early = 0;
+  let released = false;
+  gate.then(() => released = true);
+  const out = outcome((async function* () {
+    for await (const r of decodeRecords(loggedFile(bytes, []))) {
+      if (r.type === "tensor" && !released) early++;
+      yield r;
+    }
+  })());
+  await new Promise((r) => setTimeout(r, 300));
+  return { started: jobs.length, out, early };
+}
+
+Deno.test("a raw load from a file hashes two to four tensors on the native thread at once, in order, bit for bit", async () => {
+  // Eight raw float32 tensors of 1 MiB: the first one's digest is held back.
+  const input = {
+    metadata: { step: 4 },
+    tensors: Array.from({ length: 8 }, (_, i): TensorInput => {
+      const data = new Float32Array(MiB / 4).map((_, j) => Math.fround(Math.sin(j * 0.3 + i) * 0.02));
+      return { name: `dense${i}/kernel`, dtype: "float32", shape: [MiB / 4], data };
+    }),
+  };
+  const bytes = await collect(encodeCheckpoint(input));
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  try {
+    const jobs = spyNative({ hold: (i) => i === 0 ? gate : undefined });
+    const { started, out, early } = await startedWhileHeld(bytes, gate, jobs);
+    // One per core, at least two (then the reader waits for the first before it starts a
+    // third job's successor: three started), at most four (five started).
+    assert.ok(started >= 3 && started <= 5, `${started} jobs started while the first was held`);
+    assert.equal(early, 0, "a tensor came out before the first one's digest");
+    release();
+    const reference = await outcome(decodeRecords(loggedFile(bytes, []), { reuseBuffers: true }));
+    assert.deepEqual(await out, reference);
+    assert.equal(jobs.length, 8);
+  } finally {
+    release();
+    setNativeDigestForTests("restore");
+  }
+});
+
+Deno.test("a raw load holds small tensors back behind the tensor on the native thread, so the next kernels' jobs start", async () => {
+  // Three kernels of 1 MiB and more, each followed by a bias and a counter (read here).
+  const input = layers(true);
+  const bytes = await collect(encodeCheckpoint(input));
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  try {
+    const jobs = spyNative({ hold: (i) => i === 0 ? gate : undefined });
+    const { started, out, early } = await startedWhileHeld(bytes, gate, jobs);
+    assert.equal(started, 3, "a small tensor after a kernel made the reader wait for the kernel's digest");
+    assert.equal(early, 0);
+    release();
+    const got = await out;
+    assert.deepEqual(got.map((l) => l.split(" ")[0]), [...input.tensors.map((t) => t.name), "ok"]);
+    assert.deepEqual(got, await outcome(decodeRecords(loggedFile(bytes, []), { reuseBuffers: true })));
+  } finally {
+    release();
     setNativeDigestForTests("restore");
   }
 });
@@ -409,7 +478,7 @@ for (const thread of ["the native thread", "no native thread"]) {
   });
 }
 
-Deno.test("a byte-grouped load holds back at most 4 MiB of small tensors: past that the large one before them comes out first", async () => {
+Deno.test("a load holds back at most 4 MiB of small tensors: past that the large one before them comes out first", async () => {
   // A kernel, then six float32 tensors of just under 1 MiB each (small: decoded and hashed here).
   const kernel = layers().tensors[0]!;
   const n = MiB / 4 - 1;
@@ -418,21 +487,35 @@ Deno.test("a byte-grouped load holds back at most 4 MiB of small tensors: past t
     return { name: `small${i}`, dtype: "float32", shape: [n], data };
   });
   const input = { metadata: { step: 2 }, tensors: [kernel, ...smalls] };
-  for (const native of [true, false]) {
-    const { readWhenFirstOut, offsets } = await whenFirstOut(input, native);
+  // Byte-grouped with and without the native thread, and raw behind the kernel's native job.
+  for (const [native, compression] of [[true, "bytegroup"], [false, "bytegroup"], [true, "none"]] as const) {
+    const { readWhenFirstOut, offsets } = await whenFirstOut(input, native, compression);
+    const what = `native ${native}, ${compression}`;
     // Four small ones (4 MiB less 16 bytes) were held back; the fifth would pass 4 MiB, so the
     // kernel came out while it was read, before anything of the sixth.
-    assert.ok(readWhenFirstOut > offsets[5]!, `native ${native}: the kernel came out before the fifth small tensor`);
-    assert.ok(readWhenFirstOut < offsets[6]!, `native ${native}: the kernel was held past 4 MiB of small tensors`);
+    assert.ok(readWhenFirstOut > offsets[5]!, `${what}: the kernel came out before the fifth small tensor`);
+    assert.ok(readWhenFirstOut < offsets[6]!, `${what}: the kernel was held past 4 MiB of small tensors`);
   }
+  // Raw, the 4 MiB are for all tensors held behind those on the native thread: three small ones
+  // behind the first kernel and one behind the second; the next makes the first kernel come out.
+  const second = { ...kernel, name: "second/kernel" };
+  const two = { metadata: { step: 2 }, tensors: [kernel, ...smalls.slice(0, 3), second, ...smalls.slice(3)] };
+  const { readWhenFirstOut, offsets } = await whenFirstOut(two, true, "none");
+  assert.ok(readWhenFirstOut > offsets[6]!, "the first kernel came out before 4 MiB of small tensors were held");
+  assert.ok(readWhenFirstOut < offsets[7]!, "more than 4 MiB of small tensors were held behind two kernels");
 });
 
 /**
- * Decodes `input`, byte-grouped, from a logged file: where the furthest read had started when the
- * first tensor came out, and where each tensor's record starts; every tensor checked bit for bit.
+ * Decodes `input`, byte-grouped (or raw), from a logged file: where the furthest read had started
+ * when the first tensor came out, and where each tensor's record starts; every tensor checked bit
+ * for bit.
  */
-async function whenFirstOut(input: CheckpointInput & { tensors: TensorInput[] }, native: boolean) {
-  const bytes = await collect(encodeCheckpoint(input, { compression: "bytegroup" }));
+async function whenFirstOut(
+  input: CheckpointInput & { tensors: TensorInput[] },
+  native: boolean,
+  compression: "bytegroup" | "none" = "bytegroup",
+) {
+  const bytes = await collect(encodeCheckpoint(input, { compression }));
   const offsets = await withFile(bytes, async (path) => (await readCheckpointIndex(path)).tensors.map((t) => t.offset));
   const reads: number[] = [];
   let readWhenFirstOut = -1;
@@ -452,7 +535,7 @@ async function whenFirstOut(input: CheckpointInput & { tensors: TensorInput[] },
   return { readWhenFirstOut, offsets };
 }
 
-Deno.test("a byte-grouped load holds back at most 4096 small tensors behind a large one", async () => {
+Deno.test("a load holds back at most 4096 small tensors behind a large one", async () => {
   const kernel = layers().tensors[0]!;
   const tiny = Array.from({ length: 6000 }, (_, i): TensorInput => ({
     name: `step${i}`,
@@ -461,11 +544,16 @@ Deno.test("a byte-grouped load holds back at most 4096 small tensors behind a la
     data: new Int32Array([i]),
   }));
   const input = { metadata: { step: 2 }, tensors: [kernel, ...tiny] };
-  const { readWhenFirstOut, offsets } = await whenFirstOut(input, true);
-  // The 4097th tiny tensor (record 4097) made the kernel come out; reads go 64 KiB at a time
-  // (about 300 such records).
-  assert.ok(readWhenFirstOut > offsets[4097 - 400]!, "the kernel came out before 4096 were held back");
-  assert.ok(readWhenFirstOut < offsets[4097 + 400]!, "the kernel was held behind more than 4096 tensors");
+  for (const compression of ["bytegroup", "none"] as const) {
+    const { readWhenFirstOut, offsets } = await whenFirstOut(input, true, compression);
+    // The 4097th tiny tensor (record 4097) made the kernel come out; reads go 64 KiB at a time
+    // (about 300 such records).
+    assert.ok(
+      readWhenFirstOut > offsets[4097 - 400]!,
+      `${compression}: the kernel came out before 4096 were held back`,
+    );
+    assert.ok(readWhenFirstOut < offsets[4097 + 400]!, `${compression}: the kernel was held behind more than 4096`);
+  }
 });
 
 Deno.test("a byte-grouped load whose native thread lags keeps a tensor's stored body and planes until its decode is done", async () => {
@@ -755,45 +843,47 @@ async function outcome(records: AsyncIterable<{ type: string; tensor?: Tensor }>
   return out;
 }
 
-Deno.test("a byte-grouped load hands out the same tensors, in the same order, then the same error, as a decode that holds nothing back", async () => {
-  // Random models of large byte-grouped tensors (1 MiB and more) and small ones between them,
-  // some damaged (a flipped bit, a cut); the reference is a decode with reuseBuffers, which
-  // hands each tensor out as soon as it is verified (copied here, as its buffer is reused).
-  const rand = prng(20261205);
-  const kernels = layers().tensors;
-  for (let c = 0; c < 24; c++) {
-    const tensors: TensorInput[] = [];
-    for (let i = 0, n = 3 + Math.floor(rand() * 5); i < n; i++) {
-      if (rand() < 0.5) {
-        const k = kernels[Math.floor(rand() * kernels.length)]!;
-        tensors.push({ ...k, name: `c${c}/big${i}` });
-      } else {
-        const len = 1 + Math.floor(rand() * 2000);
-        const data = new Float32Array(len).map((_, j) => Math.fround(Math.sin(j + i + c) * 0.02));
-        tensors.push({ name: `c${c}/small${i}`, dtype: "float32", shape: [len], data });
+for (const compression of ["bytegroup", "none"] as const) {
+  Deno.test(`a load (${compression}) hands out the same tensors, in the same order, then the same error, as a decode that holds nothing back`, async () => {
+    // Random models of large tensors (1 MiB and more) and small ones between them, some damaged (a
+    // flipped bit, a cut); the reference is a decode with reuseBuffers, which hands each tensor out
+    // as soon as it is verified (copied here, as its buffer is reused).
+    const rand = prng(compression === "bytegroup" ? 20261205 : 20261206);
+    const kernels = layers().tensors;
+    for (let c = 0; c < 24; c++) {
+      const tensors: TensorInput[] = [];
+      for (let i = 0, n = 3 + Math.floor(rand() * 5); i < n; i++) {
+        if (rand() < 0.5) {
+          const k = kernels[Math.floor(rand() * kernels.length)]!;
+          tensors.push({ ...k, name: `c${c}/big${i}` });
+        } else {
+          const len = 1 + Math.floor(rand() * 2000);
+          const data = new Float32Array(len).map((_, j) => Math.fround(Math.sin(j + i + c) * 0.02));
+          tensors.push({ name: `c${c}/small${i}`, dtype: "float32", shape: [len], data });
+        }
+      }
+      const good = await collect(encodeCheckpoint({ metadata: { step: c }, tensors }, { compression }));
+      const kind = c % 3; // intact, a flipped bit, cut short
+      const bytes = kind === 2 ? good.slice(0, Math.floor(rand() * good.byteLength)) : good.slice();
+      if (kind === 1) bytes[Math.floor(rand() * bytes.byteLength)]! ^= 1 << Math.floor(rand() * 8);
+      const copies = async function* (records: AsyncIterable<{ type: string; tensor?: Tensor }>) {
+        for await (const r of records) {
+          yield r.type === "tensor"
+            ? { ...r, tensor: { ...r.tensor!, data: (r.tensor!.data as Uint8Array).slice() } }
+            : r;
+        }
+      };
+      const reference = await outcome(copies(decodeRecords(loggedFile(bytes, []), { reuseBuffers: true })));
+      for (const thread of ["the native thread", "no native thread"]) {
+        try {
+          if (thread === "the native thread") spyNative();
+          else setNativeDigestForTests(null);
+          const got = await outcome(decodeRecords(loggedFile(bytes, [])));
+          assert.deepEqual(got, reference, `case ${c} (${["intact", "a flipped bit", "cut"][kind]}), ${thread}`);
+        } finally {
+          setNativeDigestForTests("restore");
+        }
       }
     }
-    const good = await collect(encodeCheckpoint({ metadata: { step: c }, tensors }, { compression: "bytegroup" }));
-    const kind = c % 3; // intact, a flipped bit, cut short
-    const bytes = kind === 2 ? good.slice(0, Math.floor(rand() * good.byteLength)) : good.slice();
-    if (kind === 1) bytes[Math.floor(rand() * bytes.byteLength)]! ^= 1 << Math.floor(rand() * 8);
-    const copies = async function* (records: AsyncIterable<{ type: string; tensor?: Tensor }>) {
-      for await (const r of records) {
-        yield r.type === "tensor"
-          ? { ...r, tensor: { ...r.tensor!, data: (r.tensor!.data as Uint8Array).slice() } }
-          : r;
-      }
-    };
-    const reference = await outcome(copies(decodeRecords(loggedFile(bytes, []), { reuseBuffers: true })));
-    for (const thread of ["the native thread", "no native thread"]) {
-      try {
-        if (thread === "the native thread") spyNative();
-        else setNativeDigestForTests(null);
-        const got = await outcome(decodeRecords(loggedFile(bytes, [])));
-        assert.deepEqual(got, reference, `case ${c} (${["intact", "a flipped bit", "cut"][kind]}), ${thread}`);
-      } finally {
-        setNativeDigestForTests("restore");
-      }
-    }
-  }
-});
+  });
+}
