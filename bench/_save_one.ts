@@ -4,6 +4,7 @@ import { parseArgs } from "node:util";
 import { CheckpointManager, loadCheckpoint, saveCheckpoint, type TensorInput } from "../mod.ts";
 import { decodeCheckpoint, verifyCheckpoint } from "../mod.ts";
 import process from "node:process";
+import { freshBuffer } from "../src/storage/_huge_pages.ts";
 
 const { values } = parseArgs({
   options: {
@@ -122,6 +123,18 @@ if (op === "raw") {
   for (let i = 0; i < a.length; i += 4096) a[i] = 1;
   const seconds = (performance.now() - t0) / 1000;
   console.log(JSON.stringify({ seconds, bytes: a.length }));
+} else if (op === "settle") {
+  // Touches and frees `--mib` in 2 MiB pages (where FFI is granted, as a load's tensor buffers),
+  // so that the next process finds memory its VM backs: see `settle` in bench/compare_save.ts.
+  const t0 = performance.now();
+  const held: Uint8Array[] = [];
+  for (let left = total; left > 0; left -= TENSOR_MIB * 2 ** 20) {
+    const b = freshBuffer(Math.min(left, TENSOR_MIB * 2 ** 20));
+    for (let i = 0; i < b.length; i += 4096) b[i] = 1;
+    held.push(b);
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  console.log(JSON.stringify({ seconds, bytes: held.reduce((n, b) => n + b.length, 0) }));
 } else if (op === "save-lazy") {
   // Tensors produced one at a time and dropped after writing: memory must stay bounded.
   const before = rss();

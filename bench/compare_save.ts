@@ -12,6 +12,18 @@
  * the first time (slow until the VM has touched it once). Each row names its page regime; a
  * probe before every round measures first-touch speed, and the report states it.
  *
+ * A third decides rows that use 2 MiB pages (numpy's arrays, ckpt's buffers where FFI is granted)
+ * on a VM that hands free memory back to its host (virtio-balloon free page reporting: free
+ * blocks of 2 MiB and more are reported about 2 s after they are freed, and the host drops
+ * them): a huge page that lands on such a block is backed afresh by the host, at the slow
+ * first-touch speed, while 4 KiB pages mostly come from smaller free blocks that were never
+ * reported. So how fast a huge-page process runs depended on what ran before it and how long ago
+ * (512 MiB touched in 2 MiB pages on this project's VM: mostly 56–69 ms right after another
+ * such process, 435–692 ms after a 4 s pause, up to 1083 ms after other work). Every timed
+ * process therefore follows a {@linkcode settle} step, which touches and frees more than the
+ * method needs in 2 MiB pages: every method starts on memory the host backs, as on a machine
+ * without such a balloon, and the report states how fast the step itself touched.
+ *
  *   deno task bench:compare [--sizes 512] [--trials 3] [--saves 4] [--dir DIR] [--only save,load]
  *
  * The side-by-side scripts listed in `EXTRA` (the byte-grouped codec and JSON comparison,
@@ -184,6 +196,30 @@ async function loadAverage(): Promise<string> {
   }
 }
 
+/**
+ * Whether this machine hands free memory back to its host (see the module doc): a virtio balloon
+ * offering free page reporting (feature bit 5), and from which block size the kernel reports.
+ */
+async function pageReporting(): Promise<string> {
+  const balloons = "/sys/bus/virtio/drivers/virtio_balloon";
+  let reporting = false;
+  try {
+    for await (const e of Deno.readDir(balloons)) {
+      if (!e.name.startsWith("virtio")) continue;
+      const features = await Deno.readTextFile(`${balloons}/${e.name}/features`);
+      if (features[5] === "1") reporting = true;
+    }
+  } catch { /* no balloon driver */ }
+  if (!reporting) return "none (no virtio balloon reporting free pages): 2 MiB pages stay with this machine";
+  const order = await Deno.readTextFile("/sys/module/page_reporting/parameters/page_reporting_order").then(
+    (t) => Number(t.trim()),
+    () => NaN,
+  );
+  const size = Number.isFinite(order) ? `${(2 ** order * 4) / 1024} MiB` : "an unknown size";
+  return `on (virtio balloon): free blocks of ${size} and more go back to the host about 2 s after they are freed, ` +
+    "so every timed process follows a settle step (see bench/compare_save.ts)";
+}
+
 /** A method in a comparison: its row label, page regime, and how to run one trial. */
 interface Method {
   name: string;
@@ -191,16 +227,41 @@ interface Method {
   run: () => Promise<Run>;
 }
 
-/** Runs `methods` in `trials` interleaved rounds, a first-touch probe before each round. */
-async function interleaved(methods: Method[], mib: number): Promise<{ runs: Map<string, Run[]>; probes: number[] }> {
+/** Memory a method's process uses besides its tensors (the runtime, Python and numpy), with room to spare. */
+const SETTLE_EXTRA_MIB = 256;
+
+/**
+ * Touches and frees `mib` + {@linkcode SETTLE_EXTRA_MIB} MiB in 2 MiB pages in a process of its
+ * own, just before a timed one (see the module doc); returns its touch speed in MB/s.
+ */
+async function settle(mib: number): Promise<number> {
+  const r = await ckpt("settle", mib + SETTLE_EXTRA_MIB, "-");
+  return mbs((mib + SETTLE_EXTRA_MIB) * MiB, r.seconds);
+}
+
+/** The regimes one comparison ran in: 4 KiB first-touch probes, 2 MiB settle steps (MB/s). */
+interface Regime {
+  probes: number[];
+  settles: number[];
+}
+
+/**
+ * Runs `methods` in `trials` interleaved rounds, a first-touch probe before each round and a
+ * {@linkcode settle} step before each timed process.
+ */
+async function interleaved(methods: Method[], mib: number): Promise<{ runs: Map<string, Run[]> } & Regime> {
   const runs = new Map<string, Run[]>(methods.map((m) => [m.name, []]));
   const probes: number[] = [];
+  const settles: number[] = [];
   for (let t = 0; t < trials; t++) {
     const p = await ckpt("probe", Math.min(mib, 256), "-");
     probes.push(mbs(Math.min(mib, 256) * MiB, p.seconds));
-    for (const m of shuffled(methods, t + 1)) runs.get(m.name)!.push(await m.run());
+    for (const m of shuffled(methods, t + 1)) {
+      settles.push(await settle(mib));
+      runs.get(m.name)!.push(await m.run());
+    }
   }
-  return { runs, probes };
+  return { runs, probes, settles };
 }
 
 /**
@@ -220,10 +281,14 @@ function shuffled<T>(items: readonly T[], seed: number): T[] {
   return out;
 }
 
-function regime(probes: number[]): string {
+function regime({ probes, settles }: Regime): string {
+  const range = (xs: number[]) => `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)} MB/s`;
   const lo = Math.min(...probes), hi = Math.max(...probes);
   const kind = hi < 1000 ? "cold (first touch slow)" : lo >= 1000 ? "warm" : "mixed";
-  return `first touch of fresh memory ${lo.toFixed(0)}–${hi.toFixed(0)} MB/s before the rounds: ${kind}`;
+  return `first touch of fresh memory ${range(probes)} before the rounds: ${kind}; ` +
+    `each timed process after a settle step that touched its size + ${SETTLE_EXTRA_MIB} MiB in 2 MiB pages at ${
+      range(settles)
+    }`;
 }
 
 interface Row {
@@ -282,6 +347,7 @@ const thp = await Deno.readTextFile("/sys/kernel/mm/transparent_hugepage/enabled
 console.log(
   `transparent huge pages: ${thp} (numpy madvises its arrays; so does a ckpt load where FFI is granted: ckpt rows run with -A, the load rows also without FFI and with ${HUGEPAGES})`,
 );
+console.log(`free page reporting: ${await pageReporting()}`);
 console.log(
   "pages: 'fresh' = the bytes go to a new file (page-cache pages never used by that file: an atomic save); " +
     "'recycled' = they overwrite or reuse a file being replaced",
@@ -354,7 +420,7 @@ for (const mib of sizes) {
           JSON.parse((await runTimed(PY, ["-c", PY_SCRIPT, "save", "torch", raw, join(dir, "t.pt")])).stdout),
       });
     }
-    const { runs, probes } = await interleaved(methods, mib);
+    const { runs, ...regimeSeen } = await interleaved(methods, mib);
     saveRows = runs;
     const med = (n: string) => runs.has(n) ? median(runs.get(n)!.map((r) => r.seconds)) : undefined;
     const speed = (n: string) => {
@@ -382,7 +448,7 @@ for (const mib of sizes) {
     Object.assign(rows[5]!, vs(rows[5]!.mbs, ddInPlace, "dd in place"));
     for (const r of rows.slice(6)) Object.assign(r, vs(r.mbs, ddAtomic, "dd new+mv"));
     rows[1]!.ratio = vs(rows[1]!.mbs, ddInPlace, "dd in place").ratio;
-    table(`### Save (${regime(probes)}; load average ${await loadAverage()})`, rows);
+    table(`### Save (${regime(regimeSeen)}; load average ${await loadAverage()})`, rows);
   }
 
   if (parts.has("load")) {
@@ -458,7 +524,7 @@ for (const mib of sizes) {
       });
     }
     if (new Set(methods.map((m) => m.name)).size !== methods.length) throw new Error("two load rows share a name");
-    const { runs, probes } = await interleaved(methods, mib);
+    const { runs, ...regimeSeen } = await interleaved(methods, mib);
     const openssl1 = await opensslSpeed();
     const openssl = median([openssl0, openssl1].filter(Number.isFinite));
     const med = (n: string) => median(runs.get(n)!.map((r) => r.seconds));
@@ -484,7 +550,7 @@ for (const mib of sizes) {
       }× without FFI)`;
     }
     table(
-      `### Load (page cache warm; tensors land in fresh memory; ${regime(probes)}; openssl ${
+      `### Load (page cache warm; tensors land in fresh memory; ${regime(regimeSeen)}; openssl ${
         openssl.toFixed(0)
       } MB/s; load average ${await loadAverage()})`,
       rows,
