@@ -307,23 +307,38 @@ Deno.test("a reader cancelled, abandoned or failing while a job is on the native
   }
 });
 
-/** Jobs started on the native thread (held by `gate`) once the reader has gone as far as it goes. */
-async function startedWhileHeld(bytes: Uint8Array, gate: Promise<void>, jobs: Job[]): Promise<{
+/**
+ * Decodes `bytes` from a logged file with the first native job held back until the reader has
+ * gone as far as it goes: how many jobs had started and tensors come out by then, and, once the
+ * job is let go, what the decode handed out (see {@linkcode outcome}) and its jobs.
+ */
+async function withFirstJobHeld(bytes: Uint8Array): Promise<{
   started: number;
-  out: Promise<string[]>;
   early: number;
+  out: string[];
+  jobs: Job[];
 }> {
-  let early = 0;
-  let released = false;
-  gate.then(() => released = true);
-  const out = outcome((async function* () {
-    for await (const r of decodeRecords(loggedFile(bytes, []))) {
-      if (r.type === "tensor" && !released) early++;
-      yield r;
-    }
-  })());
-  await new Promise((r) => setTimeout(r, 300));
-  return { started: jobs.length, out, early };
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  try {
+    const jobs = spyNative({ hold: (i) => i === 0 ? gate : undefined });
+    let early = 0;
+    let released = false;
+    const out = outcome((async function* () {
+      for await (const r of decodeRecords(loggedFile(bytes, []))) {
+        if (r.type === "tensor" && !released) early++;
+        yield r;
+      }
+    })());
+    await new Promise((r) => setTimeout(r, 300));
+    const started = jobs.length;
+    released = true;
+    release();
+    return { started, early, out: await out, jobs };
+  } finally {
+    release();
+    setNativeDigestForTests("restore");
+  }
 }
 
 Deno.test("a raw load from a file hashes two to four tensors on the native thread at once, in order, bit for bit", async () => {
@@ -336,44 +351,24 @@ Deno.test("a raw load from a file hashes two to four tensors on the native threa
     }),
   };
   const bytes = await collect(encodeCheckpoint(input));
-  let release!: () => void;
-  const gate = new Promise<void>((r) => (release = r));
-  try {
-    const jobs = spyNative({ hold: (i) => i === 0 ? gate : undefined });
-    const { started, out, early } = await startedWhileHeld(bytes, gate, jobs);
-    // One per core, at least two (then the reader waits for the first before it starts a
-    // third job's successor: three started), at most four (five started).
-    assert.ok(started >= 3 && started <= 5, `${started} jobs started while the first was held`);
-    assert.equal(early, 0, "a tensor came out before the first one's digest");
-    release();
-    const reference = await outcome(decodeRecords(loggedFile(bytes, []), { reuseBuffers: true }));
-    assert.deepEqual(await out, reference);
-    assert.equal(jobs.length, 8);
-  } finally {
-    release();
-    setNativeDigestForTests("restore");
-  }
+  const { started, early, out, jobs } = await withFirstJobHeld(bytes);
+  // One per core, at least two (then the reader waits for the first before it starts a
+  // third job's successor: three started), at most four (five started).
+  assert.ok(started >= 3 && started <= 5, `${started} jobs started while the first was held`);
+  assert.equal(early, 0, "a tensor came out before the first one's digest");
+  assert.deepEqual(out, await outcome(decodeRecords(loggedFile(bytes, []), { reuseBuffers: true })));
+  assert.equal(jobs.length, 8);
 });
 
 Deno.test("a raw load holds small tensors back behind the tensor on the native thread, so the next kernels' jobs start", async () => {
   // Three kernels of 1 MiB and more, each followed by a bias and a counter (read here).
   const input = layers(true);
   const bytes = await collect(encodeCheckpoint(input));
-  let release!: () => void;
-  const gate = new Promise<void>((r) => (release = r));
-  try {
-    const jobs = spyNative({ hold: (i) => i === 0 ? gate : undefined });
-    const { started, out, early } = await startedWhileHeld(bytes, gate, jobs);
-    assert.equal(started, 3, "a small tensor after a kernel made the reader wait for the kernel's digest");
-    assert.equal(early, 0);
-    release();
-    const got = await out;
-    assert.deepEqual(got.map((l) => l.split(" ")[0]), [...input.tensors.map((t) => t.name), "ok"]);
-    assert.deepEqual(got, await outcome(decodeRecords(loggedFile(bytes, []), { reuseBuffers: true })));
-  } finally {
-    release();
-    setNativeDigestForTests("restore");
-  }
+  const { started, early, out } = await withFirstJobHeld(bytes);
+  assert.equal(started, 3, "a small tensor after a kernel made the reader wait for the kernel's digest");
+  assert.equal(early, 0);
+  assert.deepEqual(out.map((l) => l.split(" ")[0]), [...input.tensors.map((t) => t.name), "ok"]);
+  assert.deepEqual(out, await outcome(decodeRecords(loggedFile(bytes, []), { reuseBuffers: true })));
 });
 
 /**
