@@ -221,9 +221,15 @@ const OFF_THREAD_MIN = 2 ** 20;
  * pool, so the tensors' hashes (one core each) run side by side and beside the read. One at a
  * time, a 512 MiB load of 16 MiB tensors was bound by one core's SHA-256; with two, 283 against
  * 302-327 ms here (2 cores, alternating in one process; three and more: even). One per core, at
- * least two, at most four: that many tensors a streaming reader holds before they come out.
+ * least two, at most four, and {@linkcode NATIVE_WINDOW_BYTES} at most.
  */
 const NATIVE_WINDOW = Math.min(4, Math.max(2, globalThis.navigator?.hardwareConcurrency ?? 2));
+/**
+ * Bytes of the tensors on the native thread at once, at most, unless one alone is larger: a
+ * streaming reader holds them (and the one it reads) before they come out, so tensors larger than
+ * half of this go there one at a time, as before the window (two alive at once).
+ */
+const NATIVE_WINDOW_BYTES = 64 * 2 ** 20;
 /** The encoder's {@linkcode PlaneScratch} buffers (after every plane's and deflate output's) for copies hashed on the native thread. */
 const COPY_SCRATCH = 16;
 /**
@@ -335,9 +341,9 @@ const FOLLOWERS_MAX = 4096;
  * of the other second threads, and the order and the rule that a tensor comes out only once its
  * digest matched are the same. A byte-grouped tensor is hashed there a part (1 MiB) at a time
  * while this thread decodes the next part. Raw tensors read from a file are hashed there up to
- * one per core at once (two to four: {@linkcode NATIVE_WINDOW}), each on a thread of its own,
- * while this thread reads the next, so a reader holds up to that many tensors before they come
- * out.
+ * one per core at once (two to four: {@linkcode NATIVE_WINDOW}; 64 MiB of them at most, unless
+ * one alone is larger), each on a thread of its own, while this thread reads the next, so a
+ * reader holds that many tensors before they come out.
  *
  * A load (without `reuseBuffers`, and with no range hasher taking every other body) reads each
  * byte-grouped body of 1 MiB or more into one of two reused buffers while the one before it is
@@ -394,8 +400,10 @@ export async function* decodeRecords(
   const planes = PlaneScratch.acquire();
   // The tensors being hashed off the main thread, oldest first (more than one only on the native
   // thread, NATIVE_WINDOW at most): each one's record once the digest matched, or the error that
-  // names it; and the small tensors verified after it, handed out right after it.
-  const pending: { record: Promise<CheckpointRecord>; after: CheckpointRecord[]; afterBytes: number }[] = [];
+  // names it; the small tensors verified after it, handed out right after it; and its own bytes,
+  // which this reader holds until it comes out.
+  const pending: { record: Promise<CheckpointRecord>; after: CheckpointRecord[]; afterBytes: number; bytes: number }[] =
+    [];
   // A byte-grouped tensor read but not decoded yet (a load, see `deferLoad`): it is decoded
   // while the next one's body is read, or before anything after it is handed out.
   let deferred: Deferred | undefined;
@@ -462,15 +470,17 @@ export async function* decodeRecords(
   // the deferred one is on its way.
   async function* advance(): AsyncGenerator<CheckpointRecord> {
     if (!deferred) return;
-    const { after, afterBytes } = deferred;
+    const { after, afterBytes, descriptor } = deferred;
     const next = await sendDeferred();
     yield* settle();
-    pending.push({ record: next.record, after, afterBytes });
+    pending.push({ record: next.record, after, afterBytes, bytes: descriptor.byteLength });
   }
-  // Hands out every tensor still held back, in order, but the last `keep` being hashed.
-  async function* settle(keep = 0): AsyncGenerator<CheckpointRecord> {
+  // Hands out every tensor still held back, in order.
+  const settle = () => handOutWhile(() => true);
+  // Hands out the tensors held back, in order, for as long as `more()` says.
+  async function* handOutWhile(more: () => boolean): AsyncGenerator<CheckpointRecord> {
     yield* advance();
-    while (pending.length > keep) {
+    while (pending.length > 0 && more()) {
       const { record, after } = pending.shift()!;
       let out: CheckpointRecord;
       try {
@@ -615,7 +625,12 @@ export async function* decodeRecords(
       ): Promise<void> => {
         job.catch(() => {});
         const stored = await storedDigest();
-        pending.push({ record: matched(job, stored, subject, at, record), after: [], afterBytes: 0 });
+        pending.push({
+          record: matched(job, stored, subject, at, record),
+          after: [],
+          afterBytes: 0,
+          bytes: d.byteLength,
+        });
       };
       // The tensor's stored digest, read now (a copy: the reader may reuse its bytes).
       const storedDigest = async (): Promise<Uint8Array> => {
@@ -672,12 +687,16 @@ export async function* decodeRecords(
       }
       // On the native thread: the record's prefix (copied now: the reader may reuse its bytes) and
       // its tensor bytes, hashed while this thread goes on to the next tensor, beside the jobs of
-      // up to NATIVE_WINDOW - 1 tensors before it (older ones are handed out first); this one comes
-      // out once its digest matched, before anything after it.
+      // up to NATIVE_WINDOW - 1 tensors before it and NATIVE_WINDOW_BYTES in all (older ones are
+      // handed out first); this one comes out once its digest matched, before anything after it.
       const nativeHash = async function* (prefix: Uint8Array, body: Uint8Array): AsyncGenerator<CheckpointRecord> {
         const job = nativeDigest([prefix, body])!;
         track(job).catch(() => {});
-        yield* settle(NATIVE_WINDOW - 1);
+        yield* handOutWhile(() => {
+          let bytes = body.byteLength;
+          for (const p of pending) bytes += p.bytes;
+          return pending.length >= NATIVE_WINDOW || bytes > NATIVE_WINDOW_BYTES;
+        });
         await whenHashed(job.then((digest) => ({ digest })), () => finish(body));
       };
       if (deferLoad && d.encoding && d.byteLength >= OFF_THREAD_MIN) {

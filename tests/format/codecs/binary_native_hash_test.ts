@@ -360,6 +360,26 @@ Deno.test("a raw load from a file hashes two to four tensors on the native threa
   assert.equal(jobs.length, 8);
 });
 
+Deno.test("a raw load keeps at most 64 MiB on the native thread at once: larger tensors go there one at a time", async () => {
+  // Three raw tensors of 33 MiB: two would pass 64 MiB, so the first comes out before the third
+  // one's job starts (two started while it was held; three with the count alone).
+  const n = 33 * MiB / 4;
+  const input = {
+    metadata: { step: 6 },
+    tensors: [0, 1, 2].map((i): TensorInput => ({
+      name: `embedding${i}`,
+      dtype: "float32",
+      shape: [n],
+      data: new Float32Array(n).fill(i + 0.5),
+    })),
+  };
+  const bytes = await collect(encodeCheckpoint(input));
+  const { started, early, out } = await withFirstJobHeld(bytes);
+  assert.equal(started, 2, `${started} jobs of 33 MiB started while the first was held`);
+  assert.equal(early, 0);
+  assert.deepEqual(out, await outcome(decodeRecords(loggedFile(bytes, []), { reuseBuffers: true })));
+});
+
 Deno.test("a raw load holds small tensors back behind the tensor on the native thread, so the next kernels' jobs start", async () => {
   // Three kernels of 1 MiB and more, each followed by a bias and a counter (read here).
   const input = layers(true);
