@@ -22,7 +22,13 @@
  * such process, 435–692 ms after a 4 s pause, up to 1083 ms after other work). Every timed
  * process therefore follows a {@linkcode settle} step, which touches and frees more than the
  * method needs in 2 MiB pages: every method starts on memory the host backs, as on a machine
- * without such a balloon, and the report states how fast the step itself touched.
+ * without such a balloon, and the report states how fast the step itself touched. What a method
+ * needs is all it touches afresh: a load its tensors, a save its tensors and the new file's
+ * page-cache pages, twice its size (with only its size settled, a save's tensors took the settled
+ * memory and its page cache landed on memory the host had dropped: 1 GiB `dd` to a new file
+ * then `mv`, which holds no tensors, 0.75–0.82 s either way, while a Deno process writing the
+ * same 1 GiB of tensors the same way, one fdatasync at the end, took 0.51–2.31 s with its size
+ * settled and 0.51–0.55 s with twice it).
  *
  *   deno task bench:compare [--sizes 512] [--trials 3] [--saves 4] [--dir DIR] [--only save,load]
  *
@@ -232,7 +238,8 @@ const SETTLE_EXTRA_MIB = 256;
 
 /**
  * Touches and frees `mib` + {@linkcode SETTLE_EXTRA_MIB} MiB in 2 MiB pages in a process of its
- * own, just before a timed one (see the module doc); returns its touch speed in MB/s.
+ * own, just before a timed one (see the module doc); returns its touch speed in MB/s. `mib` is
+ * what the method touches afresh: its size for a load, twice that for a save.
  */
 async function settle(mib: number): Promise<number> {
   const r = await ckpt("settle", mib + SETTLE_EXTRA_MIB, "-");
@@ -243,13 +250,20 @@ async function settle(mib: number): Promise<number> {
 interface Regime {
   probes: number[];
   settles: number[];
+  /** What each settle step touched besides {@linkcode SETTLE_EXTRA_MIB}, in MiB. */
+  fresh: number;
+  mib: number;
 }
 
 /**
  * Runs `methods` in `trials` interleaved rounds, a first-touch probe before each round and a
  * {@linkcode settle} step before each timed process.
  */
-async function interleaved(methods: Method[], mib: number): Promise<{ runs: Map<string, Run[]> } & Regime> {
+async function interleaved(
+  methods: Method[],
+  mib: number,
+  fresh: number,
+): Promise<{ runs: Map<string, Run[]> } & Regime> {
   const runs = new Map<string, Run[]>(methods.map((m) => [m.name, []]));
   const probes: number[] = [];
   const settles: number[] = [];
@@ -257,11 +271,11 @@ async function interleaved(methods: Method[], mib: number): Promise<{ runs: Map<
     const p = await ckpt("probe", Math.min(mib, 256), "-");
     probes.push(mbs(Math.min(mib, 256) * MiB, p.seconds));
     for (const m of shuffled(methods, t + 1)) {
-      settles.push(await settle(mib));
+      settles.push(await settle(fresh));
       runs.get(m.name)!.push(await m.run());
     }
   }
-  return { runs, probes, settles };
+  return { runs, probes, settles, fresh, mib };
 }
 
 /**
@@ -281,14 +295,14 @@ function shuffled<T>(items: readonly T[], seed: number): T[] {
   return out;
 }
 
-function regime({ probes, settles }: Regime): string {
+function regime({ probes, settles, fresh, mib }: Regime): string {
   const range = (xs: number[]) => `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)} MB/s`;
   const lo = Math.min(...probes), hi = Math.max(...probes);
   const kind = hi < 1000 ? "cold (first touch slow)" : lo >= 1000 ? "warm" : "mixed";
   return `first touch of fresh memory ${range(probes)} before the rounds: ${kind}; ` +
-    `each timed process after a settle step that touched its size + ${SETTLE_EXTRA_MIB} MiB in 2 MiB pages at ${
-      range(settles)
-    }`;
+    `each timed process after a settle step that touched ${
+      fresh === mib ? "its size" : `${fresh / mib}× its size (its tensors and the new file's page cache)`
+    } + ${SETTLE_EXTRA_MIB} MiB in 2 MiB pages at ${range(settles)}`;
 }
 
 interface Row {
@@ -420,7 +434,7 @@ for (const mib of sizes) {
           JSON.parse((await runTimed(PY, ["-c", PY_SCRIPT, "save", "torch", raw, join(dir, "t.pt")])).stdout),
       });
     }
-    const { runs, ...regimeSeen } = await interleaved(methods, mib);
+    const { runs, ...regimeSeen } = await interleaved(methods, mib, 2 * mib);
     saveRows = runs;
     const med = (n: string) => runs.has(n) ? median(runs.get(n)!.map((r) => r.seconds)) : undefined;
     const speed = (n: string) => {
@@ -524,7 +538,7 @@ for (const mib of sizes) {
       });
     }
     if (new Set(methods.map((m) => m.name)).size !== methods.length) throw new Error("two load rows share a name");
-    const { runs, ...regimeSeen } = await interleaved(methods, mib);
+    const { runs, ...regimeSeen } = await interleaved(methods, mib, mib);
     const openssl1 = await opensslSpeed();
     const openssl = median([openssl0, openssl1].filter(Number.isFinite));
     const med = (n: string) => median(runs.get(n)!.map((r) => r.seconds));
