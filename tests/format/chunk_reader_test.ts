@@ -184,6 +184,30 @@ Deno.test("ChunkReader.readBody from a file asks for a body as it is called once
   assert.equal(reads.length, at + 1);
 });
 
+Deno.test("ChunkReader.readBody from a file reads a body hashed as it arrives in HASH_PIECE pieces, and one that is not in 4 MiB ones", async () => {
+  const n = 5 * HASH_PIECE + 7;
+  const bytes = random(100 + n, 7);
+  // The offsets of the body's reads (the prefix's read brought its first 64 KiB along).
+  const pieces = async (how: "hash" | "tap" | "none") => {
+    const reads: number[] = [];
+    const h = sha256();
+    const r = new ChunkReader(byteReader(bytes, Infinity, reads), "checkpoint", false, how === "tap" ? h : undefined);
+    await r.readExact(100, "a prefix");
+    const from = reads.length;
+    assert.deepEqual(await r.readBody(n, "a body", how === "hash" ? h : undefined), bytes.subarray(100));
+    const whole = how === "tap" ? bytes : bytes.subarray(100);
+    if (how !== "none") assert.equal(h.digest("hex"), sha256().update(whole).digest("hex"), how);
+    return reads.slice(from);
+  };
+  const step = (at: number[]) => at.slice(1).map((o, i) => o - at[i]!);
+  for (const how of ["hash", "tap"] as const) {
+    const at = await pieces(how);
+    assert.equal(at[0], 65_536, how);
+    assert.deepEqual(step(at), [HASH_PIECE, HASH_PIECE, HASH_PIECE, HASH_PIECE], how);
+  }
+  assert.deepEqual(step(await pieces("none")), [4 * 2 ** 20]);
+});
+
 Deno.test("ChunkReader.readBody names the offset where a file ends that is shorter than its size said, read ahead or not", async () => {
   const n = 3 * 2 ** 20;
   const bytes = random(n - 1000, 5);
