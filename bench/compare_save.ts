@@ -27,7 +27,7 @@
  * page-cache pages, twice its size (with only its size settled, a save's tensors took the settled
  * memory and its page cache landed on memory the host had dropped: 1 GiB `dd` to a new file
  * then `mv`, which holds no tensors, 0.75–0.82 s either way, while a Deno process writing the
- * same 1 GiB of tensors the same way, one fdatasync at the end, took 0.51–2.31 s with its size
+ * same 1 GiB of tensors the same way, one fdatasync at the end, took 0.57–2.31 s with its size
  * settled and 0.51–0.55 s with twice it).
  *
  *   deno task bench:compare [--sizes 512] [--trials 3] [--saves 4] [--dir DIR] [--only save,load]
