@@ -122,7 +122,7 @@ export {
   type PutOptions,
   type WriteOptions,
 } from "./src/storage/types.ts";
-export { FileStore } from "./src/storage/file.ts";
+export { FileStore, type FileStoreOptions } from "./src/storage/file.ts";
 export { HttpStatusError, HttpStore, type HttpStoreOptions } from "./src/storage/http.ts";
 export { type CountingReader, openRandomAccess, type RandomAccessOptions } from "./src/storage/random_access.ts";
 export {

@@ -241,10 +241,12 @@ export function chunked(bytes: Uint8Array, size: number): ReadableStream<Uint8Ar
 
 /**
  * Runs the Deno script at `path` in a child process with `flags` (before the script: permissions)
- * and gives the one JSON line it printed; a child that fails fails the test with its stderr.
+ * and `args` (after it) and gives the one JSON line it printed; a child that fails fails the test
+ * with its stderr.
  */
-export async function jsonChild<T>(path: string, flags: string[]): Promise<T> {
-  const out = await new Deno.Command(Deno.execPath(), { args: ["run", ...flags, path], stderr: "piped" }).output();
+export async function jsonChild<T>(path: string, flags: string[], args: string[] = []): Promise<T> {
+  const out = await new Deno.Command(Deno.execPath(), { args: ["run", ...flags, path, ...args], stderr: "piped" })
+    .output();
   assert.ok(out.success, new TextDecoder().decode(out.stderr));
   return JSON.parse(new TextDecoder().decode(out.stdout).trim()) as T;
 }

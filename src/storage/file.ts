@@ -7,6 +7,7 @@
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { StagedFileSink } from "./_file_sink.ts";
+import { openDirect } from "./_direct_io.ts";
 import { readFull } from "./_file_io.ts";
 import { checkKey, checkPrefix, checkRange, clipRange } from "./_validate.ts";
 
@@ -106,10 +107,27 @@ function closeQuietly(file: Deno.FsFile): void {
   } catch { /* already closed */ }
 }
 
+/** Options of a {@linkcode FileStore}. */
+export interface FileStoreOptions {
+  /**
+   * Whether a durable write (`sync`, the default) goes around the page cache where it can: on
+   * Linux with FFI granted (`--allow-ffi`, `-A`), whole 4 KiB blocks are written straight from
+   * the staging buffers to the device (`O_DIRECT`), so a save neither copies its bytes into fresh
+   * page-cache pages nor pushes other memory out of the cache for a file nobody reads before a
+   * restart. A file system that refuses such writes gets ordinary ones. Set it to `false` when
+   * something reads each checkpoint right after it is saved (it then comes from memory, not the
+   * disk). Elsewhere, and for writes with `sync: false`, writes go through the page cache.
+   *
+   * @default {true}
+   */
+  directWrites?: boolean;
+}
+
 /**
  * An {@linkcode ObjectStore} over a directory. Writes go to a temporary file beside the target
  * (`.NAME.tmp-PID-XXXXXXXX`), which is flushed (`fdatasync`: behind the writes as they go, and
- * its end at close), renamed over the target, and the directory flushed (`fsync`): readers see
+ * its end at close; or written around the page cache, see {@linkcode FileStoreOptions.directWrites}),
+ * renamed over the target, and the directory flushed (`fsync`): readers see
  * the previous file or the new one, never a partial one, even across a crash. `"create"`
  * publishes with a hard link, which fails if the target exists; `{ ifMatch }` checks and renames
  * under an exclusive lock on the directory. An object's `version` is its device, inode, size and
@@ -143,15 +161,20 @@ export class FileStore implements ObjectStore {
   readonly url: string;
   /** Always true. */
   readonly writable = true;
-  /** The same as `url`: a worker reopens the store from it. */
-  readonly address: string;
+  /**
+   * The same as `url`: a worker reopens the store from it. Absent for a store opened with
+   * `directWrites: false`, which a worker could not open as it is.
+   */
+  readonly address: string | undefined;
+  #directWrites: boolean;
 
   /**
    * A store rooted at a directory.
    *
    * @param root the directory holding the objects (a path or a `file:` URL); it must exist before the first write, directories below it are made as needed
+   * @param options `directWrites`: whether a durable write may go around the page cache (see {@linkcode FileStoreOptions})
    */
-  constructor(root: string | URL) {
+  constructor(root: string | URL, options: FileStoreOptions = {}) {
     if (root instanceof URL) {
       if (root.protocol !== "file:") throw new TypeError(`Cannot open a FileStore at ${root.href}: not a file: URL`);
       root = fileURLToPath(root);
@@ -160,7 +183,10 @@ export class FileStore implements ObjectStore {
     this.root = resolve(root);
     const href = pathToFileURL(this.root).href;
     this.url = href.endsWith("/") ? href : `${href}/`;
-    this.address = this.url;
+    const direct = options?.directWrites ?? true;
+    if (typeof direct !== "boolean") throw new TypeError("Cannot open a FileStore: directWrites must be a boolean");
+    this.#directWrites = direct;
+    this.address = direct ? this.url : undefined;
   }
 
   /**
@@ -473,7 +499,11 @@ export class FileStore implements ObjectStore {
       dir,
       reused,
       sync,
-      sink: new StagedFileSink(file, { worker, flushBehind }),
+      sink: new StagedFileSink(file, {
+        worker,
+        flushBehind,
+        direct: sync && this.#directWrites ? openDirect(tmp) : undefined,
+      }),
       info: (st) => this.#info(key, st),
       signal: options.signal,
     });

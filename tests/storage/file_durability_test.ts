@@ -104,10 +104,12 @@ Deno.test({
 
 const WRITER = `
 import { FileStore } from ${JSON.stringify(new URL("../../src/storage/file.ts", import.meta.url).href)};
-const [root, sync] = Deno.args;
-const w = await new FileStore(root).writer("big.bin", { sync: sync === "sync" });
+const [root, how] = Deno.args;
+const store = new FileStore(root, { directWrites: how === "direct" });
+const w = await store.writer("big.bin", { sync: how !== "nosync" });
 const chunk = new Uint8Array(4 << 20).fill(7);
 for (let i = 0; i < 10; i++) await w.write(chunk);
+await w.write(new Uint8Array(1000).fill(8));
 await w.close();
 `;
 
@@ -134,8 +136,11 @@ function* straceLines(text: string): Generator<{ logged: string; line: string }>
   }
 }
 
-/** The writes and flushes of the temporary file a 40 MiB FileStore write goes through, in order, with their handles' fds. */
-async function traceWrite(sync: boolean): Promise<string[]> {
+/**
+ * The writes and flushes of the temporary file a 40 MiB + 1000 byte FileStore write goes through,
+ * in order, with their handles' fds (`direct FD` for a descriptor opened with O_DIRECT).
+ */
+async function traceWrite(how: "direct" | "buffered" | "nosync", flags = ["-A"]): Promise<string[]> {
   const root = await Deno.realPath(await Deno.makeTempDir({ prefix: "ckpt-flush-" }));
   try {
     await Deno.writeTextFile(join(root, "child.ts"), WRITER);
@@ -151,9 +156,9 @@ async function traceWrite(sync: boolean): Promise<string[]> {
         log,
         Deno.execPath(),
         "run",
-        "-A",
+        ...flags,
       ]
-        .concat([join(root, "child.ts"), join(root, "data"), sync ? "sync" : "nosync"]),
+        .concat([join(root, "child.ts"), join(root, "data"), how]),
       stdout: "piped",
       stderr: "piped",
     }).output();
@@ -167,13 +172,15 @@ async function traceWrite(sync: boolean): Promise<string[]> {
       const dup = line.match(/\bfcntl\((\d+)<[^>]*>, F_DUPFD(?:_CLOEXEC)?, \d+\)\s*= (\d+)/);
       if (dup) handle.set(dup[2]!, handle.get(dup[1]!) ?? dup[1]!);
       const opened = line.match(/\bopenat\(.*\)\s*= (\d+)</);
-      if (opened) handle.set(opened[1]!, opened[1]!);
+      if (opened) handle.set(opened[1]!, /\bO_DIRECT\b/.test(line) ? `direct ${opened[1]}` : opened[1]!);
       const m = logged.match(/\b(write|pwrite64|fdatasync|fsync)\((\d+)<([^>]+)>/); // where each call starts
       if (m && /\.big\.bin\.tmp-/.test(m[3]!)) {
         calls.push(`${m[1] === "pwrite64" ? "write" : m[1]} ${handle.get(m[2]!) ?? m[2]}`);
       }
     }
-    assert.equal((await Deno.stat(join(root, "data", "big.bin"))).size, 40 << 20);
+    const written = await Deno.readFile(join(root, "data", "big.bin"));
+    assert.equal(written.byteLength, (40 << 20) + 1000);
+    assert.ok(written.subarray(0, 40 << 20).every((b) => b === 7) && written.subarray(40 << 20).every((b) => b === 8));
     return calls;
   } finally {
     await Deno.remove(root, { recursive: true }).catch(() => {});
@@ -182,10 +189,10 @@ async function traceWrite(sync: boolean): Promise<string[]> {
 
 Deno.test({
   name:
-    "FileStore flushes a durable write behind itself (fdatasync between the writes), and never one with sync: false",
+    "FileStore with directWrites: false flushes a durable write behind itself (fdatasync between the writes), and never one with sync: false",
   ignore: !strace && !inCI,
   async fn() {
-    const durable = await traceWrite(true);
+    const durable = await traceWrite("buffered");
     const said = durable.join(", ");
     const writeFd = durable[0]!.split(" ")[1];
     assert.ok(durable.every((c) => !c.startsWith("write") || c === `write ${writeFd}`), said);
@@ -195,8 +202,35 @@ Deno.test({
     // Through another handle, so the writes need not wait for it (the runtime serialises each handle's calls).
     assert.ok(behind.every((c) => c !== `fdatasync ${writeFd}`), said);
     assert.equal(durable.at(-1), `fdatasync ${writeFd}`, "the end of the file is flushed before it is published");
-    const plain = await traceWrite(false);
+    const plain = await traceWrite("nosync");
     assert.ok(plain.length > 0 && plain.every((c) => c.startsWith("write ")), plain.join(", "));
+  },
+});
+
+Deno.test({
+  name:
+    "FileStore writes a durable file around the page cache (O_DIRECT) where FFI is granted: all but its last partial block, no flush behind, its end flushed before it is published",
+  ignore: (!strace && !inCI) || Deno.build.os !== "linux" || !["x86_64", "aarch64"].includes(Deno.build.arch),
+  async fn() {
+    const calls = await traceWrite("direct");
+    const said = calls.join(", ");
+    const direct = calls.filter((c) => c.startsWith("write direct "));
+    assert.ok(direct.length >= 5, `the 40 MiB go out direct: ${said}`);
+    // The 1000 bytes after the last whole block go through the handle, after every direct write.
+    const handleWrites = calls.filter((c) => c.startsWith("write ") && !c.startsWith("write direct "));
+    assert.equal(handleWrites.length, 1, said);
+    assert.ok(calls.indexOf(handleWrites[0]!) > calls.lastIndexOf(direct.at(-1)!), said);
+    const lastWrite = calls.indexOf(handleWrites[0]!);
+    assert.deepEqual(
+      calls.slice(0, lastWrite).filter((c) => c.startsWith("fdatasync")),
+      [],
+      `no flush behind: ${said}`,
+    );
+    assert.deepEqual(calls.slice(lastWrite + 1), [`fdatasync ${handleWrites[0]!.split(" ")[1]}`], said);
+    // Without FFI, with sync: false, or with directWrites: false, nothing is opened O_DIRECT.
+    for (const other of [await traceWrite("direct", ["-A", "--deny-ffi"]), await traceWrite("nosync")]) {
+      assert.ok(other.length > 0 && other.every((c) => !c.includes("direct")), other.join(", "));
+    }
   },
 });
 

@@ -140,3 +140,136 @@ Deno.test("StagedFileSink writes a buffer once it holds writeMin bytes while no 
   await closing;
   assert.equal(sink.bytes, 10);
 });
+
+/**
+ * A file as a byte array behind two stand-ins: its handle (`write` at its position, `seek`,
+ * flushes through a flusher) and a direct descriptor (`write` at an offset). Every call is
+ * recorded; `refuse` makes the direct descriptor refuse its n-th write (1-based) with -1.
+ */
+function modelFile(options: { refuse?: number; accepts?: boolean } = {}) {
+  let bytes = new Uint8Array(0);
+  let position = 0;
+  const calls: string[] = [];
+  const put = (chunk: Uint8Array, at: number) => {
+    if (at + chunk.byteLength > bytes.byteLength) {
+      const grown = new Uint8Array(at + chunk.byteLength);
+      grown.set(bytes);
+      bytes = grown;
+    }
+    bytes.set(chunk, at);
+  };
+  const file = {
+    write(chunk: Uint8Array): Promise<number> {
+      calls.push(`write ${position}+${chunk.byteLength}`);
+      put(chunk, position);
+      position += chunk.byteLength;
+      return Promise.resolve(chunk.byteLength);
+    },
+    seek(offset: number): Promise<number> {
+      position = offset;
+      return Promise.resolve(offset);
+    },
+  };
+  const flusher = {
+    syncData(): Promise<void> {
+      calls.push("sync");
+      return Promise.resolve();
+    },
+    close(): void {},
+  };
+  let directWrites = 0;
+  const direct = {
+    accepts: () => options.accepts ?? true,
+    write(chunk: Uint8Array, offset: number): Promise<number> {
+      if (++directWrites === options.refuse) {
+        calls.push(`direct refused ${offset}+${chunk.byteLength}`);
+        return Promise.resolve(-1);
+      }
+      calls.push(`direct ${offset}+${chunk.byteLength}`);
+      put(chunk, offset);
+      return Promise.resolve(chunk.byteLength);
+    },
+    close(): void {
+      calls.push("direct closed");
+    },
+  };
+  return {
+    file: file as unknown as Deno.FsFile,
+    flusher: flusher as unknown as Deno.FsFile,
+    direct,
+    calls,
+    contents: () => bytes,
+  };
+}
+
+/** 40000 bytes that differ from block to block, written as chunks of 7000 bytes. */
+async function writePattern(sink: StagedFileSink): Promise<Uint8Array> {
+  const data = new Uint8Array(40000).map((_, i) => (i * 31 + (i >> 12)) & 255);
+  for (let off = 0; off < data.byteLength; off += 7000) await sink.write(data.subarray(off, off + 7000));
+  await sink.close();
+  return data;
+}
+
+Deno.test("StagedFileSink with direct writes whole 4 KiB blocks through it at their offsets, carries the rest into the next buffer, and writes only the file's last partial block through the handle, unflushed", async () => {
+  const m = modelFile();
+  const sink = new StagedFileSink(m.file, {
+    staging: 16384,
+    writeMin: 16384,
+    flushBehind: m.flusher,
+    direct: m.direct,
+  });
+  const data = await writePattern(sink);
+  assert.deepEqual(m.contents(), data);
+  // 21000 bytes fill the first buffer (four blocks), 35000 the second; the last 7232 bytes are a
+  // whole block and 3136 bytes.
+  assert.deepEqual(m.calls, [
+    "direct 0+16384",
+    "direct 16384+16384",
+    "direct 32768+4096",
+    "write 36864+3136",
+    "direct closed",
+  ]);
+  assert.equal(sink.bytes, 40000);
+});
+
+Deno.test("StagedFileSink with direct carries a buffer's unaligned end over when it writes early (writeMin)", async () => {
+  const m = modelFile();
+  const sink = new StagedFileSink(m.file, { staging: 16384, writeMin: 5000, direct: m.direct });
+  const data = await writePattern(sink);
+  assert.deepEqual(m.contents(), data);
+  for (const call of m.calls.filter((c) => /^direct \d/.test(c))) {
+    const [offset, length] = call.slice("direct ".length).split("+").map(Number);
+    assert.equal(offset! % 4096, 0, call);
+    assert.equal(length! % 4096, 0, call);
+  }
+  assert.equal(m.calls.at(-2), "write 36864+3136");
+});
+
+Deno.test("StagedFileSink: a direct write refused sends that buffer and the rest of the file through the handle, at the right offsets, flushed behind again", async () => {
+  const m = modelFile({ refuse: 2 });
+  const sink = new StagedFileSink(m.file, {
+    staging: 16384,
+    writeMin: 16384,
+    flushBehind: m.flusher,
+    direct: m.direct,
+  });
+  const data = await writePattern(sink);
+  assert.deepEqual(m.contents(), data);
+  assert.deepEqual(m.calls, [
+    "direct 0+16384",
+    "direct refused 16384+16384",
+    "direct closed",
+    "write 16384+16384",
+    "sync",
+    "write 32768+7232",
+    "sync",
+  ]);
+});
+
+Deno.test("StagedFileSink: staging buffers the direct descriptor does not accept (unaligned) leave it unused and closed", async () => {
+  const m = modelFile({ accepts: false });
+  const sink = new StagedFileSink(m.file, { staging: 16384, writeMin: 16384, direct: m.direct });
+  const data = await writePattern(sink);
+  assert.deepEqual(m.contents(), data);
+  assert.deepEqual(m.calls, ["direct closed", "write 0+16384", "write 16384+16384", "write 32768+7232"]);
+});
