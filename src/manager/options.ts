@@ -129,9 +129,10 @@ export interface CheckpointManagerOptions {
   /**
    * Page reuse, in a local directory: when retention is about to delete a full checkpoint because of a save, that
    * checkpoint is taken out of the index first and its file is recycled for the save (renamed to
-   * the temporary name and overwritten in place), as databases recycle log segments: no fresh
-   * page-cache pages and no new block allocation, which on a VM makes a steady-state save run
-   * like an in-place write. Only a checkpoint retention would delete once the new one is
+   * the temporary name and overwritten in place), as databases recycle log segments: no new
+   * block allocation, and where the save goes through the page cache (`directWrites: false`,
+   * or no FFI) no fresh page-cache pages, which on a VM makes a steady-state save run like an
+   * in-place write. Only a checkpoint retention would delete once the new one is
    * committed is recycled, never one kept as recent, every-N or best, never the newest (what a
    * crash resumes from; so `maxToKeep: 1` never recycles), nor an incremental one. If that save
    * then fails or is killed, the recycled checkpoint is gone too (it was already out of the
