@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { CheckpointManager } from "../../src/manager/mod.ts";
 import { names } from "./_helpers.ts";
+import { jsonChild } from "../_util.ts";
 
 const quiet = { onWarning: () => {} };
 const root = Deno.uid() === 0;
@@ -159,3 +160,32 @@ for (const mode of ["full", "incremental"] as const) {
     },
   });
 }
+
+Deno.test({
+  name:
+    "disk full during a save written around the page cache (FFI granted, in a child): the same clear error, the earlier checkpoint intact, no partial files",
+  ignore: typeof probe === "string",
+  async fn() {
+    const fs = await smallTmpfs();
+    if (typeof fs === "string") throw new Error(fs);
+    try {
+      const child = new URL("./_full_child.ts", import.meta.url).pathname;
+      const r = await jsonChild<{
+        error?: { name: string; code?: string; message: string };
+        before: string[];
+        after: string[];
+        intact: boolean;
+        last: number;
+      }>(child, ["-A"], [fs.path]);
+      assert.ok(r.error, "the save that does not fit must fail");
+      assert.equal(r.error.code, "ENOSPC");
+      assert.match(r.error.message, /^Cannot save checkpoint step 2/);
+      assert.match(r.error.message, /No space left on device/);
+      assert.deepEqual(r.after, r.before);
+      assert.equal(r.intact, true);
+      assert.ok(r.last > 0);
+    } finally {
+      await fs.unmount();
+    }
+  },
+});
