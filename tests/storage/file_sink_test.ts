@@ -202,60 +202,50 @@ function modelFile(options: { refuse?: number; accepts?: boolean } = {}) {
   };
 }
 
-/** 40000 bytes that differ from block to block, written as chunks of 7000 bytes. */
-async function writePattern(sink: StagedFileSink): Promise<Uint8Array> {
+/**
+ * Writes 40000 bytes that differ from block to block, in chunks of 7000, through a sink with two
+ * 16 KiB staging buffers over a {@linkcode modelFile}; checks the file holds exactly them.
+ */
+async function runDirect(
+  file: { refuse?: number; accepts?: boolean } = {},
+  writeMin = 16384,
+): Promise<{ calls: string[]; bytes: number }> {
+  const m = modelFile(file);
+  const sink = new StagedFileSink(m.file, { staging: 16384, writeMin, flushBehind: m.flusher, direct: m.direct });
   const data = new Uint8Array(40000).map((_, i) => (i * 31 + (i >> 12)) & 255);
   for (let off = 0; off < data.byteLength; off += 7000) await sink.write(data.subarray(off, off + 7000));
   await sink.close();
-  return data;
+  assert.deepEqual(m.contents(), data);
+  return { calls: m.calls, bytes: sink.bytes };
 }
 
 Deno.test("StagedFileSink with direct writes whole 4 KiB blocks through it at their offsets, carries the rest into the next buffer, and writes only the file's last partial block through the handle, unflushed", async () => {
-  const m = modelFile();
-  const sink = new StagedFileSink(m.file, {
-    staging: 16384,
-    writeMin: 16384,
-    flushBehind: m.flusher,
-    direct: m.direct,
-  });
-  const data = await writePattern(sink);
-  assert.deepEqual(m.contents(), data);
+  const { calls, bytes } = await runDirect();
   // 21000 bytes fill the first buffer (four blocks), 35000 the second; the last 7232 bytes are a
   // whole block and 3136 bytes.
-  assert.deepEqual(m.calls, [
+  assert.deepEqual(calls, [
     "direct 0+16384",
     "direct 16384+16384",
     "direct 32768+4096",
     "write 36864+3136",
     "direct closed",
   ]);
-  assert.equal(sink.bytes, 40000);
+  assert.equal(bytes, 40000);
 });
 
 Deno.test("StagedFileSink with direct carries a buffer's unaligned end over when it writes early (writeMin)", async () => {
-  const m = modelFile();
-  const sink = new StagedFileSink(m.file, { staging: 16384, writeMin: 5000, direct: m.direct });
-  const data = await writePattern(sink);
-  assert.deepEqual(m.contents(), data);
-  for (const call of m.calls.filter((c) => /^direct \d/.test(c))) {
+  const { calls } = await runDirect({}, 5000);
+  for (const call of calls.filter((c) => /^direct \d/.test(c))) {
     const [offset, length] = call.slice("direct ".length).split("+").map(Number);
     assert.equal(offset! % 4096, 0, call);
     assert.equal(length! % 4096, 0, call);
   }
-  assert.equal(m.calls.at(-2), "write 36864+3136");
+  assert.equal(calls.at(-2), "write 36864+3136");
 });
 
 Deno.test("StagedFileSink: a direct write refused sends that buffer and the rest of the file through the handle, at the right offsets, flushed behind again", async () => {
-  const m = modelFile({ refuse: 2 });
-  const sink = new StagedFileSink(m.file, {
-    staging: 16384,
-    writeMin: 16384,
-    flushBehind: m.flusher,
-    direct: m.direct,
-  });
-  const data = await writePattern(sink);
-  assert.deepEqual(m.contents(), data);
-  assert.deepEqual(m.calls, [
+  const { calls } = await runDirect({ refuse: 2 });
+  assert.deepEqual(calls, [
     "direct 0+16384",
     "direct refused 16384+16384",
     "direct closed",
@@ -267,9 +257,15 @@ Deno.test("StagedFileSink: a direct write refused sends that buffer and the rest
 });
 
 Deno.test("StagedFileSink: staging buffers the direct descriptor does not accept (unaligned) leave it unused and closed", async () => {
-  const m = modelFile({ accepts: false });
-  const sink = new StagedFileSink(m.file, { staging: 16384, writeMin: 16384, direct: m.direct });
-  const data = await writePattern(sink);
-  assert.deepEqual(m.contents(), data);
-  assert.deepEqual(m.calls, ["direct closed", "write 0+16384", "write 16384+16384", "write 32768+7232"]);
+  const { calls } = await runDirect({ accepts: false });
+  // Every write through the handle, the last too, is flushed behind as without direct.
+  assert.deepEqual(calls, [
+    "direct closed",
+    "write 0+16384",
+    "sync",
+    "write 16384+16384",
+    "sync",
+    "write 32768+7232",
+    "sync",
+  ]);
 });
