@@ -236,11 +236,6 @@ interface Method {
 /** Memory a method's process uses besides its tensors (the runtime, Python and numpy), with room to spare. */
 const SETTLE_EXTRA_MIB = 256;
 
-/**
- * Touches and frees `mib` + {@linkcode SETTLE_EXTRA_MIB} MiB in 2 MiB pages in a process of its
- * own, just before a timed one (see the module doc); returns its touch speed in MB/s. `mib` is
- * what the method touches afresh: its size for a load, twice that for a save.
- */
 /** Reads each file that exists once, through the page cache, so the loads that follow find it there. */
 async function readThrough(paths: string[]): Promise<void> {
   const buf = new Uint8Array(16 * MiB);
@@ -255,6 +250,11 @@ async function readThrough(paths: string[]): Promise<void> {
   }
 }
 
+/**
+ * Touches and frees `mib` + {@linkcode SETTLE_EXTRA_MIB} MiB in 2 MiB pages in a process of its
+ * own, just before a timed one (see the module doc); returns its touch speed in MB/s. `mib` is
+ * what the method touches afresh: its size for a load, twice that for a save.
+ */
 async function settle(mib: number): Promise<number> {
   const r = await ckpt("settle", mib + SETTLE_EXTRA_MIB, "-");
   return mbs((mib + SETTLE_EXTRA_MIB) * MiB, r.seconds);
