@@ -10,7 +10,10 @@
  * kernel just freed (overwriting or recycling a file: "recycled") or in pages never used before
  * ("fresh": an atomic save's new file), and how fast the VM backs memory a process touches for
  * the first time (slow until the VM has touched it once). Each row names its page regime; a
- * probe before every round measures first-touch speed, and the report states it.
+ * probe before every round measures first-touch speed, and the report states it. ckpt's durable
+ * saves take neither: where FFI is granted (every ckpt row runs with -A) they write around the
+ * page cache ("direct", as `dd oflag=direct`, which has a row of its own), so the load rows read
+ * every file through the cache once before their first trial.
  *
  * A third decides rows that use 2 MiB pages (numpy's arrays, ckpt's buffers where FFI is granted)
  * on a VM that hands free memory back to its host (virtio-balloon free page reporting: free
