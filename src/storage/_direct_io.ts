@@ -7,13 +7,15 @@
 // push the training process's own memory out of the page cache for a file nobody reads until a
 // restart (as PyTorch's and Orbax's large-checkpoint writers do, by default or as an option).
 //
-// Linux only, through Deno's FFI where the process was granted it (`--allow-ffi`, or `-A`; the
-// permission is queried, never prompted for). A direct write needs its buffer, its length and
+// Linux only (x86_64 and aarch64), through libc where the process was granted FFI (`_libc.ts`:
+// the permission is queried, never prompted for). A direct write needs its buffer, its length and
 // its file offset aligned to the device's logical block size; callers write whole multiples of
 // {@linkcode DIRECT_ALIGN} from buffers that start on one (the staging buffers, 2 MiB-aligned in
 // huge pages), and the rest of a file through their ordinary handle. The calls run on Deno's
 // blocking thread pool (`nonblocking`), as the runtime's own file writes do, so the buffer must
 // stay alive and unchanged until the promise settles: only ckpt's own staging buffers are passed.
+
+import { addressOf, type Libc, libc } from "./_libc.ts";
 
 /** Alignment of every direct write's buffer, length and offset (4 KiB: any device's logical block). */
 export const DIRECT_ALIGN = 4096;
@@ -23,41 +25,13 @@ const O_WRONLY = 0o1;
 const O_CLOEXEC = 0o2000000;
 const O_DIRECT: Partial<Record<string, number>> = { x86_64: 0o40000, aarch64: 0o200000 };
 
-interface Libc {
-  symbols: {
-    open(path: Uint8Array, flags: number): number;
-    pwrite(fd: number, buf: Uint8Array, n: bigint, offset: bigint): Promise<number | bigint>;
-    close(fd: number): number;
-  };
-}
-
-function load(): { libc: Libc; flag: number } | null {
-  try {
-    const deno = (globalThis as { Deno?: typeof Deno }).Deno;
-    const flag = O_DIRECT[deno?.build.arch ?? ""];
-    if (!deno || deno.build.os !== "linux" || flag === undefined || typeof deno.dlopen !== "function") return null;
-    if (deno.permissions.querySync({ name: "ffi" }).state !== "granted") return null;
-    const libc = deno.dlopen("libc.so.6", {
-      // open(2) is variadic; without O_CREAT the mode is never read, so two arguments suffice.
-      open: { parameters: ["buffer", "i32"], result: "i32" },
-      pwrite: { parameters: ["i32", "buffer", "usize", "i64"], result: "isize", nonblocking: true },
-      close: { parameters: ["i32"], result: "i32" },
-    }) as unknown as Libc;
-    return { libc, flag };
-  } catch {
-    return null;
-  }
-}
-
-// Opened as the module loads (see src/format/_sha256_ffi.ts: a library first opened inside a
-// `deno test` test can be reported there as a leak).
-const lib = load();
+/** This architecture's O_DIRECT (`undefined` on one ckpt does not know). */
+const DIRECT_FLAG = O_DIRECT[globalThis.Deno?.build.arch ?? ""];
 
 /** Whether `bytes` starts on a {@linkcode DIRECT_ALIGN} boundary (where FFI can tell). */
 function aligned(bytes: Uint8Array): boolean {
   try {
-    const address = Deno.UnsafePointer.value(Deno.UnsafePointer.of(bytes));
-    return BigInt(address) % BigInt(DIRECT_ALIGN) === 0n;
+    return addressOf(bytes) % BigInt(DIRECT_ALIGN) === 0n;
   } catch {
     return false;
   }
@@ -83,13 +57,13 @@ export interface DirectFile {
  * before Linux 6.6, some FUSE and overlay mounts).
  */
 export function openDirect(path: string): DirectFile | undefined {
-  if (!lib) return undefined;
-  const { libc, flag } = lib;
+  if (!libc || DIRECT_FLAG === undefined) return undefined;
+  const lib: Libc = libc;
   const cpath = new TextEncoder().encode(path + "\0");
   if (cpath.indexOf(0) !== cpath.length - 1) return undefined;
   let fd: number;
   try {
-    fd = libc.symbols.open(cpath, O_WRONLY | O_CLOEXEC | flag);
+    fd = lib.symbols.open(cpath, O_WRONLY | O_CLOEXEC | DIRECT_FLAG);
   } catch {
     return undefined;
   }
@@ -99,13 +73,13 @@ export function openDirect(path: string): DirectFile | undefined {
     accepts: aligned,
     async write(bytes, offset) {
       if (closed) return -1;
-      const n = await libc.symbols.pwrite(fd, bytes, BigInt(bytes.byteLength), BigInt(offset));
+      const n = await lib.symbols.pwrite(fd, bytes, BigInt(bytes.byteLength), BigInt(offset));
       return Number(n);
     },
     close() {
       if (closed) return;
       closed = true;
-      libc.symbols.close(fd);
+      lib.symbols.close(fd);
     },
   };
 }

@@ -2,35 +2,16 @@
 // transparent huge pages in `madvise` mode (the common default), memory comes in 4 KiB pages
 // unless the program calls `madvise(MADV_HUGEPAGE)` on it, and first-touching a large buffer
 // then costs one page fault per 4 KiB instead of one per 2 MiB. JavaScript cannot madvise; Deno's
-// FFI can call libc's. It is used only where the process was granted FFI (`--allow-ffi`, or
-// `-A`): the permission is queried, never prompted for, and anything else (another OS, no libc,
-// a failed call) leaves buffers as the runtime allocates them.
+// FFI can call libc's (`_libc.ts`). It is used only where the process was granted FFI
+// (`--allow-ffi`, or `-A`): the permission is queried, never prompted for, and anything else
+// (another OS, no libc, a failed call) leaves buffers as the runtime allocates them.
+
+import { addressOf, type Libc, libc } from "./_libc.ts";
 
 /** Buffers from this size on are advised (numpy's threshold for its arrays). */
 export const HUGE_PAGE_MIN = 4 * 2 ** 20;
 const HUGE_PAGE = 2 * 2 ** 20;
 const MADV_HUGEPAGE = 14;
-
-interface Libc {
-  symbols: { madvise(addr: Deno.PointerValue, length: bigint, advice: number): number };
-}
-
-function open(): Libc | null {
-  try {
-    const deno = (globalThis as { Deno?: typeof Deno }).Deno;
-    if (deno?.build.os !== "linux" || typeof deno.dlopen !== "function") return null;
-    if (deno.permissions.querySync({ name: "ffi" }).state !== "granted") return null;
-    return deno.dlopen("libc.so.6", {
-      madvise: { parameters: ["pointer", "usize", "i32"], result: "i32" },
-    }) as unknown as Libc;
-  } catch {
-    return null;
-  }
-}
-
-// Opened as the module loads, where FFI is granted (see src/format/_sha256_ffi.ts: a library
-// first opened inside a `deno test` test can be reported there as a leak).
-const libc = open();
 
 /** Start and end (exclusive) of the whole 2 MiB pages inside `length` bytes from `address`. */
 function wholePages(address: bigint, length: number): [bigint, bigint] {
@@ -54,7 +35,7 @@ export function adviseHugePages(bytes: Uint8Array): boolean {
   if (bytes.byteLength < HUGE_PAGE_MIN) return false;
   if (!libc) return false;
   try {
-    const [start, end] = wholePages(BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(bytes))), bytes.byteLength);
+    const [start, end] = wholePages(addressOf(bytes), bytes.byteLength);
     return advise(libc, start, end);
   } catch {
     return false;
@@ -73,7 +54,7 @@ export function freshBuffer(n: number): Uint8Array {
   if (!libc) return new Uint8Array(n);
   try {
     const buffer = new ArrayBuffer(n + HUGE_PAGE);
-    const base = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(buffer)));
+    const base = addressOf(buffer);
     const [start, end] = wholePages(base, n + HUGE_PAGE);
     if (!advise(libc, start, end)) return new Uint8Array(buffer, 0, n);
     return new Uint8Array(buffer, Number(start - base), n);
