@@ -119,6 +119,19 @@ export interface FileStoreOptions {
    * disk). Elsewhere, and for writes with `sync: false`, writes go through the page cache.
    *
    * @default {true}
+   *
+   * @example
+   * ```ts
+   * import { FileStore } from "./file.ts";
+   * import assert from "node:assert/strict";
+   * const dir = await Deno.makeTempDir();
+   * const store = new FileStore(dir, { directWrites: false }); // every write through the page cache
+   * const w = await store.writer("a.bin");
+   * await w.write(new Uint8Array([1, 2, 3]));
+   * assert.equal((await w.close()).size, 3);
+   * assert.equal(store.address, undefined); // a worker could not reopen it as it is
+   * await Deno.remove(dir, { recursive: true });
+   * ```
    */
   directWrites?: boolean;
 }

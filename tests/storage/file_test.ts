@@ -38,6 +38,17 @@ Deno.test("FileStore maps keys to paths below its root and names objects by file
   });
 });
 
+Deno.test("FileStore takes directWrites as a boolean only; a store without direct writes has no address for a worker", () => {
+  for (const bad of ["no", 0, {}]) {
+    assert.throws(
+      () => new FileStore("/tmp", { directWrites: bad as unknown as boolean }),
+      (e: Error) => e instanceof TypeError && e.message === "Cannot open a FileStore: directWrites must be a boolean",
+    );
+  }
+  assert.equal(new FileStore("/tmp", { directWrites: true }).address, new FileStore("/tmp").url);
+  assert.equal(new FileStore("/tmp", { directWrites: false }).address, undefined);
+});
+
 Deno.test("FileStore refuses directories and pipes with a TypeError, without blocking on the pipe", async () => {
   await withStore(async (store, dir) => {
     await Deno.mkdir(`${dir}/sub`);
