@@ -118,6 +118,7 @@ export {
   type ObjectStore,
   type ObjectWriter,
   PreconditionFailedError,
+  StoreUnreachableError,
   type PutMode,
   type PutOptions,
   type WriteOptions,

@@ -10,7 +10,8 @@ import { binaryCodec, decodeFooter, decodeRecords, FOOTER_BYTES } from "../forma
 import { type Hash, sha256, toHex } from "../format/_hash.ts";
 import { settled } from "../format/_pair.ts";
 import { fileReader, readFull } from "../storage/_file_io.ts";
-import { checkOptionNames, LIMIT_OPTION_NAMES } from "../format/_options.ts";
+import { checkStorageOptions } from "../storage/_storage_options.ts";
+import { checkOptionNames, LIMIT_OPTION_NAMES, optionNames } from "../format/_options.ts";
 import { FileStore } from "../storage/file.ts";
 import { isAddress } from "../storage/resolve.ts";
 import { openRandomAccess } from "../storage/random_access.ts";
@@ -47,7 +48,7 @@ export interface LoadOptions extends DecodeOptions, StorageOptions {
 }
 
 /** Every option {@linkcode loadCheckpoint} takes; any other name is a `TypeError`. */
-const LOAD_OPTION_NAMES = [
+const LOAD_OPTION_NAMES = optionNames<LoadOptions>()([
   "codecs",
   "only",
   "sha256",
@@ -55,12 +56,7 @@ const LOAD_OPTION_NAMES = [
   "parallelHash",
   "storage",
   ...LIMIT_OPTION_NAMES,
-] as const satisfies readonly (
-  keyof LoadOptions
-)[];
-// A compile error here means LoadOptions gained an option LOAD_OPTION_NAMES does not list.
-const _everyLoadOption: Exclude<keyof LoadOptions, typeof LOAD_OPTION_NAMES[number]> extends never ? true : never =
-  true;
+]);
 
 const LOAD_HINTS: Readonly<Record<string, string>> = {
   codec: "a load recognises the format from the bytes (ckpt binary, ckpt JSON, safetensors, gzip); " +
@@ -214,6 +210,7 @@ export async function verifiedRecords(
  */
 export async function loadCheckpoint(source: CheckpointSource, options: LoadOptions = {}): Promise<Checkpoint> {
   checkOptionNames(options, LOAD_OPTION_NAMES, "Cannot load checkpoint", LOAD_HINTS);
+  checkStorageOptions(options.storage, "Cannot load checkpoint");
   const { only } = options;
   const expected = wantedSha256(options);
   const at = isAddress(source) ? locate(source, options) : undefined;

@@ -28,6 +28,7 @@
  *
  * @module
  */
+import { checkCheckpointObject } from "../format/_checkpoint_input.ts";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadCheckpoint } from "../io/load.ts";
@@ -692,9 +693,7 @@ export class CheckpointManager {
 
   async #save(checkpoint: CheckpointInput): Promise<CheckpointEntry> {
     this.#assertWritable("save a checkpoint");
-    if (typeof checkpoint !== "object" || checkpoint === null) {
-      throw new TypeError("Cannot save checkpoint: expected { metadata, tensors }");
-    }
+    checkCheckpointObject(checkpoint, "Cannot save checkpoint");
     validateMetadata(checkpoint.metadata);
     const step = checkpoint.metadata.step;
     const last = this.#entries.at(-1);

@@ -4,6 +4,8 @@
  *
  * @module
  */
+import { checkOptionNames } from "../format/_options.ts";
+import { FILE_STORE_OPTION_NAMES } from "./_storage_options.ts";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { StagedFileSink } from "./_file_sink.ts";
@@ -188,6 +190,7 @@ export class FileStore implements ObjectStore {
    * @param options `directWrites`: whether a durable write may go around the page cache (see {@linkcode FileStoreOptions})
    */
   constructor(root: string | URL, options: FileStoreOptions = {}) {
+    checkOptionNames(options, FILE_STORE_OPTION_NAMES, "Cannot open a FileStore");
     if (root instanceof URL) {
       if (root.protocol !== "file:") throw new TypeError(`Cannot open a FileStore at ${root.href}: not a file: URL`);
       root = fileURLToPath(root);

@@ -11,6 +11,7 @@ import { FileStore } from "./file.ts";
 import { HttpStore, type HttpStoreOptions } from "./http.ts";
 import type { S3StoreOptions } from "./s3.ts";
 import type { ObjectInfo, ObjectStore } from "./types.ts";
+import { checkStorageOptions } from "./_storage_options.ts";
 
 /** One object in a store of your own. */
 export interface StoreObject {
@@ -168,6 +169,7 @@ function opfsStore(dir: string): ObjectStore {
  * ```
  */
 export function resolveObject(address: StorageAddress, options: ResolveOptions = {}): StoreObject {
+  checkStorageOptions(options, "Invalid storage options");
   if (isStoreObject(address)) return address;
   if (typeof address !== "string" && !(address instanceof URL)) {
     throw new TypeError("Invalid address: expected a path, a URL or { store, key }");
@@ -221,6 +223,7 @@ export function resolveObject(address: StorageAddress, options: ResolveOptions =
  * ```
  */
 export function resolveDirectory(address: DirectoryAddress, options: ResolveOptions = {}): ObjectStore {
+  checkStorageOptions(options, "Invalid storage options");
   if (isObjectStore(address)) return address;
   if (typeof address !== "string" && !(address instanceof URL)) {
     throw new TypeError("Invalid directory: expected a path, a URL or an ObjectStore");

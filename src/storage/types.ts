@@ -224,3 +224,37 @@ export class PreconditionFailedError extends Error {
     this.url = url;
   }
 }
+
+/**
+ * A store that could not be reached: no connection could be made to `endpoint` (refused, no
+ * such host, no route, connect timeout). The same class for every store that talks to a server
+ * (S3, HTTP), so a caller catches one thing; `cause` holds the runtime's own error.
+ *
+ * @example
+ * ```ts
+ * import { StoreUnreachableError } from "./types.ts";
+ * import assert from "node:assert/strict";
+ * const e = new StoreUnreachableError("s3://ckpt/a.ckpt", "http://127.0.0.1:65000", "connection refused");
+ * assert.equal(e.message, "Cannot reach http://127.0.0.1:65000 for s3://ckpt/a.ckpt: connection refused");
+ * assert.equal(e.endpoint, "http://127.0.0.1:65000");
+ * ```
+ */
+export class StoreUnreachableError extends Error {
+  /** The object's (or the store's) address. */
+  readonly url: string;
+  /** The server that was tried: scheme, host and port. */
+  readonly endpoint: string;
+  /**
+   * Names the server, the object and why no connection was made.
+   *
+   * @param url the object's address
+   * @param endpoint the server tried (`https://host:port`)
+   * @param why why no connection was made (`connection refused`, `no such host`)
+   */
+  constructor(url: string, endpoint: string, why: string, options?: ErrorOptions) {
+    super(`Cannot reach ${endpoint} for ${url}: ${why}`, options);
+    this.name = "StoreUnreachableError";
+    this.url = url;
+    this.endpoint = endpoint;
+  }
+}
