@@ -81,6 +81,7 @@ export {
 } from "./src/background/writer.ts";
 export { type DTypeInfo, DTYPES, type TypedArrayConstructor, validateTensor } from "./src/format/dtype.ts";
 export {
+  type BestBy,
   type BestPolicy,
   type CheckpointEntry,
   type CheckpointFileWriter,
@@ -118,9 +119,9 @@ export {
   type ObjectStore,
   type ObjectWriter,
   PreconditionFailedError,
-  StoreUnreachableError,
   type PutMode,
   type PutOptions,
+  StoreUnreachableError,
   type WriteOptions,
 } from "./src/storage/types.ts";
 export { FileStore, type FileStoreOptions } from "./src/storage/file.ts";

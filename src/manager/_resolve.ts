@@ -11,44 +11,7 @@ import {
   DEFAULT_MAX_TO_KEEP,
 } from "./options.ts";
 import type { ResolveOptions } from "../storage/resolve.ts";
-import { checkOptionNames, LIMIT_OPTION_NAMES, optionNames } from "../format/_options.ts";
-import { checkStorageOptions } from "../storage/_storage_options.ts";
-import type { BestPolicy } from "./options.ts";
-
-/** Every option {@linkcode CheckpointManagerOptions} has; any other name, at any depth, is a `TypeError`. */
-const MANAGER_OPTION_NAMES = optionNames<CheckpointManagerOptions>()([
-  "maxToKeep",
-  "keepEvery",
-  "best",
-  "codec",
-  "compression",
-  "filename",
-  "incremental",
-  "groups",
-  "verify",
-  "writer",
-  "sync",
-  "recycle",
-  "readOnly",
-  "onWarning",
-  "storage",
-  "limits",
-]);
-const BEST_OPTION_NAMES = optionNames<BestPolicy>()(["metric", "mode", "keep"]);
-const LIMIT_NAMES = optionNames<DecodeLimits>()([...LIMIT_OPTION_NAMES]);
-const CONTEXT = "Cannot open checkpoint manager";
-
-/** Checks the names of the manager's options and of the objects inside them. */
-function checkNames(options: CheckpointManagerOptions): void {
-  checkOptionNames(options, MANAGER_OPTION_NAMES, CONTEXT, {
-    ...Object.fromEntries(LIMIT_OPTION_NAMES.map((n) => [n, `caps go under limits: { ${n} }`])),
-  });
-  if (typeof options.best === "object" && options.best !== null) {
-    checkOptionNames(options.best, BEST_OPTION_NAMES, CONTEXT, {}, "best.");
-  }
-  if (options.limits !== undefined) checkOptionNames(options.limits, LIMIT_NAMES, CONTEXT, {}, "limits.");
-  checkStorageOptions(options.storage, CONTEXT);
-}
+import { checkNames } from "./_option_names.ts";
 import { compilePattern, type FilenamePattern } from "./_pattern.ts";
 import type { RetentionPolicy } from "./_retention.ts";
 

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { createError } from "./_write_errors.ts";
 import { checkOptionNames } from "../format/_options.ts";
 import { FILE_STORE_OPTION_NAMES } from "./_storage_options.ts";
 import { dirname, join, resolve } from "node:path";
@@ -376,7 +377,9 @@ export class FileStore implements ObjectStore {
     const dir = await this.#parent(key);
     const tmp = tempPath(path);
     let info: ObjectInfo;
-    const file = await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
+    const file = await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 }).catch(async (e) => {
+      throw await createError(path, e);
+    });
     try {
       try {
         let off = 0;
@@ -497,7 +500,9 @@ export class FileStore implements ObjectStore {
         }
       }
     }
-    file ??= await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
+    file ??= await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 }).catch(async (e) => {
+      throw await createError(path, e);
+    });
     // A second handle to flush through while the first one writes (see StagedFileSink).
     let flushBehind: Deno.FsFile | undefined;
     try {
