@@ -198,9 +198,21 @@ if (op === "raw") {
   // The default (two threads for a local file of 64 MiB or more); `--two-threads` adds the
   // transfer scheme of `parallelHash: true`.
   const parallelHash = values["two-threads"] ? true : values["one-thread"] ? false : undefined;
+  const cpu0 = process.cpuUsage();
   const c = await loadCheckpoint(out, { parallelHash });
   const seconds = (performance.now() - t0) / 1000;
-  console.log(JSON.stringify({ seconds, tensors: c.tensors.length, peakRss: peakRss(), baseRss: before }));
+  // CPU time of every thread (user + system): what survives a loaded machine, unlike `seconds`.
+  const cpu = process.cpuUsage(cpu0);
+  console.log(
+    JSON.stringify({
+      seconds,
+      cpuSeconds: (cpu.user + cpu.system) / 1e6,
+      cpuUser: cpu.user / 1e6,
+      tensors: c.tensors.length,
+      peakRss: peakRss(),
+      baseRss: before,
+    }),
+  );
 } else if (op === "load-stream") {
   // Tensor by tensor, each dropped after use: memory must stay bounded.
   const before = rss();

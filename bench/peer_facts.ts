@@ -160,7 +160,8 @@ for (const p of peers) {
       (path.startsWith(parent + "/") && relative(parent, path).split("/")[0]!.includes(basename(p.out)));
   const files = new Set<string>(), dirs = new Set<string>();
   for (const s of flushedPaths(events)) {
-    if (!inside(s.finalPath) && s.finalPath !== parent) continue;
+    // (The small save each peer runs first, at OUT.warm, is not this checkpoint's.)
+    if ((!inside(s.finalPath) && s.finalPath !== parent) || s.finalPath.includes(".warm")) continue;
     const k = await kind(s.finalPath);
     const name = s.finalPath === parent ? "its parent" : relative(parent, s.finalPath) || ".";
     (k === "dir" ? dirs : files).add(k === "gone" ? `${name} (removed later)` : name);
