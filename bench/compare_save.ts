@@ -677,6 +677,12 @@ for (const mib of sizes) {
         pages: "cached",
         run: () => ckpt("load-stream", mib, ckptFile, ["--two-threads"]),
       },
+      {
+        name:
+          "ckpt load + verify into the tensors the process already has (`into`: a model's buffers, made and touched before the clock starts)",
+        pages: "cached",
+        run: () => ckpt("load-into", mib, ckptFile),
+      },
     ];
     if (haveNumpy) {
       methods.push({
@@ -714,13 +720,18 @@ for (const mib of sizes) {
       mbs: mbs(bytes, med(m.name)),
     }));
     const npLoad = haveNumpy ? rows.find((r) => r.name.startsWith("`np.load`"))!.mbs : undefined;
-    const [load, loadFfi, hugetlb, verify, verifyOne, decode, sha256sum, loadTwo, decodeTwo] = rows;
+    const [load, loadFfi, hugetlb, verify, verifyOne, decode, sha256sum, loadTwo, decodeTwo, loadInto] = rows;
     Object.assign(load!, vs(load!.mbs, npLoad, "np.load", 0.9));
     Object.assign(loadFfi!, vs(loadFfi!.mbs, npLoad, "np.load", 1.0));
     hugetlb!.ratio = vs(hugetlb!.mbs, npLoad, "np.load").ratio;
     Object.assign(verify!, vs(verify!.mbs, openssl, "openssl sha256", 0.8));
     for (const r of [verifyOne, decode, sha256sum, decodeTwo]) r!.ratio = vs(r!.mbs, openssl, "openssl sha256").ratio;
     loadTwo!.ratio = vs(loadTwo!.mbs, npLoad, "np.load").ratio;
+    const torchLoad = rows.find((r) => r.name === "`torch.load`")?.mbs;
+    loadInto!.ratio = [vs(loadInto!.mbs, npLoad, "np.load").ratio, vs(loadInto!.mbs, torchLoad, "torch.load").ratio]
+      .join(
+        "; ",
+      );
     // torch.load is a peer shown for reference: how ckpt's loads (FFI granted, then without) compare to it.
     const torchRow = rows.find((r) => r.name === "`torch.load`");
     if (torchRow) {
