@@ -73,7 +73,7 @@ export function intoBytes(into: IntoBuffers | undefined, name: string, byteLengt
  * import type { Tensor } from "./types.ts";
  * import assert from "node:assert/strict";
  * const mine = new Float32Array(2);
- * const loaded: Tensor[] = [{ name: "w", dtype: "float32", shape: [2], data: new Float32Array([1, 2]) }];
+ * const loaded: Tensor[] = [{ name: "w", dtype: "float32", shape: [2], group: "params", data: new Float32Array([1, 2]) }];
  * const [w] = placeInto(loaded, new Map([["w", mine]]));
  * assert.equal(w!.data.buffer, mine.buffer);
  * assert.deepEqual(mine, new Float32Array([1, 2]));
