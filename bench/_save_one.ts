@@ -62,6 +62,17 @@ function rss(): number {
   return Deno.memoryUsage().rss;
 }
 
+/**
+ * Prints a load's line: its time since `t0`, and the CPU time of every thread since `cpu0` (user
+ * + system, and user alone: what survives a loaded machine, unlike `seconds`).
+ */
+function reportLoad(t0: number, cpu0: NodeJS.CpuUsage, tensors: number, baseRss: number): void {
+  const seconds = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  const cpuSeconds = (cpu.user + cpu.system) / 1e6;
+  console.log(JSON.stringify({ seconds, cpuSeconds, cpuUser: cpu.user / 1e6, tensors, peakRss: peakRss(), baseRss }));
+}
+
 const op = values.op;
 if (op === "raw") {
   // The raw tensor bytes, for dd to copy.
@@ -200,19 +211,7 @@ if (op === "raw") {
   const parallelHash = values["two-threads"] ? true : values["one-thread"] ? false : undefined;
   const cpu0 = process.cpuUsage();
   const c = await loadCheckpoint(out, { parallelHash });
-  const seconds = (performance.now() - t0) / 1000;
-  // CPU time of every thread (user + system): what survives a loaded machine, unlike `seconds`.
-  const cpu = process.cpuUsage(cpu0);
-  console.log(
-    JSON.stringify({
-      seconds,
-      cpuSeconds: (cpu.user + cpu.system) / 1e6,
-      cpuUser: cpu.user / 1e6,
-      tensors: c.tensors.length,
-      peakRss: peakRss(),
-      baseRss: before,
-    }),
-  );
+  reportLoad(t0, cpu0, c.tensors.length, before);
 } else if (op === "load-into") {
   // A restore into the tensors a process already has (a model built before it resumes): their
   // buffers are made and touched first, untimed; the load reads into them (`into`).
@@ -224,18 +223,7 @@ if (op === "raw") {
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const c = await loadCheckpoint(out, { into });
-  const seconds = (performance.now() - t0) / 1000;
-  const cpu = process.cpuUsage(cpu0);
-  console.log(
-    JSON.stringify({
-      seconds,
-      cpuSeconds: (cpu.user + cpu.system) / 1e6,
-      cpuUser: cpu.user / 1e6,
-      tensors: c.tensors.length,
-      peakRss: peakRss(),
-      baseRss: before,
-    }),
-  );
+  reportLoad(t0, cpu0, c.tensors.length, before);
 } else if (op === "load-stream") {
   // Tensor by tensor, each dropped after use: memory must stay bounded.
   const before = rss();

@@ -11,7 +11,7 @@ import { type Hash, sha256, toHex } from "../format/_hash.ts";
 import { settled } from "../format/_pair.ts";
 import { fileReader, readFull } from "../storage/_file_io.ts";
 import { checkOptionNames, LIMIT_OPTION_NAMES } from "../format/_options.ts";
-import { checkInto, type IntoBuffers, placeInto } from "../format/_read_into.ts";
+import { checkInto, placeInto } from "../format/_read_into.ts";
 import { FileStore } from "../storage/file.ts";
 import { isAddress } from "../storage/resolve.ts";
 import { openRandomAccess } from "../storage/random_access.ts";
@@ -59,7 +59,7 @@ export interface LoadOptions extends DecodeOptions, StorageOptions {
    *
    * @default {undefined} (every tensor in fresh memory)
    */
-  into?: IntoBuffers;
+  into?: ReadonlyMap<string, ArrayBufferView>;
 }
 
 /** Every option {@linkcode loadCheckpoint} takes; any other name is a `TypeError`. */
