@@ -31,7 +31,9 @@ export function checkInto(into: unknown): asserts into is IntoBuffers {
     if (typeof name !== "string") throw new TypeError(`${where} is not named by a string`);
     if (!ArrayBuffer.isView(view)) throw new TypeError(`${where} is not a typed array or DataView`);
     if (!(view.buffer instanceof ArrayBuffer)) throw new TypeError(`${where} is not over a plain ArrayBuffer`);
-    if (view.buffer.detached) throw new TypeError(`${where} is over a detached ArrayBuffer`);
+    if ((view.buffer as { detached?: boolean }).detached === true) {
+      throw new TypeError(`${where} is over a detached ArrayBuffer`);
+    }
   }
 }
 
