@@ -18,7 +18,7 @@
 # exits 2; where pip cannot resolve a dependency from those directories it prints pip's reason.
 set -euo pipefail
 
-VENV="${CKPT_PEERS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ckpt/peers-venv}"
+VENV="${CKPT_PEERS_VENV:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/ckpt/peers-venv}"
 WHEELS="${CKPT_WHEELS:-/opt/pypi/files:/opt/wheels}"
 
 # The peers, pinned to the versions the bench was written against: "pip requirement|wheel file glob".
