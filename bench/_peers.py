@@ -102,6 +102,7 @@ def save_dcp_async(arrays, out):
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     # async_save needs a process group (it stages on the caller's thread and writes on another).
+    clear(f"{out}.pg")  # a file store left by a trial that died would be taken for a live group
     dist.init_process_group("gloo", init_method=f"file://{out}.pg", rank=0, world_size=1)
     state = torch_state(arrays)
     clear(out)
