@@ -12,7 +12,8 @@ export type IntoBuffers = ReadonlyMap<string, ArrayBufferView>;
 
 /**
  * `into` checked as an option: a `Map` from tensor names to typed arrays (or DataViews), each
- * over a plain `ArrayBuffer` (not detached); anything else is a `TypeError` naming the entry.
+ * over a plain `ArrayBuffer` (not detached), no two sharing a byte; anything else is a
+ * `TypeError` naming the entry.
  *
  * @example
  * ```ts
@@ -20,6 +21,9 @@ export type IntoBuffers = ReadonlyMap<string, ArrayBufferView>;
  * import assert from "node:assert/strict";
  * checkInto(new Map([["w", new Float32Array(2)]]));
  * assert.throws(() => checkInto({ w: new Float32Array(2) }), TypeError);
+ * const one = new Float32Array(4);
+ * checkInto(new Map([["a", one.subarray(0, 2)], ["b", one.subarray(2)]])); // side by side
+ * assert.throws(() => checkInto(new Map([["a", one], ["b", one.subarray(3)]])), /share memory/);
  * ```
  */
 export function checkInto(into: unknown): asserts into is IntoBuffers {
@@ -33,6 +37,26 @@ export function checkInto(into: unknown): asserts into is IntoBuffers {
     if (!(view.buffer instanceof ArrayBuffer)) throw new TypeError(`${where} is not over a plain ArrayBuffer`);
     if ((view.buffer as { detached?: boolean }).detached === true) {
       throw new TypeError(`${where} is over a detached ArrayBuffer`);
+    }
+  }
+  // Two tensors read into the same bytes would overwrite each other: per buffer, sorted by
+  // offset, each view must end where or before the next begins.
+  const byBuffer = new Map<ArrayBufferLike, { name: string; start: number; end: number }[]>();
+  for (const [name, v] of into as IntoBuffers) {
+    if (v.byteLength === 0) continue;
+    const spans = byBuffer.get(v.buffer) ?? [];
+    spans.push({ name, start: v.byteOffset, end: v.byteOffset + v.byteLength });
+    byBuffer.set(v.buffer, spans);
+  }
+  for (const spans of byBuffer.values()) {
+    spans.sort((x, y) => x.start - y.start);
+    for (let k = 1; k < spans.length; k++) {
+      const [a, b] = [spans[k - 1]!, spans[k]!];
+      if (b.start < a.end) {
+        throw new TypeError(
+          `Invalid into option: the entries ${JSON.stringify(a.name)} and ${JSON.stringify(b.name)} share memory`,
+        );
+      }
     }
   }
 }

@@ -48,7 +48,8 @@ export interface LoadOptions extends DecodeOptions, StorageOptions {
   /**
    * Restore into buffers you already have, by tensor name (a model's own weights, say): each
    * named tensor's bytes land in the typed array given for it, whose byte length must be the
-   * tensor's (else a `RangeError`), and the returned tensor's `data` is a view of that memory.
+   * tensor's (else a `RangeError`; two buffers that share a byte are a `TypeError`), and the
+   * returned tensor's `data` is a view of that memory.
    * From a local ckpt binary file the bytes are read straight into it, with no fresh memory to
    * touch (about half the CPU time of a load into fresh memory goes to the kernel zeroing new
    * pages: docs/performance.md); from anything else they are copied there once verified.

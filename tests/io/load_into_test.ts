@@ -118,7 +118,7 @@ Deno.test("loadCheckpoint into given buffers restores from a stream, a safetenso
   });
 });
 
-Deno.test("loadCheckpoint into rejects a buffer of the wrong size, a name no tensor has, and what is not a Map", async () => {
+Deno.test("loadCheckpoint into rejects a buffer of the wrong size, a name no tensor has, buffers that overlap, and what is not a Map", async () => {
   await withFile(async (path) => {
     await assert.rejects(
       loadCheckpoint(path, { into: new Map([["dense/bias", new Float32Array(4)]]) }),
@@ -144,6 +144,13 @@ Deno.test("loadCheckpoint into rejects a buffer of the wrong size, a name no ten
       // @ts-expect-error: a number is not a typed array
       loadCheckpoint(path, { into: new Map([["dense/bias", 3]]) }),
       /^TypeError: Invalid into option: the entry "dense\/bias" is not a typed array or DataView$/,
+    );
+    const shared = new Float32Array(4);
+    await assert.rejects(
+      loadCheckpoint(path, {
+        into: new Map([["dense/bias", shared.subarray(0, 3)], ["step", new Float32Array(shared.buffer, 8, 2)]]),
+      }),
+      /^TypeError: Invalid into option: the entries "dense\/bias" and "step" share memory$/,
     );
   });
 });
