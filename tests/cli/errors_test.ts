@@ -1,19 +1,10 @@
 // The CLI's errors as a new user meets them: each said once, in one line, with one offset, and
 // the same rule for what is an address as the library's. Stores are real sockets on 127.0.0.1:
 // a server answering as S3 or HTTP would, or a port where nothing listens.
+import { answering } from "../storage/_http_server.ts";
 import assert from "node:assert/strict";
 import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
 import { ckpt } from "./_run.ts";
-
-/** A server that answers every request with `status` and `body`, counting them. */
-function answering(status: number, body = "") {
-  const seen: string[] = [];
-  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
-    seen.push(`${req.method} ${new URL(req.url).pathname}`);
-    return new Response(req.method === "HEAD" ? null : body, { status });
-  });
-  return { url: `http://127.0.0.1:${server.addr.port}`, seen, close: () => server.shutdown() };
-}
 
 const S3_ENV = (endpoint: string) => ({
   AWS_ENDPOINT_URL: endpoint,

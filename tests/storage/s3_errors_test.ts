@@ -1,22 +1,13 @@
 // What a new user's first S3 mistakes look like: missing credentials, a refused request, a store
 // that cannot be reached. Each against a real socket on 127.0.0.1 (a server that counts what it
 // gets, or a port where nothing listens); none needs an object store.
+import { answering } from "./_http_server.ts";
 import assert from "node:assert/strict";
 import { S3Error, S3Store } from "../../src/storage/s3.ts";
 import { HttpStore } from "../../src/storage/http.ts";
 import { StoreUnreachableError } from "../../src/storage/types.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
-
-/** A server on 127.0.0.1 that answers every request with `status` (and `body`) and counts them. */
-function answering(status: number, body = "") {
-  const seen: string[] = [];
-  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
-    seen.push(`${req.method} ${new URL(req.url).pathname}`);
-    return new Response(req.method === "HEAD" ? null : body, { status });
-  });
-  return { url: `http://127.0.0.1:${server.addr.port}`, seen, close: () => server.shutdown() };
-}
 
 /** A port on 127.0.0.1 where nothing listens (bound, then closed). */
 function closedPort(): number {
