@@ -8,6 +8,7 @@
  * @module
  */
 import "./node_util_shim.ts";
+import process from "node:process";
 import type * as tfjs from "@tensorflow/tfjs";
 
 /** The tfjs-node release `deno task setup:native` builds; tfjs-core here is the same version. */
@@ -28,6 +29,10 @@ export class NativeBackendUnavailableError extends Error {
  */
 export async function loadTfjsNode(pkg: "tfjs-node" | "tfjs-node-gpu" = "tfjs-node"): Promise<TfjsNode> {
   const specifier = ["npm:@tensorflow/", pkg, "@", TFJS_NODE_VERSION].join("");
+  // tfjs-node finds its binding with node-pre-gyp, which parses process.argv as its own flags:
+  // a script's `--dir runs/x` reads as node-pre-gyp's `--directory` and sends it looking there.
+  const argv = process.argv;
+  process.argv = argv.slice(0, 2);
   try {
     return await import(specifier);
   } catch (e) {
@@ -36,5 +41,7 @@ export async function loadTfjsNode(pkg: "tfjs-node" | "tfjs-node-gpu" = "tfjs-no
       `Cannot load ${specifier}: ${reason} (build the native backend with \`deno task setup:native\`; see docs/tfjs.md)`,
       { cause: e },
     );
+  } finally {
+    process.argv = argv;
   }
 }
