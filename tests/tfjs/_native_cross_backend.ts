@@ -1,7 +1,7 @@
 // Checkpoints across backends: written while training on the native `tensorflow` backend and
 // restored on cpu, wasm and webgpu, and the other way round, carry the same tensors, byte for
 // byte, Adam state included (a snapshot taken right after the restore encodes to the same
-// SHA-256 as the checkpoint restored).
+// SHA-256 as the checkpoint restored). Run by native_test.ts in a child with --allow-ffi.
 import * as tf from "@tensorflow/tfjs";
 import "@tensorflow/tfjs-backend-wasm";
 import "@tensorflow/tfjs-backend-webgpu";
@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { restore, snapshot } from "../../src/tfjs/mod.ts";
 import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
 import { buildModel, compile, OPTIMIZERS, train } from "./_training.ts";
-import { SKIP_NATIVE, useNative } from "./_native.ts";
+import { useNative } from "./_native.ts";
 
 const adapter = await navigator.gpu?.requestAdapter().catch(() => null);
 if (!adapter) console.log("webgpu cross-backend tests skipped: no WebGPU adapter found");
@@ -50,10 +50,11 @@ async function restoreAndDigest(path: string, backend: string): Promise<{ sha256
 }
 
 for (const other of ["cpu", "wasm", "webgpu"]) {
-  const ignore = SKIP_NATIVE || (other === "webgpu" && !adapter);
+  const ignore = other === "webgpu" && !adapter;
   for (const [from, to] of [["tensorflow", other], [other, "tensorflow"]]) {
     Deno.test({
-      name: `a checkpoint written while training Adam on ${from} restores on ${to} bit for bit, optimizer state included`,
+      name:
+        `a checkpoint written while training Adam on ${from} restores on ${to} bit for bit, optimizer state included`,
       ignore,
       async fn() {
         const saved = await trainAndSave(from!);
