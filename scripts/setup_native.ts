@@ -28,8 +28,8 @@
  * `.native/node_modules` in the clone links to the npm tree for Node (`NODE_PATH`).
  *
  * Environment: `CKPT_TF_WHEEL` (= `--wheel`), `CKPT_LIBTENSORFLOW` (= `--libtensorflow`),
- * `CKPT_WHEEL_DIRS` (colon-separated directories searched for a wheel; default `PIP_FIND_LINKS`
- * and `/opt/pypi/files`), `CKPT_NATIVE_CACHE`, `CKPT_NODEDIR` (Node's headers: a directory with
+ * `CKPT_WHEEL_DIRS` (colon-separated directories searched for a wheel, instead of
+ * `PIP_FIND_LINKS` and `/opt/pypi/files`), `CKPT_NATIVE_CACHE`, `CKPT_NODEDIR` (Node's headers: a directory with
  * `include/node/node_api.h`; default the prefix of the `node` on `PATH`).
  *
  * @module
@@ -55,17 +55,26 @@ class SetupError extends Error {}
 
 function usage(): string {
   return [
-    "usage: deno task setup:native [--wheel FILE | --libtensorflow DIR] [--cache DIR] [--rebuild]",
+    "usage: deno task setup:native [--wheel FILE | --libtensorflow DIR] [--cache DIR] [--rebuild] [--build-only]",
     "  --wheel FILE          a tensorflow_cpu (or tensorflow) wheel for Linux x86_64",
     "  --libtensorflow DIR   your own libtensorflow (a CUDA build for tfjs-node-gpu): DIR/lib/libtensorflow.so.2,",
     "                        DIR/lib/libtensorflow_framework.so.2 and DIR/include/tensorflow/c/c_api.h",
     "  --cache DIR           where builds are kept (default $CKPT_NATIVE_CACHE or ~/.cache/ckpt/native)",
     "  --rebuild             build again even if the cache has this build",
+    "  --build-only          build (or reuse) and check the binding; link nothing into Deno's cache or the clone",
   ].join("\n");
 }
 
-function parseArgs(args: string[]): { wheel?: string; libtensorflow?: string; cache?: string; rebuild: boolean } {
-  const out: { wheel?: string; libtensorflow?: string; cache?: string; rebuild: boolean } = { rebuild: false };
+interface Args {
+  wheel?: string;
+  libtensorflow?: string;
+  cache?: string;
+  rebuild: boolean;
+  buildOnly: boolean;
+}
+
+function parseArgs(args: string[]): Args {
+  const out: Args = { rebuild: false, buildOnly: false };
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     const [flag, inline] = arg.includes("=") ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)] : [
@@ -81,6 +90,7 @@ function parseArgs(args: string[]): { wheel?: string; libtensorflow?: string; ca
     else if (flag === "--libtensorflow") out.libtensorflow = value();
     else if (flag === "--cache") out.cache = value();
     else if (flag === "--rebuild") out.rebuild = true;
+    else if (flag === "--build-only") out.buildOnly = true;
     else if (flag === "--help" || flag === "-h") {
       console.log(usage());
       Deno.exit(0);
@@ -95,6 +105,21 @@ async function isFile(path: string): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.lstat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A shared library's SONAME (from `readelf -d`), or undefined if it has none. */
+async function sonameOf(path: string): Promise<string | undefined> {
+  const out = await run("readelf", ["-d", path]);
+  return /\(SONAME\)\s+Library soname: \[([^\]]+)\]/.exec(out)?.[1];
 }
 
 /** Runs a command; on failure throws with the command and the tail of its output. */
@@ -124,9 +149,12 @@ function wheelVersion(name: string): number[] {
 }
 
 async function findWheel(): Promise<{ path?: string; searched: string[] }> {
-  const dirs = (Deno.env.get("CKPT_WHEEL_DIRS") ?? Deno.env.get("PIP_FIND_LINKS") ?? "").split(/[:\s]+/)
-    .filter((d) => d && !d.includes("://"));
-  const searched = [...new Set([...dirs, ...DEFAULT_WHEEL_DIRS])];
+  // CKPT_WHEEL_DIRS replaces the default places; PIP_FIND_LINKS adds to them.
+  const only = Deno.env.get("CKPT_WHEEL_DIRS");
+  const split = (v: string | undefined) => (v ?? "").split(/[:\s]+/).filter((d) => d && !d.includes("://"));
+  const searched = only !== undefined
+    ? split(only)
+    : [...new Set([...split(Deno.env.get("PIP_FIND_LINKS")), ...DEFAULT_WHEEL_DIRS])];
   const found: string[] = [];
   for (const dir of searched) {
     try {
@@ -292,6 +320,14 @@ async function build(source: Source, target: string): Promise<Record<string, unk
     await Deno.mkdir(join(deps, "include"), { recursive: true });
     console.log(`* placing libtensorflow from ${source.path}`);
     const names = source.kind === "wheel" ? await placeFromWheel(source.path, deps) : await placeFromDir(source, deps);
+    // The binding records each library's SONAME, which need not be its file name (the wheel's
+    // library is libtensorflow_cc.so.2): the loader looks for that name in deps/lib.
+    for (const name of [names.lib, names.framework]) {
+      const soname = await sonameOf(join(deps, "lib", name));
+      if (soname && soname !== name && !await exists(join(deps, "lib", soname))) {
+        await Deno.symlink(name, join(deps, "lib", soname));
+      }
+    }
     await Deno.symlink(names.lib, join(deps, "lib", "libtensorflow.so"));
     await Deno.symlink(names.framework, join(deps, "lib", "libtensorflow_framework.so"));
     await Deno.symlink(names.lib, join(deps, "lib", INSTALL_CHECK_NAME));
@@ -411,15 +447,20 @@ async function main() {
     console.log(`* building into ${target}`);
     manifest = await build(source, target);
   }
+  const checks = manifest.checks as Record<string, { tf: string }>;
+  const ready = `${NATIVE_PACKAGES.map((p) => `${p}@${TFJS_NODE_VERSION}`).join(", ")} ` +
+    `on TensorFlow ${checks[NATIVE_PACKAGES[0]]?.tf} (${source.kind} ${source.path})`;
+  if (opts.buildOnly) {
+    console.log(`native backend built: ${ready}\n  build:  ${target}`);
+    return;
+  }
   const linked = await linkIntoDeno(target);
   const repo = resolve(dirname(new URL(import.meta.url).pathname), "..");
   await Deno.mkdir(join(repo, ".native"), { recursive: true });
   await relink(join(target, "node_modules"), join(repo, ".native", "node_modules"));
 
-  const checks = manifest.checks as Record<string, { tf: string }>;
   console.log([
-    `native backend ready: ${NATIVE_PACKAGES.map((p) => `${p}@${TFJS_NODE_VERSION}`).join(", ")} ` +
-    `on TensorFlow ${checks[NATIVE_PACKAGES[0]]?.tf} (${source.kind} ${source.path})`,
+    `native backend ready: ${ready}`,
     `  build:  ${target}`,
     ...linked.map((d) => `  Deno:   ${d}/{lib,deps}`),
     `  Node:   NODE_PATH=${join(repo, ".native", "node_modules")}`,
