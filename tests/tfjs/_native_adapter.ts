@@ -18,6 +18,7 @@ import { ckptHandler } from "../../src/interop/io_handler.ts";
 import { readTfjsArtifacts, writeTfjsArtifacts } from "../../src/interop/tfjs_artifacts.ts";
 import { buildModel, compile, OPTIMIZERS, optimizerValues, train, weightValues } from "./_training.ts";
 import { NATIVE_DENO_FLAGS, nativeTensorFlowVersion, useNative } from "./_native.ts";
+import { backendCases } from "./_backend_cases.ts";
 
 function bits(a: ArrayLike<number>): number[] {
   return Array.from(new Uint32Array(new Float32Array(a).buffer));
@@ -33,6 +34,9 @@ function test(name: string, fn: () => Promise<void>) {
   });
 }
 
+// The checks every backend passes (tests/tfjs/backends_test.ts runs them on cpu, wasm, webgpu).
+backendCases("tensorflow", useNative);
+
 async function sha256(c: Parameters<typeof saveCheckpoint>[1]): Promise<string> {
   return (await saveCheckpoint(new WritableStream(), c, { sha256sum: true })).sha256!;
 }
@@ -46,48 +50,6 @@ test("tfjs-node's binding loads under Deno on this machine's TensorFlow and runs
   assert.equal((await value.data())[0], 30);
   assert.deepEqual(Array.from(await grads[x.name]!.data()), [2, 4, 6, 8]);
   tf.dispose([x, value, ...Object.values(grads)]);
-});
-
-test("a snapshot keeps the values as of the call while training steps run", async () => {
-  const model = buildModel();
-  const optimizer = OPTIMIZERS.adam!();
-  compile(model, optimizer);
-  await train(model, 0, 2);
-  const weights = await weightValues(model);
-  const state = await optimizerValues(optimizer);
-  const taking = snapshot({ model, optimizer, step: 2 });
-  await train(model, 2, 4);
-  const c = await taking;
-  assert.notDeepEqual(bits((await weightValues(model)).get("fc1/kernel")!), bits(weights.get("fc1/kernel")!));
-  for (const [name, values] of weights) {
-    assert.deepEqual(bits(c.tensors.find((t) => t.name === name)!.data as Float32Array), bits(values), name);
-  }
-  const stateNames = c.tensors.filter((t) => t.group === "optimizer").map((t) => t.name);
-  assert.equal(stateNames.length, state.size);
-  assert.deepEqual(Array.from(c.tensors.find((t) => t.name === "optimizer/iter")!.data as Int32Array), [2]);
-  model.dispose();
-  optimizer.dispose();
-});
-
-test("save, load and restore resume training with the same losses, and the report says what loaded", async () => {
-  const a = { model: buildModel(), optimizer: OPTIMIZERS.momentum!() };
-  compile(a.model, a.optimizer);
-  await train(a.model, 0, 5);
-  const path = await Deno.makeTempFile({ suffix: ".ckpt" });
-  try {
-    await saveCheckpoint(path, await snapshot({ ...a, step: 5 }));
-    const reference = await train(a.model, 5, 10);
-    const b = { model: buildModel({ seed: 42 }), optimizer: OPTIMIZERS.momentum!() };
-    compile(b.model, b.optimizer);
-    const report = await restore(await loadCheckpoint(path), b);
-    assert.deepEqual([report.missing, report.unexpected, report.mismatched], [[], [], []]);
-    assert.ok(report.loaded.includes("fc1/kernel") && report.loaded.includes("optimizer/iter"));
-    assert.deepEqual(await train(b.model, 5, 10), reference);
-    b.model.dispose();
-  } finally {
-    await Deno.remove(path);
-    a.model.dispose();
-  }
 });
 
 test("strict restore refuses a checkpoint of another shape and changes nothing; non-strict loads what fits", async () => {
@@ -172,20 +134,6 @@ test("CheckpointWriter writes each checkpoint as of its save() call while traini
     await Deno.remove(dir, { recursive: true });
     model.dispose();
   }
-});
-
-test("int32 and bool tensors round-trip", async () => {
-  const ints = tf.variable(tf.tensor1d([-3, 0, 2147483647], "int32"), false, "native_ints");
-  const mask = tf.variable(tf.tensor1d([1, 0, 1, 1], "bool"), false, "native_mask");
-  const c = await snapshot({ model: { ints, mask }, step: 0 });
-  assert.deepEqual(Array.from(c.tensors[0]!.data as Int32Array), [-3, 0, 2147483647]);
-  assert.deepEqual(Array.from(c.tensors[1]!.data as Uint8Array), [1, 0, 1, 1]);
-  ints.assign(tf.zerosLike(ints));
-  mask.assign(tf.zerosLike(mask));
-  await restore(c, { model: { ints, mask } });
-  assert.deepEqual(Array.from(await ints.data()), [-3, 0, 2147483647]);
-  assert.deepEqual(Array.from(await mask.data()), [1, 0, 1, 1]);
-  tf.dispose([ints, mask]);
 });
 
 test("model.save(ckptHandler) and tf.loadLayersModel(ckptHandler) keep weights and Adam state bit for bit", async () => {
