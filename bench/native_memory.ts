@@ -62,14 +62,17 @@ async function child(mode: string): Promise<MemoryResult> {
   const elements = Math.floor((MIB * 2 ** 20) / 4 / TENSORS);
   const model: Record<string, tf.Variable> = {};
   for (let i = 0; i < TENSORS; i++) {
-    // Through a TensorFlow op, as after a training step: the values live in TensorFlow's memory
-    // (tfjs-core's randomUniform fills a JS array, which tfjs-node would hand back as is).
-    const values = tf.tidy(() => tf.randomUniform([elements], -1, 1, "float32", i).mul(1));
+    // Made by TensorFlow ops (tile, add), as after a training step: the values live in its memory
+    // and no tensor-sized JS array is made (tfjs-core's random ops fill JS arrays, whose freed
+    // pages malloc would reuse during the measurement).
+    const values = tf.tidy(() => {
+      const piece = tf.randomUniform([Math.min(elements, 1024)], -1, 1, "float32", i);
+      return tf.tile(piece, [Math.ceil(elements / piece.size)]).slice(0, elements).add(tf.scalar(i));
+    });
     model[`w${i}`] = tf.variable(values, true, `mem_w${i}`);
     values.dispose();
   }
-  // No read-back before the measurement: freed read-back arrays stay in malloc's heap and would
-  // make the save's own arrays look free. (The ops ran eagerly: the values are in TensorFlow.)
+  // No read-back before the measurement, for the same reason. (The ops ran eagerly.)
   const dir = await Deno.makeTempDir({ prefix: "ckpt_native_mem_" });
   const writer = new CheckpointWriter();
   // The worker started, its code loaded and idle: its baseline is not the save's cost.
