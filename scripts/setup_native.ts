@@ -441,7 +441,13 @@ async function main() {
     manifest = JSON.parse(await Deno.readTextFile(join(target, "manifest.json")));
     console.log(`* reusing the build in ${target} (built ${manifest.builtAt} in ${manifest.buildSeconds} s)`);
     // A cached build is checked again: the library it links to may have moved.
-    for (const pkg of NATIVE_PACKAGES) await probe(target, pkg);
+    try {
+      for (const pkg of NATIVE_PACKAGES) await probe(target, pkg);
+    } catch (e) {
+      throw new SetupError(
+        `the cached build in ${target} no longer loads (run again with --rebuild): ${(e as Error).message}`,
+      );
+    }
   } else {
     if (opts.rebuild) await Deno.remove(target, { recursive: true }).catch(() => {});
     console.log(`* building into ${target}`);
