@@ -1,6 +1,7 @@
 /**
  * The native backend (`tensorflow`, tfjs-node) side by side, in one run, on the same model: a
- * tfjs-layers MLP of `--mib` MiB of float32 weights (`--width` wide dense layers) with Adam
+ * tfjs-layers MLP of `--mib` MiB of float32 weights (`--layers` dense layers, 4 by default, as wide as
+ * that needs, or `--width`) with Adam
  * (so its state is 3x that), trained on the native backend. Rows, with ratios:
  *
  * 1. Training-loop stall per checkpoint (extra wall time of `--steps` training steps that start
@@ -22,7 +23,7 @@
  * loaded one run it only to check that it works (`--mib 2 --rounds 1`).
  *
  * Run (the lead's quiet run): `deno run -A --no-lock bench/native_compare.ts --mib 18` and
- * `--mib 256 --width 2048`. Needs `deno task setup:native` first.
+ * `--mib 256`. Needs `deno task setup:native` first.
  *
  * @module
  */
@@ -38,25 +39,29 @@ const { values } = parseArgs({
   args: Deno.args,
   options: {
     mib: { type: "string", default: "18" },
-    width: { type: "string", default: "1024" },
+    layers: { type: "string", default: "4" },
+    width: { type: "string" },
     steps: { type: "string", default: "4" },
     rounds: { type: "string", default: "5" },
     python: { type: "string" },
   },
 });
 const MIB = Number(values.mib);
-const WIDTH = Number(values.width);
+const LAYERS = Number(values.layers);
+// --layers dense layers of WIDTH x WIDTH (+ bias), WIDTH chosen so the weights come to --mib.
+const WIDTH = values.width === undefined ? Math.round(Math.sqrt((MIB * 2 ** 20) / 4 / LAYERS)) : Number(values.width);
 const STEPS = Number(values.steps);
 const ROUNDS = Number(values.rounds);
-for (const [k, v] of [["mib", MIB], ["width", WIDTH], ["steps", STEPS], ["rounds", ROUNDS]] as const) {
+for (
+  const [k, v] of [["mib", MIB], ["layers", LAYERS], ["width", WIDTH], ["steps", STEPS], ["rounds", ROUNDS]] as const
+) {
   if (!(v > 0) || !Number.isFinite(v)) throw new RangeError(`--${k} must be a positive number`);
 }
 
 await loadTfjsNode();
 tf.env().set("PROD", true);
 
-// Dense layers of WIDTH x WIDTH until the weights reach MIB (the first takes WIDTH inputs).
-const layers = Math.max(1, Math.round((MIB * 2 ** 20) / 4 / (WIDTH * WIDTH + WIDTH)));
+const layers = LAYERS;
 const model = tf.sequential({
   layers: Array.from({ length: layers }, (_, i) =>
     tf.layers.dense({
