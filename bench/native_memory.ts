@@ -4,10 +4,8 @@
  * memory) is snapshotted and written in the background by a `CheckpointWriter`, in a process of
  * its own; the peak RSS above the RSS before the save (VmHWM, reset through
  * /proc/self/clear_refs) is compared with the model's size. A snapshot's staging buffer holds
- * one copy (1.0x); what the save adds beyond it is mostly the arrays tfjs-node's `data()` copies
- * each tensor into (the binding memcpy()s TensorFlow's buffer into a new ArrayBuffer): garbage
- * once copied into the staging buffer, but freed only when V8 collects, which on this machine
- * was after most of them had been made (see docs/tfjs.md).
+ * one copy (1.0x); beyond it come the read-back window (the copies tfjs-node's `data()` hands
+ * out, freed as they are staged: src/tfjs/_read_back.ts) and the writer's buffers.
  *
  * `--mode` picks what the child does after the model is built:
  * - `writer` (default): `CheckpointWriter.save(path, { model, step })`, awaited;

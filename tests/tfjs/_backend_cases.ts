@@ -89,4 +89,28 @@ export function backendCases(backend: string, use: () => Promise<unknown>, ignor
       tf.dispose([ints, mask]);
     },
   });
+
+  Deno.test({
+    name: `${backend}: a snapshot of large tensors leaves them intact, made from values or by an op`,
+    ignore,
+    async fn() {
+      await use();
+      // 256 KiB each: where data() hands out copies, the snapshot frees them (src/tfjs/_read_back.ts);
+      // it must never free an array the backend keeps, such as the values a tensor was made from.
+      const values = Float32Array.from({ length: 65536 }, (_, i) => Math.sin(i));
+      const expected = values.slice();
+      const fromValues = tf.variable(tf.tensor1d(values), false, `large_${backend}/from_values`);
+      const byOp = tf.variable(tf.tidy(() => tf.tensor1d(expected).mul(2)), false, `large_${backend}/by_op`);
+      const doubled = expected.map((v) => Math.fround(v * 2));
+      for (let round = 0; round < 2; round++) {
+        const c = await snapshot({ model: { fromValues, byOp }, step: round });
+        assert.deepEqual(bits(c.tensors[0]!.data as Float32Array), bits(expected));
+        assert.deepEqual(bits(c.tensors[1]!.data as Float32Array), bits(doubled));
+        assert.equal(values.length, 65536, "the array the tensor was made from is not detached");
+        assert.deepEqual(bits(await fromValues.data()), bits(expected));
+        assert.deepEqual(bits(await byOp.data()), bits(doubled));
+      }
+      tf.dispose([fromValues, byOp]);
+    },
+  });
 }

@@ -210,7 +210,7 @@ test("tfjs-node-gpu's binding (here on the CPU library) trains and checkpoints t
   assert.equal(digests[1], digests[0]);
 });
 
-test("a snapshot + background save of a 64 MiB model peaks at most two copies of it (staging, read-back arrays) + 32 MiB above its baseline", async () => {
+test("a snapshot + background save of a 64 MiB model peaks at one copy of it (the staging buffer) + 48 MiB above its baseline: tfjs-node's read-back copies are freed as they are staged", async () => {
   const bench = fileURLToPath(new URL("../../bench/native_memory.ts", import.meta.url));
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["run", "--no-lock", "-A", "--v8-flags=--expose-gc", bench, "--mib", "64", "--mode", "writer"],
@@ -225,5 +225,6 @@ test("a snapshot + background save of a 64 MiB model peaks at most two copies of
     `  peak ${(above / 2 ** 20).toFixed(1)} MiB above the baseline: ${(r.ratio as number).toFixed(2)}x the model`,
   );
   assert.ok(above >= 0.9 * r.modelBytes, `the staging copy shows in the peak (${r.ratio}x)`);
-  assert.ok(above <= 2 * r.modelBytes + 32 * 2 ** 20, `peak ${r.ratio}x the model`);
+  // 48 MiB: the read-back window (16 MiB) and the writer's buffers. Without the freeing, 2.24x here.
+  assert.ok(above <= r.modelBytes + 48 * 2 ** 20, `peak ${r.ratio}x the model`);
 });
