@@ -17,9 +17,10 @@
  * 3. Load: `loadCheckpoint` (SHA-256 verified) + `restore` into the model and Adam against
  *    `tf.loadLayersModel("file://…/model.json")` and `tf.train.Checkpoint.read`: targets ≥ 1.0x.
  *
- * Python: `--python PATH`, or `CKPT_PEERS_PYTHON`, or the peers' environment of
- * `scripts/peers_venv.sh` when this checkout has it; a python that cannot import tensorflow
- * leaves the Python rows out, with the reason printed. Timings belong to a quiet machine; on a
+ * Python: `--python PATH`, or `CKPT_PEERS_PYTHON`, or the peers' environment that
+ * `scripts/peers_venv.sh` builds from the local wheels (`bench/_peers_env.ts`); without one, or
+ * with a python that cannot import tensorflow, the Python rows are left out and the reason
+ * printed. Timings belong to a quiet machine; on a
  * loaded one run it only to check that it works (`--mib 2 --rounds 1`).
  *
  * Run (the lead's quiet run): `deno run -A --no-lock bench/native_compare.ts --mib 18` and
@@ -30,10 +31,10 @@
 import * as tf from "@tensorflow/tfjs";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
-import { existsSync } from "node:fs";
 import { loadTfjsNode } from "../src/tfjs/_tfjs_node.ts";
 import { CheckpointWriter, restore } from "../src/tfjs/mod.ts";
 import { loadCheckpoint } from "../mod.ts";
+import { peersPython } from "./_peers_env.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -145,11 +146,8 @@ await writer.close();
 async function findPython(): Promise<{ python?: string; why?: string }> {
   const given = values.python ?? Deno.env.get("CKPT_PEERS_PYTHON");
   if (given) return { python: given };
-  const script = fileURLToPath(new URL("../scripts/peers_venv.sh", import.meta.url));
-  if (!existsSync(script)) return { why: "no --python, CKPT_PEERS_PYTHON or scripts/peers_venv.sh" };
-  const o = await new Deno.Command("bash", { args: [script], stdout: "piped", stderr: "piped" }).output();
-  if (!o.success) return { why: `scripts/peers_venv.sh failed: ${new TextDecoder().decode(o.stderr).trim()}` };
-  return { python: new TextDecoder().decode(o.stdout).trim().split("\n").at(-1) };
+  const env = await peersPython();
+  return "python" in env ? { python: env.python } : { why: env.error };
 }
 let py: { tensorflow: string; write: number[]; read: number[] } | undefined;
 const { python, why } = await findPython();
