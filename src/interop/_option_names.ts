@@ -2,6 +2,7 @@
 // complete by the compiler: a misspelt option is a TypeError naming it, never ignored.
 import { checkOptionNames, LIMIT_OPTION_NAMES, optionNames } from "../format/_options.ts";
 import { checkStorageOptions } from "../storage/_storage_options.ts";
+import { SAVE_OPTION_NAMES } from "../io/save.ts";
 import type { CkptHandlerOptions } from "./io_handler.ts";
 import type { ReadSafetensorsOptions } from "./safetensors_read.ts";
 import type { SidecarOptions } from "./sidecar.ts";
@@ -13,14 +14,7 @@ const NAMES = {
   writeTfjs: optionNames<WriteTfjsOptions>()(["narrow", ...DECODE, "storage", "shardBytes", "sync"]),
   readTfjs: optionNames<ReadTfjsOptions>()([...DECODE, "storage", "allowOutsideShards"]),
   handler: optionNames<CkptHandlerOptions>()([
-    "codec",
-    "compression",
-    "sync",
-    "preventClose",
-    "sha256sum",
-    "reuse",
-    "storage",
-    "signal",
+    ...SAVE_OPTION_NAMES,
     ...DECODE,
     "narrow",
     "metadata",

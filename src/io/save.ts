@@ -74,7 +74,7 @@ export interface SaveOptions extends EncodeOptions {
 }
 
 /** Every option {@linkcode saveCheckpoint} takes; any other name is a `TypeError`. */
-const SAVE_OPTION_NAMES = optionNames<SaveOptions>()([
+export const SAVE_OPTION_NAMES = optionNames<SaveOptions>()([
   "codec",
   "compression",
   "sync",

@@ -1,6 +1,7 @@
 // Misspelt or misplaced options, at any depth, are TypeErrors naming the option's path from the
 // caller's options object and the names allowed there: never silently ignored. Nothing here
 // reaches a store: the names are checked before anything is sent.
+import { typeError } from "../_util.ts";
 import assert from "node:assert/strict";
 import {
   BackgroundWriter,
@@ -15,14 +16,6 @@ import {
 import { S3Store } from "../../src/storage/s3.ts";
 
 const checkpoint = { metadata: { step: 1 }, tensors: [] };
-
-function typeError(pattern: RegExp) {
-  return (e: unknown) => {
-    assert.ok(e instanceof TypeError, String(e));
-    assert.match(e.message, pattern);
-    return true;
-  };
-}
 
 Deno.test("an unknown store under storage is a TypeError naming storage.s4 and the stores there", async () => {
   await assert.rejects(

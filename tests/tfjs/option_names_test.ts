@@ -1,15 +1,8 @@
 // The TF.js adapter's options are checked by name, as the core's are: a misspelt one is a
 // TypeError naming it and the names allowed.
+import { typeError } from "../_util.ts";
 import assert from "node:assert/strict";
 import { restore, snapshot, StagingPool } from "../../src/tfjs/mod.ts";
-
-function typeError(pattern: RegExp) {
-  return (e: unknown) => {
-    assert.ok(e instanceof TypeError, String(e));
-    assert.match(e.message, pattern);
-    return true;
-  };
-}
 
 Deno.test("the tfjs adapter's options are checked by name too", async () => {
   assert.throws(
