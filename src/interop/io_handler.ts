@@ -19,6 +19,8 @@ import { LIMIT_OPTION_NAMES } from "../format/_options.ts";
 import { readSha256Sidecar, writeSha256Sidecar } from "./sidecar.ts";
 import { artifactsToCheckpoint, checkpointToArtifacts } from "./tfjs_artifacts.ts";
 import type { WeightOptions } from "./tfjs_weights.ts";
+import { files } from "../runtime/files.ts";
+import { thisProcess } from "../runtime/process.ts";
 
 /** Options for {@linkcode ckptHandler}. */
 export interface CkptHandlerOptions extends SaveOptions, DecodeOptions, WeightOptions {
@@ -161,13 +163,13 @@ export function ckptHandler(address: StorageAddress, options: CkptHandlerOptions
         lastSave = result;
         return saveResult(artifacts);
       }
-      const tmp = join(dirname(file), `.${basename(file)}.save-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`);
+      const tmp = join(dirname(file), `.${basename(file)}.save-${thisProcess.pid}-${crypto.randomUUID().slice(0, 8)}`);
       try {
         const result = await saveCheckpoint(tmp, ckpt, { ...save, sha256sum: options.sidecar ?? false });
         if (verify) await loadCheckpoint(tmp, { ...read, sha256: result.digest });
-        await Deno.rename(tmp, file);
+        await files.rename(tmp, file);
         if (options.sync ?? true) {
-          const d = await Deno.open(dirname(file), { read: true });
+          const d = await files.open(dirname(file), { read: true });
           try {
             await d.sync();
           } finally {
@@ -177,7 +179,7 @@ export function ckptHandler(address: StorageAddress, options: CkptHandlerOptions
         if (options.sidecar) await writeSha256Sidecar(file, result.sha256!, options);
         lastSave = result;
       } catch (e) {
-        await Deno.remove(tmp).catch(() => {});
+        await files.remove(tmp).catch(() => {});
         throw e;
       }
       return saveResult(artifacts);

@@ -23,6 +23,7 @@ import {
   sourceRecords,
   type StorageOptions,
 } from "./read.ts";
+import { type FileHandle, SeekMode } from "../runtime/files.ts";
 
 /** Options for {@linkcode loadCheckpoint}. */
 export interface LoadOptions extends DecodeOptions, StorageOptions {
@@ -69,11 +70,11 @@ const LOAD_HINTS: Readonly<Record<string, string>> = {
 };
 
 /** The stream digest stored in an open binary file's footer (hex), undefined if it has none; leaves the position at 0. */
-async function storedDigest(file: Deno.FsFile): Promise<string | undefined> {
+async function storedDigest(file: FileHandle): Promise<string | undefined> {
   try {
     const size = (await file.stat()).size;
     if (size < FOOTER_BYTES) return undefined;
-    await file.seek(size - FOOTER_BYTES, Deno.SeekMode.Start);
+    await file.seek(size - FOOTER_BYTES, SeekMode.Start);
     const footer = new Uint8Array(FOOTER_BYTES);
     if (await readFull(file, footer) < FOOTER_BYTES) return undefined;
     return toHex(decodeFooter(footer, size - FOOTER_BYTES).digest);
@@ -81,7 +82,7 @@ async function storedDigest(file: Deno.FsFile): Promise<string | undefined> {
     if (e instanceof SyntaxError) return undefined; // the full read says what is wrong
     throw e;
   } finally {
-    await file.seek(0, Deno.SeekMode.Start);
+    await file.seek(0, SeekMode.Start);
   }
 }
 
@@ -139,7 +140,7 @@ export async function verifiedRecords(
   let records: AsyncIterable<CheckpointRecord>;
   let streamDigest: Promise<string | undefined>;
   let tap: Hash | undefined;
-  let file: Deno.FsFile | undefined;
+  let file: FileHandle | undefined;
   let path: string | undefined;
   if (at?.store instanceof FileStore && wantedDigest !== undefined) {
     const opened = await at.store.openFile(at.key);

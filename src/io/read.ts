@@ -34,7 +34,8 @@ import {
   type StorageAddress,
   type StoreObject,
 } from "../storage/resolve.ts";
-import { requireFiles } from "../format/_runtime.ts";
+import { requireFiles } from "../runtime/files.ts";
+import { type FileHandle, SeekMode } from "../runtime/files.ts";
 
 /**
  * Where checkpoint bytes come from: an address (a path, a `file:`, `http(s):` or `s3:` URL,
@@ -113,10 +114,10 @@ export function openSource(source: CheckpointSource, options: StorageOptions = {
 const FILE_CHUNK = 4 * 2 ** 20;
 
 /** The codec a local file starts with, or `undefined` (gzip, or nothing recognised); leaves it at 0. */
-export async function fileCodec(file: Deno.FsFile, codecs?: readonly Codec[]): Promise<Codec | undefined> {
+export async function fileCodec(file: FileHandle, codecs?: readonly Codec[]): Promise<Codec | undefined> {
   const head = new Uint8Array(DETECT_BYTES);
   const n = await readFull(file, head);
-  await file.seek(0, Deno.SeekMode.Start);
+  await file.seek(0, SeekMode.Start);
   return detectCodec(head.subarray(0, n), codecs);
 }
 

@@ -9,12 +9,14 @@ import type { CheckpointInput } from "../format/types.ts";
 import { sha256 } from "../format/_hash.ts";
 import { WorkerHash } from "../storage/_worker_hash.ts";
 import { toPath } from "../storage/_path.ts";
-import { isDenoError } from "../format/_runtime.ts";
 import { checkOptionNames } from "../format/_options.ts";
 import { FileStore, WORKER_HASH } from "../storage/file.ts";
 import { isAddress, type ResolveOptions, type StorageAddress } from "../storage/resolve.ts";
 import { locate } from "./read.ts";
 import type { ObjectStore, WriteOptions } from "../storage/types.ts";
+import { OsErrors } from "../runtime/errors.ts";
+import { type FileHandle, files } from "../runtime/files.ts";
+import { thisProcess } from "../runtime/process.ts";
 
 export { toPath };
 
@@ -126,20 +128,20 @@ export interface SaveResult {
  */
 export async function writeFileAtomic<T>(
   path: string,
-  write: (file: Deno.FsFile) => Promise<T>,
+  write: (file: FileHandle) => Promise<T>,
   options: { sync?: boolean } = {},
 ): Promise<T> {
   const sync = options.sync ?? true;
   const dir = dirname(path);
-  const tmp = join(dir, `.${basename(path)}.tmp-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`);
-  const file = await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
+  const tmp = join(dir, `.${basename(path)}.tmp-${thisProcess.pid}-${crypto.randomUUID().slice(0, 8)}`);
+  const file = await files.open(tmp, { write: true, createNew: true, mode: 0o644 });
   let closed = false;
   try {
     const result = await write(file);
     if (sync) await file.syncData();
     file.close();
     closed = true;
-    await Deno.rename(tmp, path);
+    await files.rename(tmp, path);
     if (sync) await syncDir(dir);
     return result;
   } catch (e) {
@@ -148,13 +150,13 @@ export async function writeFileAtomic<T>(
         file.close();
       } catch { /* already closed */ }
     }
-    await Deno.remove(tmp).catch(() => {});
+    await files.remove(tmp).catch(() => {});
     throw e;
   }
 }
 
 async function syncDir(dir: string): Promise<void> {
-  const d = await Deno.open(dir, { read: true });
+  const d = await files.open(dir, { read: true });
   try {
     await d.sync();
   } finally {
@@ -221,8 +223,8 @@ export async function saveCheckpoint(
     try {
       await counted.pipeTo(target, { preventClose: keepOpen, preventAbort: keepOpen });
     } catch (e) {
-      if (!isDenoError(e, "BrokenPipe")) throw e;
-      throw new Deno.errors.BrokenPipe(
+      if (!(e instanceof OsErrors.BrokenPipe)) throw e;
+      throw new OsErrors.BrokenPipe(
         `Cannot save checkpoint: the stream's reader went away after ${bytes} bytes had been handed to it (broken pipe; e.g. piped into head)`,
         { cause: e },
       );
