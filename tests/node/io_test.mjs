@@ -35,7 +35,10 @@ for (const [codec, compression] of FIXTURE_FORMATS) {
       // gzip: each runtime's CompressionStream deflates its own way (both valid); what they
       // compress is byte-identical. Everything else is the same file.
       const inner = (b) => compression === "gzip" ? gunzipSync(b) : b;
-      assert.ok(Buffer.compare(inner(mine), inner(deno)) === 0, `${codec}/${compression}: Node's file differs from Deno's`);
+      assert.ok(
+        Buffer.compare(inner(mine), inner(deno)) === 0,
+        `${codec}/${compression}: Node's file differs from Deno's`,
+      );
       const back = await loadCheckpoint(path, { sha256: saved.digest });
       const input = fixtureCheckpoint();
       assert.deepEqual(back.metadata, input.metadata);
