@@ -19,6 +19,7 @@
  */
 
 // deno-lint-ignore no-import-prefix -- by full specifier, so the module loads without this repo's deno.json
+import { thisProcess } from "../runtime/process.ts";
 import { AwsClient } from "npm:aws4fetch@1.0.20";
 import { type BodySender, nodeBodySender } from "./_node_http.ts";
 import { checkKey, checkPrefix, checkRange } from "./_validate.ts";
@@ -150,12 +151,7 @@ export class S3Error extends Error {
 }
 
 function env(name: string): string | undefined {
-  try {
-    return globalThis.Deno?.env.get(name) ?? (globalThis as { process?: { env: Record<string, string> } }).process
-      ?.env[name];
-  } catch {
-    return undefined; // no --allow-env
-  }
+  return thisProcess.env(name); // undefined without --allow-env
 }
 
 function positiveInt(value: number, name: string, min: number): number {
