@@ -17,7 +17,8 @@
  * {@linkcode SCRATCH_DEPENDENCIES} (add a package there when a test needs one). Deno's own test
  * runner skips this directory (deno.json `test.exclude`). The tests see `CKPT_REPO` (this
  * repository), `CKPT_DENO_FIXTURES` (what Deno wrote from `_fixture.mjs`, for byte and error
- * comparisons: {@linkcode writeDenoFixtures}), `CKPT_SCRATCH` (the scratch project: `npx ckpt` works there), the S3
+ * comparisons: {@linkcode writeDenoFixtures}), `CKPT_TARBALL` (the packed package),
+ * `CKPT_SCRATCH` (the scratch project: `npx ckpt` works there), the S3
  * variables of tests/_s3.ts, and `CI`. A test that needs a component skips without it, and fails
  * when `CI=true` (`componentTest` in `_util.mjs`).
  *
@@ -35,6 +36,12 @@ import type { CheckpointInput, CodecName, Compression } from "../../mod.ts";
 /** The scratch project's dependencies beside the package, for the tests (exact versions). */
 export const SCRATCH_DEPENDENCIES: Readonly<Record<string, string>> = Object.freeze({
   "@tensorflow/tfjs": "4.22.0",
+  // types_test.mjs compiles a consumer of the package as a TypeScript user's project would.
+  "typescript": "5.9.3",
+  "@types/node": "20.19.25",
+  // package_test.mjs lints the tarball as a publisher would.
+  "publint": "0.3.25",
+  "@arethetypeswrong/cli": "0.18.5",
 });
 
 /** The tests' directory in this repository. */
@@ -185,7 +192,8 @@ export function tapCounts(tap: string): { passed: number; failed: number } | und
  * spec reporter writes to this process's standard output as the tests run.
  */
 export async function runNodeTests(only: readonly string[] = []): Promise<NodeRunResult> {
-  const scratch = await scratchProject(await packedTarball());
+  const tarball = await packedTarball();
+  const scratch = await scratchProject(tarball);
   const testsDir = join(scratch, "tests");
   await Deno.remove(testsDir, { recursive: true }).catch(() => {});
   await Deno.mkdir(testsDir);
@@ -204,6 +212,7 @@ export async function runNodeTests(only: readonly string[] = []): Promise<NodeRu
     CKPT_REPO: ROOT,
     CKPT_SCRATCH: scratch,
     CKPT_DENO_FIXTURES: fixtures,
+    CKPT_TARBALL: tarball,
     NO_COLOR: "1",
   };
   for (const k of Object.keys(env)) if (k.startsWith("DENO_")) delete env[k];
