@@ -18,8 +18,8 @@
  * @module
  */
 
-// deno-lint-ignore no-import-prefix -- by full specifier, so the module loads without this repo's deno.json
 import { thisProcess } from "../runtime/process.ts";
+// deno-lint-ignore no-import-prefix -- by full specifier, so the module loads without this repo's deno.json
 import { AwsClient } from "npm:aws4fetch@1.0.20";
 import { type BodySender, nodeBodySender } from "./_node_http.ts";
 import { checkKey, checkPrefix, checkRange } from "./_validate.ts";
