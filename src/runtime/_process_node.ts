@@ -7,7 +7,6 @@ import { fromErrno } from "./errors.ts";
 const process = (await import("node:process")).default;
 const os = await import("node:os");
 const { Readable } = await import("node:stream");
-const { pathToFileURL } = await import("node:url");
 
 type NodeWritable = import("node:stream").Writable;
 
@@ -31,7 +30,10 @@ function std<S>(make: () => S, tty: () => boolean): StdStream<S> {
 /** node:process as {@linkcode ThisProcess}. */
 export const nodeProcess: ThisProcess = {
   pid: process.pid,
-  mainModule: process.argv[1] ? pathToFileURL(process.argv[1]).href : undefined,
+  // Not node:url's pathToFileURL: the web build (also run under Node) replaces node:url.
+  mainModule: process.argv[1]
+    ? new URL(`file://${process.argv[1].split("/").map(encodeURIComponent).join("/")}`).href
+    : undefined,
   args: process.argv.slice(2),
   hostname: () => {
     try {
