@@ -7,7 +7,6 @@
 import { dirname, join, sep as SEP } from "node:path";
 import { locate, type StorageOptions } from "../io/read.ts";
 import { writeFileAtomic } from "../io/save.ts";
-import { FileStore } from "../storage/file.ts";
 import {
   describeAddress,
   type DirectoryAddress,
@@ -16,7 +15,7 @@ import {
   type StoreObject,
 } from "../storage/resolve.ts";
 import { requireFiles } from "../runtime/files.ts";
-import type { ObjectStore } from "../storage/types.ts";
+import type { LocalFiles, ObjectStore } from "../storage/types.ts";
 import { OsErrors } from "../runtime/errors.ts";
 import { type FileHandle, type FileInfo, files } from "../runtime/files.ts";
 import { thisProcess } from "../runtime/process.ts";
@@ -63,8 +62,8 @@ async function regularFile(path: string, what: string, fromManifest = false): Pr
 }
 
 /** Artifacts in a local directory: regular files only, shards kept inside it unless allowed. */
-function fileSource(object: StoreObject, label: string, allowOutside: boolean): ArtifactsSource {
-  const path = (object.store as FileStore).path(object.key);
+function fileSource(object: StoreObject, local: LocalFiles, label: string, allowOutside: boolean): ArtifactsSource {
+  const path = local.path(object.key);
   const root = dirname(path);
   let realRoot: Promise<string> | undefined;
   return {
@@ -184,10 +183,11 @@ export function artifactsSource(
 ): ArtifactsSource {
   const object = locate(address, options, "read TF.js artifacts from");
   const given = address instanceof URL && address.protocol === "file:"
-    ? (object.store as FileStore).path(object.key)
+    ? object.store.files?.path(object.key) ?? describeAddress(address)
     : describeAddress(address);
-  if (object.store instanceof FileStore) {
-    return fileSource(object, given, options.allowOutsideShards ?? false);
+  const local = object.store.files;
+  if (local) {
+    return fileSource(object, local, given, options.allowOutsideShards ?? false);
   }
   return objectSource(object, given);
 }
@@ -231,8 +231,8 @@ async function writeAll(file: FileHandle, bytes: Uint8Array): Promise<void> {
  * flushed, and renamed to their names only when all are written; then `model.json` is replaced
  * atomically (temporary file, fsync, rename, fsync of the directory).
  */
-function fileTarget(store: FileStore, sync: boolean): ArtifactsTarget {
-  const root = store.root;
+function fileTarget(store: ObjectStore, local: LocalFiles, sync: boolean): ArtifactsTarget {
+  const root = local.root;
   const tag = `${thisProcess.pid}-${crypto.randomUUID().slice(0, 8)}`;
   const temps: string[] = [];
   const open: FileHandle[] = [];
@@ -328,7 +328,7 @@ function objectTarget(store: ObjectStore, sync: boolean): ArtifactsTarget {
  * store. An HTTP store is read-only: a `TypeError`.
  */
 export function artifactsTarget(store: ObjectStore, sync: boolean): ArtifactsTarget {
-  if (store instanceof FileStore) return fileTarget(store, sync);
+  if (store.files) return fileTarget(store, store.files, sync);
   if (!store.writable) {
     throw new TypeError(`Cannot export to TF.js: ${store.url} is read-only (write to a path, s3://, OPFS or memory)`);
   }

@@ -12,7 +12,6 @@ import type { DecodeOptions } from "../format/decode.ts";
 import { loadCheckpoint } from "../io/load.ts";
 import { locate } from "../io/read.ts";
 import { saveCheckpoint, type SaveOptions, type SaveResult, toPath } from "../io/save.ts";
-import { FileStore } from "../storage/file.ts";
 import { describeAddress, type StorageAddress } from "../storage/resolve.ts";
 import type { Metadata } from "../format/types.ts";
 import { LIMIT_OPTION_NAMES } from "../format/_options.ts";
@@ -133,11 +132,11 @@ function saveResult(artifacts: io.ModelArtifacts): io.SaveResult {
  */
 export function ckptHandler(address: StorageAddress, options: CkptHandlerOptions = {}): CkptHandler {
   const object = locate(address, options, "use a TF.js handler on");
-  const local = object.store instanceof FileStore;
+  const local = object.store.files;
   const file = local && (typeof address === "string" || address instanceof URL)
     ? toPath(address)
     : local
-    ? (object.store as FileStore).path(object.key)
+    ? local.path(object.key)
     : describeAddress(object);
   const verify = options.verify ?? true;
   // Each function gets only the options it knows (they reject others). A codec object used to

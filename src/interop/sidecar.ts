@@ -6,7 +6,6 @@
  */
 import { locate, type StorageOptions } from "../io/read.ts";
 import { toPath, writeFileAtomic } from "../io/save.ts";
-import { FileStore } from "../storage/file.ts";
 import type { StorageAddress, StoreObject } from "../storage/resolve.ts";
 import { files } from "../runtime/files.ts";
 
@@ -46,8 +45,9 @@ function fileName(object: StoreObject): string {
  * `undefined` for other stores.
  */
 function localPath(address: StorageAddress, object: StoreObject): string | undefined {
-  if (!(object.store instanceof FileStore)) return undefined;
-  return typeof address === "string" || address instanceof URL ? toPath(address) : object.store.path(object.key);
+  const local = object.store.files;
+  if (!local) return undefined;
+  return typeof address === "string" || address instanceof URL ? toPath(address) : local.path(object.key);
 }
 
 /**

@@ -11,7 +11,6 @@ import { type Hash, sha256, toHex } from "../format/_hash.ts";
 import { settled } from "../format/_pair.ts";
 import { fileReader, readFull } from "../storage/_file_io.ts";
 import { checkOptionNames, LIMIT_OPTION_NAMES } from "../format/_options.ts";
-import { FileStore } from "../storage/file.ts";
 import { isAddress } from "../storage/resolve.ts";
 import { openRandomAccess } from "../storage/random_access.ts";
 import {
@@ -142,11 +141,12 @@ export async function verifiedRecords(
   let tap: Hash | undefined;
   let file: FileHandle | undefined;
   let path: string | undefined;
-  if (at?.store instanceof FileStore && wantedDigest !== undefined) {
-    const opened = await at.store.openFile(at.key);
+  const local = at?.store.files;
+  if (at && local && wantedDigest !== undefined) {
+    const opened = await local.open(at.key);
     if (await fileCodec(opened, options.codecs) === binaryCodec) {
       file = opened;
-      path = at.store.path(at.key);
+      path = local.path(at.key);
     } else opened.close();
   }
   if (file) {
@@ -168,9 +168,13 @@ export async function verifiedRecords(
   } else if (wantedDigest !== undefined) {
     // From a stream, the bytes' SHA-256 is computed as well, in case that is what was given.
     tap = sha256();
-    ({ records, digest: streamDigest } = decodeWithDigest(tapped(openSource(source, options), tap), options, bodies));
+    ({ records, digest: streamDigest } = decodeWithDigest(
+      tapped(openSource(at ?? source, options), tap),
+      options,
+      bodies,
+    ));
   } else {
-    ({ records, digest: streamDigest } = sourceRecords(source, options, bodies));
+    ({ records, digest: streamDigest } = sourceRecords(at ?? source, options, bodies));
   }
   const checkDigest = async () => {
     if (wantedDigest === undefined) return;
@@ -224,7 +228,7 @@ export async function loadCheckpoint(source: CheckpointSource, options: LoadOpti
     const codec = await readerCodec(reader, options.codecs);
     if (codec?.readTensors) return await codec.readTensors(reader, only, options);
   }
-  const { records, checkDigest } = await verifiedRecords(source, { ...options, reuseBuffers: false }, "keep");
+  const { records, checkDigest } = await verifiedRecords(at ?? source, { ...options, reuseBuffers: false }, "keep");
   const wanted = only ? new Set(only) : undefined;
   let metadata: Metadata | undefined;
   const tensors: Tensor[] = [];

@@ -10,7 +10,7 @@ import { sha256 } from "../format/_hash.ts";
 import { WorkerHash } from "../storage/_worker_hash.ts";
 import { toPath } from "../storage/_path.ts";
 import { checkOptionNames } from "../format/_options.ts";
-import { FileStore, WORKER_HASH } from "../storage/file.ts";
+import { WORKER_HASH } from "../storage/file.ts";
 import { isAddress, type ResolveOptions, type StorageAddress } from "../storage/resolve.ts";
 import { locate } from "./read.ts";
 import type { ObjectStore, WriteOptions } from "../storage/types.ts";
@@ -245,14 +245,15 @@ export async function saveCheckpoint(
   // A file digest asked for of a large save to a file is computed on another thread, over the
   // writer's shared staging buffers, while this one encodes and computes the per-tensor digests;
   // small ones do both here (a worker costs ~0.1 s to start).
-  const worker = askedFile && store instanceof FileStore && knownBytes(checkpoint) >= WORKER_HASH_BYTES &&
+  const staged = store.files?.stagedWrites === true;
+  const worker = askedFile && staged && knownBytes(checkpoint) >= WORKER_HASH_BYTES &&
       options.compression !== "gzip"
     ? new WorkerHash()
     : undefined;
   try {
-    // A local file's writer copies each chunk into its staging buffers before the next is read
-    // (the loop below reads one chunk at a time), so the encoder may reuse its buffers.
-    const transientChunks = store instanceof FileStore;
+    // A staging writer (a local file's) copies each chunk into its staging buffers before the next
+    // is read (the loop below reads one chunk at a time), so the encoder may reuse its buffers.
+    const transientChunks = staged;
     const encoded = encodeWithDigest(checkpoint, options, { digest: askedFile && !worker, transientChunks });
     const { readable } = encoded;
     const hash = !worker && encoded.sha256 === undefined && (askedFile || encoded.digest === undefined)
@@ -292,10 +293,11 @@ function result(bytes: number, digest: string, sha256: string | undefined): Save
 
 /** The `reuse` option as a key of the target's store: a path made relative to a local store's root. */
 function reuseKey(store: ObjectStore, key: string, reuse: string): string {
-  if (!(store instanceof FileStore)) return reuse;
-  const rel = relative(store.root, resolve(reuse)).split(sep).join("/");
+  const root = store.files?.root;
+  if (root === undefined) return reuse;
+  const rel = relative(root, resolve(reuse)).split(sep).join("/");
   if (rel === "" || rel.startsWith("../") || rel === ".." || isAbsolute(rel)) {
-    throw new TypeError(`Cannot save checkpoint: reuse ${JSON.stringify(reuse)} is outside ${store.root}`);
+    throw new TypeError(`Cannot save checkpoint: reuse ${JSON.stringify(reuse)} is outside ${root}`);
   }
   if (rel === key) throw new TypeError(`Cannot save checkpoint: reuse must name another file than the target`);
   return rel;

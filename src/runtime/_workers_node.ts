@@ -18,7 +18,7 @@ class NodeWorker implements WorkerHandle {
   }
 
   postMessage(message: unknown, transfer: Transferable[] = []): void {
-    this.#worker.postMessage(message, transfer as unknown as readonly import("node:worker_threads").TransferListItem[]);
+    this.#worker.postMessage(message, transfer as never);
   }
 
   terminate(): void {
@@ -42,8 +42,7 @@ function scope(): WorkerScope {
     set onmessage(f) {
       handler = f;
     },
-    postMessage: (message, transfer = []) =>
-      port?.postMessage(message, transfer as unknown as readonly import("node:worker_threads").TransferListItem[]),
+    postMessage: (message, transfer = []) => port?.postMessage(message, transfer as never),
     addEventListener: (_type, listener) => void listeners.push(listener),
   };
 }

@@ -20,6 +20,7 @@ import type { WorkerHash } from "./_worker_hash.ts";
 import {
   type GetOptions,
   type GetResult,
+  type LocalFiles,
   type ObjectInfo,
   ObjectNotFoundError,
   type ObjectStore,
@@ -183,6 +184,8 @@ export class FileStore implements ObjectStore {
    * `directWrites: false`, which a worker could not open as it is.
    */
   readonly address: string | undefined;
+  /** What this store can do beyond the interface: its objects are local files (see {@linkcode LocalFiles}). */
+  readonly files: LocalFiles;
   #directWrites: boolean;
 
   /**
@@ -204,6 +207,12 @@ export class FileStore implements ObjectStore {
     if (typeof direct !== "boolean") throw new TypeError("Cannot open a FileStore: directWrites must be a boolean");
     this.#directWrites = direct;
     this.address = direct ? this.url : undefined;
+    this.files = Object.freeze({
+      root: this.root,
+      path: (key: string) => this.path(key),
+      open: (key: string) => this.openFile(key),
+      stagedWrites: true,
+    });
   }
 
   /**
@@ -243,7 +252,7 @@ export class FileStore implements ObjectStore {
 
   /**
    * Opens the object's file for reading, for callers that read it directly (a fast local path);
-   * errors are the file system's own classes (`Deno.errors.NotFound` for an absent file, saying
+   * errors are the file system's own classes (`OsErrors.NotFound` for an absent file, saying
    * `Cannot read "PATH": No such file or directory`, as the CLI does). The caller closes it.
    *
    * @example
@@ -253,8 +262,9 @@ export class FileStore implements ObjectStore {
    * const dir = await Deno.makeTempDir();
    * const store = new FileStore(dir);
    * await store.put("a", new Uint8Array([1]));
-   * using file = await store.openFile("a");
+   * const file = await store.openFile("a");
    * assert.equal((await file.stat()).size, 1);
+   * file.close();
    * await Deno.remove(dir, { recursive: true });
    * ```
    */
