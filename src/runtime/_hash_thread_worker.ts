@@ -1,7 +1,7 @@
 // The hash thread's worker: the SHA-256 of one region of a buffer transferred to it, sent back
 // with the buffer, so a reader verifies one tensor here while its own thread hashes the next.
 import { createHash } from "node:crypto";
-import { type WorkerMessage, workerScope as scope } from "../runtime/workers.ts";
+import { type WorkerMessage, workerScope as scope } from "./workers.ts";
 
 interface Job {
   seq: number;
