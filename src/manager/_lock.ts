@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { OsErrors } from "../runtime/errors.ts";
 import { type FileHandle, files, SeekMode } from "../runtime/files.ts";
 import { thisProcess } from "../runtime/process.ts";
-import { tryLockFile } from "../runtime/locks.ts";
+import { readLockText, tryLockFile } from "../runtime/locks.ts";
 
 /** The lock file's name inside a checkpoint directory. */
 export const LOCK_FILE = "ckpt.lock";
@@ -72,18 +72,6 @@ function parseOwner(text: string): LockOwner | undefined {
   return undefined;
 }
 
-async function readText(file: FileHandle): Promise<string> {
-  await file.seek(0, SeekMode.Start);
-  const buf = new Uint8Array(4096);
-  let n = 0;
-  while (n < buf.byteLength) {
-    const r = await file.read(buf.subarray(n));
-    if (r === null) break;
-    n += r;
-  }
-  return new TextDecoder().decode(buf.subarray(0, n));
-}
-
 /**
  * Whether a process with this pid runs on this machine: `true`, `false`, or `undefined` when it
  * cannot be told.
@@ -122,7 +110,7 @@ export class DirectoryLock {
         // lock is on an unlinked file, and we must try again on the new one.
         const [held, now] = [await file.stat(), await files.stat(path).catch(() => undefined)];
         if (!now || now.ino !== held.ino || now.dev !== held.dev) continue;
-        const stale = parseOwner(await readText(file));
+        const stale = parseOwner(await readLockText(file));
         if (stale || held.size > 0) {
           const alive = stale ? processAlive(stale.pid) : undefined;
           onWarning(

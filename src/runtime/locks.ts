@@ -52,7 +52,24 @@ async function denoLock(path: string): Promise<FileHandle | undefined> {
 /** The files this process holds by pid, as `dev:ino`. */
 const held = new Set<string>();
 
-async function readHead(file: FileHandle): Promise<string> {
+/**
+ * The text at the start of a lock file (its first 4 KiB: a lock file holds one JSON line), read
+ * from offset 0; the file's position is left at 0.
+ *
+ * @example
+ * ```ts
+ * import { readLockText, tryLockFile } from "./locks.ts";
+ * import { files } from "./files.ts";
+ * import assert from "node:assert/strict";
+ * const dir = await files.makeTempDir();
+ * const file = (await tryLockFile(`${dir}/x.lock`))!;
+ * await file.write(new TextEncoder().encode('{"pid":1}'));
+ * assert.equal(await readLockText(file), '{"pid":1}');
+ * file.close();
+ * await files.remove(dir, { recursive: true });
+ * ```
+ */
+export async function readLockText(file: FileHandle): Promise<string> {
   await file.seek(0, SeekMode.Start);
   const buf = new Uint8Array(4096);
   let n = 0;
@@ -90,7 +107,7 @@ async function pidLock(path: string): Promise<FileHandle | undefined> {
     const key = `${st.dev}:${st.ino}`;
     if (held.has(key)) return undefined;
     if (!fresh) {
-      const pid = ownerPid(await readHead(file));
+      const pid = ownerPid(await readLockText(file));
       if (pid !== undefined && pid !== thisProcess.pid && thisProcess.alive(pid) !== false) return undefined;
     }
     held.add(key);

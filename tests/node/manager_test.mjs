@@ -3,13 +3,12 @@
 // (for real) that loses no committed checkpoint, its stale lock taken over by the next one.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import process from "node:process";
 import { CheckpointManager, DirectoryLockedError } from "@ckpt/ckpt";
 import { crashCheckpoint } from "./_crash_child.mjs";
-import { withTempDir } from "./_util.mjs";
+import { nodeChild, withTempDir } from "./_util.mjs";
 
 const CHILD = new URL("./_crash_child.mjs", import.meta.url).pathname;
 
@@ -84,19 +83,12 @@ test("a second manager on the same directory is refused with DirectoryLockedErro
 
 /** Starts the crash child; resolves with it once it printed `ready`. */
 function startChild(dir, mode) {
-  const child = spawn(process.execPath, [CHILD, dir, mode], { stdio: ["ignore", "pipe", "inherit"] });
   const committed = [];
   let ready;
   const readyP = new Promise((r) => ready = r);
-  let buf = "";
-  child.stdout.on("data", (c) => {
-    buf += c;
-    for (let i; (i = buf.indexOf("\n")) >= 0;) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      if (line.startsWith("ready")) ready();
-      if (line.startsWith("committed ")) committed.push(Number(line.slice(10)));
-    }
+  const child = nodeChild(CHILD, [dir, mode], (line) => {
+    if (line.startsWith("ready")) ready();
+    if (line.startsWith("committed ")) committed.push(Number(line.slice(10)));
   });
   const exited = new Promise((r) => child.on("exit", (code, signal) => r({ code, signal })));
   return { child, committed, ready: readyP, exited };

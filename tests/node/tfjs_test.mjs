@@ -4,13 +4,11 @@
 // as a run never interrupted.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { join } from "node:path";
-import process from "node:process";
 import * as tf from "@tensorflow/tfjs";
 import { BackgroundWriter, loadCheckpoint, saveCheckpoint } from "@ckpt/ckpt";
 import { restore, snapshot } from "@ckpt/ckpt/tfjs";
-import { withTempDir } from "./_util.mjs";
+import { nodeChild, withTempDir } from "./_util.mjs";
 
 const CHILD = new URL("./_train_child.mjs", import.meta.url).pathname;
 
@@ -71,17 +69,10 @@ test("BackgroundWriter saves on a worker thread while the main thread keeps runn
 });
 
 function runChild(args, { killAfterCommit } = {}) {
-  const child = spawn(process.execPath, [CHILD, ...args], { stdio: ["ignore", "pipe", "inherit"] });
   const lines = [];
-  let buf = "";
-  child.stdout.on("data", (c) => {
-    buf += c;
-    for (let i; (i = buf.indexOf("\n")) >= 0;) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      lines.push(line);
-      if (killAfterCommit !== undefined && line === `committed ${killAfterCommit}`) child.kill("SIGKILL");
-    }
+  const child = nodeChild(CHILD, args, (line, child) => {
+    lines.push(line);
+    if (killAfterCommit !== undefined && line === `committed ${killAfterCommit}`) child.kill("SIGKILL");
   });
   return new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal, lines })));
 }
