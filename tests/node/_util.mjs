@@ -20,11 +20,12 @@ export const IN_CI = process.env.CI === "true";
  * @param {string} name
  * @param {string | undefined} missing why the component is unusable; undefined when it is there
  * @param {(t: import("node:test").TestContext) => Promise<void>} fn
+ * @param {import("node:test").TestOptions} [options] such as a `timeout`
  */
-export function componentTest(name, missing, fn) {
-  if (!missing) return test(name, fn);
-  if (IN_CI) return test(name, () => Promise.reject(new Error(`${name}: ${missing}`)));
-  return test(name, { skip: missing }, fn);
+export function componentTest(name, missing, fn, options = {}) {
+  if (!missing) return test(name, options, fn);
+  if (IN_CI) return test(name, options, () => Promise.reject(new Error(`${name}: ${missing}`)));
+  return test(name, { ...options, skip: missing }, fn);
 }
 
 /**

@@ -55,6 +55,8 @@ async function withBucket(fn) {
 }
 
 const missing = await absent();
+/** An object store that answers but never finishes a request fails the test, not the run. */
+const TIMEOUT = { timeout: 90_000 };
 
 function bytesOf(a) {
   return new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
@@ -73,7 +75,7 @@ componentTest("a checkpoint saved to s3:// under Node loads and verifies bit for
     const only = await loadCheckpoint(url, { only: ["ids"] });
     assert.deepEqual(only.tensors.map((t) => t.name), ["ids"]);
   });
-});
+}, TIMEOUT);
 
 componentTest("a CheckpointManager on s3:// under Node keeps the newest and resumes from them", missing, async () => {
   await withBucket(async (bucket) => {
@@ -85,7 +87,7 @@ componentTest("a CheckpointManager on s3:// under Node keeps the newest and resu
     assert.equal((await again.latest()).metadata.step, 3);
     await again.close();
   });
-});
+}, TIMEOUT);
 
 componentTest("npx ckpt verify reads an s3:// address under Node", missing, async () => {
   await withBucket(async (bucket) => {
@@ -99,4 +101,4 @@ componentTest("npx ckpt verify reads an s3:// address under Node", missing, asyn
     });
     assert.equal(code, 0);
   });
-});
+}, TIMEOUT);
