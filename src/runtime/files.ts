@@ -31,15 +31,20 @@ import { RUNTIME } from "./_which.ts";
 /** Where a seek counts from (the values of Deno's `Deno.SeekMode` and of `lseek`'s `whence`). */
 export const SeekMode = Object.freeze({ Start: 0, Current: 1, End: 2 } as const);
 
-/** One of {@linkcode SeekMode}'s values. */
-export type SeekWhence = typeof SeekMode[keyof typeof SeekMode];
+/** Where a seek counts from: 0 the start, 1 the current position, 2 the end ({@linkcode SeekMode}'s values). */
+export type SeekWhence = 0 | 1 | 2;
 
 /** A file's status: the part of `Deno.FileInfo` ckpt reads. */
 export interface FileInfo {
+  /** Whether it is a regular file. */
   isFile: boolean;
+  /** Whether it is a directory. */
   isDirectory: boolean;
+  /** Whether it is a symbolic link (only from `lstat`). */
   isSymlink: boolean;
+  /** Its size in bytes. */
   size: number;
+  /** When its content last changed (`null` where the platform does not say). */
   mtime: Date | null;
   /** The inode number (`null` where the platform has none). */
   ino: number | null;
