@@ -96,6 +96,14 @@ export {
   TRAINING_PRESET,
 } from "./src/manager/mod.ts";
 export {
+  DEFAULT_GRACE_PERIOD,
+  DEFAULT_PREEMPTION_SIGNALS,
+  type Drainable,
+  Preemption,
+  type PreemptionNotice,
+  type PreemptionOptions,
+} from "./src/manager/preemption.ts";
+export {
   createSafetensorsCodec,
   safetensorsCodec,
   type SafetensorsCodecOptions,

@@ -19,12 +19,14 @@ import "@tensorflow/tfjs-backend-webgpu";
 import { parseArgs } from "node:util";
 import { saveCheckpoint } from "../mod.ts";
 import { CheckpointManager } from "../src/manager/mod.ts";
+import { Preemption } from "../src/manager/preemption.ts";
 import { CheckpointMismatchError, CheckpointWriter, restore, snapshot } from "../src/tfjs/mod.ts";
 
 const USAGE = `Usage: deno task train [options]
 
 Trains a small MLP on generated data, checkpointing every N steps; run it again after
-Ctrl-C or kill -9 and it resumes from the newest checkpoint with the same result.
+Ctrl-C or kill -9 and it resumes from the newest checkpoint with the same result. SIGTERM
+and SIGINT (Ctrl-C) save the step it is at before it exits (143 / 130).
 
 Options:
   --dir DIR          checkpoint directory (default: runs/spirals)
@@ -38,6 +40,8 @@ Options:
   --hidden N         hidden units per layer (default: 32)
   --seed N           data and initializer seed (default: 7)
   --delay MS         sleep after each step, to have time to press Ctrl-C (default: 0)
+  --grace MS         after SIGTERM or SIGINT, exit within MS even if the save is not done
+                     (default: 25000; the newest committed checkpoint stays intact)
   --fresh            delete the directory's checkpoints and start from step 0
   --quiet            print only the final result
   -h, --help         show this help
@@ -59,6 +63,7 @@ interface Config {
   hidden: number;
   seed: number;
   delay: number;
+  grace: number;
   fresh: boolean;
   quiet: boolean;
 }
@@ -90,6 +95,7 @@ function parseConfig(args: string[]): Config | undefined {
       hidden: { type: "string", default: "32" },
       seed: { type: "string", default: "7" },
       delay: { type: "string", default: "0" },
+      grace: { type: "string", default: "25000" },
       fresh: { type: "boolean", default: false },
       quiet: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
@@ -127,6 +133,7 @@ function parseConfig(args: string[]): Config | undefined {
     hidden: int("hidden", 1),
     seed: int("seed", 0),
     delay: int("delay", 0),
+    grace: int("grace", 0),
     fresh: values.fresh,
     quiet: values.quiet,
   };
@@ -282,12 +289,12 @@ async function main(args: string[]): Promise<number> {
     say(`training from step 0 into ${manager.dir} (${config.backend}, ${config.optimizer})`);
   }
 
-  let interrupted = 0;
-  const onInterrupt = () => {
-    interrupted++;
-    if (interrupted > 1) Deno.exit(130); // a second Ctrl-C: stop now; the last commit is intact
-  };
-  Deno.addSignalListener("SIGINT", onInterrupt);
+  // SIGTERM (kill, Kubernetes, Slurm) and SIGINT (Ctrl-C), or npx/deno task above us gone: save
+  // the step we are at and exit. A second signal exits at once; the last commit is intact.
+  using preemption = Preemption.listen({
+    gracePeriod: config.grace,
+    log: (m) => console.error(`train: ${m}`),
+  });
 
   const checkpoint = (loss: number) => {
     const at = step;
@@ -306,7 +313,7 @@ async function main(args: string[]): Promise<number> {
   const started = performance.now();
   let loss = NaN;
   let accuracy = NaN;
-  while (step < config.steps && !interrupted) {
+  while (step < config.steps && !preemption.reached(step)) {
     step++;
     const indices = tf.tensor1d(batchIndices(step, config.batch, config.seed), "int32");
     const x = tf.gather(xs, indices);
@@ -321,18 +328,25 @@ async function main(args: string[]): Promise<number> {
     // step resolves without ever leaving the microtask queue.
     await new Promise((r) => setTimeout(r, config.delay));
   }
-  if (interrupted && step % config.every !== 0) {
-    say(`interrupted at step ${step}: saving it before exiting`);
-    checkpoint(loss);
+  const notice = preemption.notice;
+  if (notice) {
+    if (step % config.every !== 0 && step !== config.steps) {
+      say(`${notice.reason} at step ${step}: saving it before exiting`);
+      checkpoint(loss);
+    }
+    // Waits for every checkpoint (the writer's, then the manager's commits), releases the lock
+    // and exits 143 or 130; a failed save exits 1 with the error.
+    await preemption.stop([writer, manager], {
+      // --fresh would delete what this run saved: resuming means the same flags without it.
+      onDrained: (status) =>
+        status !== 1 &&
+        say(`stopped at step ${step}; run the same command${config.fresh ? " without --fresh" : ""} again to resume`),
+    });
+    return notice.status;
   }
+  preemption.dispose();
   await writer.close(); // waits for every checkpoint; throws if one failed
   await manager.close();
-  Deno.removeSignalListener("SIGINT", onInterrupt);
-  if (interrupted) {
-    // --fresh would delete what this run saved: resuming means the same flags without it.
-    say(`stopped at step ${step}; run the same command${config.fresh ? " without --fresh" : ""} again to resume`);
-    return 130;
-  }
 
   // The result, on the whole data set in inference mode: the same for every run of these flags.
   const [evalLoss, evalAccuracy] = model.evaluate(xs, ys) as tf.Scalar[];
