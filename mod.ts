@@ -104,6 +104,16 @@ export {
   type PreemptionOptions,
 } from "./src/manager/preemption.ts";
 export {
+  DEFAULT_CLOSE_TIMEOUT,
+  DEFAULT_MAX_RETRY_DELAY,
+  DEFAULT_MIRROR_OPTIONS,
+  DEFAULT_RETRY_DELAY,
+  MirroredManager,
+  type MirroredManagerOptions,
+  type MirrorStatus,
+  type TieredCheckpoint,
+} from "./src/manager/mirror.ts";
+export {
   createSafetensorsCodec,
   safetensorsCodec,
   type SafetensorsCodecOptions,
