@@ -14,7 +14,9 @@ import type { Checkpoint, CheckpointInput } from "../format/types.ts";
 import type { ObjectStore } from "../storage/types.ts";
 import type { CheckpointEntry, ListedCheckpoint } from "./entry.ts";
 import { CheckpointManager } from "./mod.ts";
-import type { CheckpointManagerOptions } from "./options.ts";
+import { type CheckpointManagerOptions, DEFAULT_MAX_TO_KEEP } from "./options.ts";
+import { retention, type RetentionPolicy } from "./_retention.ts";
+import type { Metadata } from "../format/types.ts";
 import { unref } from "../runtime/signals.ts";
 
 /** The default of {@linkcode MirroredManagerOptions.mirror}: the mirror's retention. */
@@ -107,6 +109,12 @@ function ms(value: unknown, name: string, fallback: number): number {
   return v;
 }
 
+/** The retention rules of a manager's options, with their defaults. */
+function policyOf(o: CheckpointManagerOptions): RetentionPolicy {
+  const best = o.best ? { metric: o.best.metric, mode: o.best.mode, keep: o.best.keep ?? 1 } : undefined;
+  return { maxToKeep: o.maxToKeep ?? DEFAULT_MAX_TO_KEEP, keepEvery: o.keepEvery, best };
+}
+
 const describe = (e: unknown) => (e as Error)?.message ?? String(e);
 
 /**
@@ -154,6 +162,11 @@ const describe = (e: unknown) => (e as Error)?.message ?? String(e);
  */
 export class MirroredManager implements AsyncDisposable {
   #local: CheckpointManager;
+  /** The local tier's retention, applied here (never to a checkpoint the mirror still needs). */
+  #localPolicy: RetentionPolicy;
+  #mirrorPolicy: RetentionPolicy;
+  /** The mirror's checkpoints as last seen, for its retention. */
+  #mirrorEntries: { step: number; metadata: Metadata }[] = [];
   #target: string | URL | ObjectStore;
   #url: string;
   #mirrorOptions: CheckpointManagerOptions;
@@ -173,9 +186,12 @@ export class MirroredManager implements AsyncDisposable {
   #wake: (() => void) | undefined;
   #stopping = false;
   #closing: Promise<void> | undefined;
+  #pruning: Promise<void> = Promise.resolve();
 
   private constructor(local: CheckpointManager, target: string | URL | ObjectStore, o: MirroredManagerOptions) {
     this.#local = local;
+    this.#localPolicy = policyOf(o.local ?? {});
+    this.#mirrorPolicy = policyOf(o.mirror ?? DEFAULT_MIRROR_OPTIONS);
     this.#target = target;
     this.#url = typeof target === "string" ? target : target instanceof URL ? target.href : target.url;
     this.#mirrorOptions = { ...(o.mirror ?? DEFAULT_MIRROR_OPTIONS) };
@@ -206,10 +222,20 @@ export class MirroredManager implements AsyncDisposable {
       throw new TypeError("Cannot open the mirror: expected an address or an ObjectStore");
     }
     if (options.mirror?.readOnly || options.local?.readOnly) {
-      throw new TypeError("Invalid option readOnly: a MirroredManager writes both tiers; open a CheckpointManager to look");
+      throw new TypeError(
+        "Invalid option readOnly: a MirroredManager writes both tiers; open a CheckpointManager to look",
+      );
     }
     const warn = options.onWarning ?? ((m: string) => console.warn(m));
-    const manager = await CheckpointManager.open(local, { onWarning: warn, ...options.local });
+    // Retention of the local tier is applied by the MirroredManager, which keeps what the
+    // mirror still needs: the local manager itself keeps everything.
+    const manager = await CheckpointManager.open(local, {
+      onWarning: warn,
+      ...options.local,
+      maxToKeep: Infinity,
+      keepEvery: undefined,
+      best: undefined,
+    });
     let m: MirroredManager;
     try {
       m = new MirroredManager(manager, mirror, options);
@@ -220,7 +246,9 @@ export class MirroredManager implements AsyncDisposable {
     if (await m.#connect()) {
       const behind = (await manager.list()).map((e) => e.step).filter((s) => s > (m.#newest ?? -1));
       if (behind.length > 0) {
-        m.#warn(`mirror ${m.#url} is behind by ${behind.length} checkpoint(s) (steps ${behind.join(", ")}): catching up`);
+        m.#warn(
+          `mirror ${m.#url} is behind by ${behind.length} checkpoint(s) (steps ${behind.join(", ")}): catching up`,
+        );
         m.#enqueue(...behind);
       }
     } else {
@@ -264,7 +292,10 @@ export class MirroredManager implements AsyncDisposable {
     if (this.#stopping) throw new Error("Cannot save checkpoint: the MirroredManager is closed");
     const saved = this.#local.save(checkpoint);
     // Not a rejection handler: a failed local save stays the local manager's to report.
-    saved.then((entry) => this.#enqueue(entry.step));
+    saved.then((entry) => {
+      this.#enqueue(entry.step);
+      void this.#prune();
+    });
     return saved;
   }
 
@@ -295,7 +326,9 @@ export class MirroredManager implements AsyncDisposable {
         this.#warn(`Skipping mirror checkpoint step ${step} in ${this.#url}: ${describe(e)}`);
         continue;
       }
-      this.#warn(`resuming from step ${step} on the mirror ${this.#url} (newer than the local tier's); copying it back`);
+      this.#warn(
+        `resuming from step ${step} on the mirror ${this.#url} (newer than the local tier's); copying it back`,
+      );
       try {
         await this.#local.save(checkpoint);
       } catch (e) {
@@ -369,6 +402,7 @@ export class MirroredManager implements AsyncDisposable {
       } finally {
         this.#wake?.(); // a pump waiting to retry stops now
         await this.#pumping;
+        await this.#pruning;
         await this.#mirror?.close().catch(() => {});
         await this.#local.close();
       }
@@ -381,12 +415,39 @@ export class MirroredManager implements AsyncDisposable {
     return this.close();
   }
 
+  /**
+   * Applies the local tier's retention, except to checkpoints still waiting for the mirror that
+   * the mirror's retention would keep (so a mirror that is down does not lose its every-N-th or
+   * newest checkpoints to the local tier's pruning).
+   */
+  #prune(): Promise<void> {
+    // One at a time: a save's and the replication's could otherwise delete the same step twice.
+    this.#pruning = this.#pruning.then(() => this.#pruneNow()).catch((e) =>
+      this.#warn(`Cannot apply retention to ${this.#local.dir}: ${describe(e)}`)
+    );
+    return this.#pruning;
+  }
+
+  async #pruneNow(): Promise<void> {
+    const local = await this.#local.list();
+    const keep = retention(local, this.#localPolicy);
+    const waiting = local.filter((e) => this.#queue.includes(e.step));
+    const mirrorKeeps = retention([...this.#mirrorEntries, ...waiting], this.#mirrorPolicy);
+    for (const e of local) {
+      if (keep.get(e.step)?.length) continue;
+      if (this.#queue.includes(e.step) && mirrorKeeps.get(e.step)?.length) continue;
+      if (this.#queue.includes(e.step)) this.#queue.splice(this.#queue.indexOf(e.step), 1);
+      await this.#local.delete(e.step);
+    }
+  }
+
   /** Opens the mirror's manager if it is not open; false (with a warning) when it does not answer. */
   async #connect(): Promise<boolean> {
     if (this.#mirror) return true;
     try {
       this.#mirror = await CheckpointManager.open(this.#target as string, this.#mirrorOptions);
-      this.#newest = (await this.#mirror.list()).at(-1)?.step;
+      this.#mirrorEntries = (await this.#mirror.list()).map((e) => ({ step: e.step, metadata: e.metadata }));
+      this.#newest = this.#mirrorEntries.at(-1)?.step;
       if (!this.#reachable && this.#failures > 0) this.#warn(`mirror ${this.#url} answers again: catching up`);
       this.#reachable = true;
       return true;
@@ -420,7 +481,7 @@ export class MirroredManager implements AsyncDisposable {
   #pump(): void {
     this.#pumping ??= this.#drain().finally(() => {
       this.#pumping = undefined;
-      if (this.#queue.length === 0) for (const wake of this.#idleWaiters.splice(0)) wake();
+      if (this.#queue.length === 0) { for (const wake of this.#idleWaiters.splice(0)) wake(); }
     });
   }
 
@@ -439,6 +500,7 @@ export class MirroredManager implements AsyncDisposable {
       if (ok) {
         this.#queue.shift();
         delay = this.#retryDelay;
+        await this.#prune();
         continue;
       }
       if (this.#stopping) return; // close() waited long enough; the next open catches up
@@ -478,6 +540,10 @@ export class MirroredManager implements AsyncDisposable {
       throw e;
     }
     this.#newest = step;
+    this.#mirrorEntries.push({ step, metadata: checkpoint.metadata });
+    this.#mirrorEntries = this.#mirrorEntries.filter((e) =>
+      retention(this.#mirrorEntries, this.#mirrorPolicy).get(e.step)?.length
+    );
     if (this.#failures > 0) {
       this.#failures = 0;
       this.#lastError = undefined;
