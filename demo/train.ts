@@ -20,6 +20,7 @@ import { parseArgs } from "node:util";
 import { saveCheckpoint } from "../mod.ts";
 import { CheckpointManager } from "../src/manager/mod.ts";
 import { Preemption } from "../src/manager/preemption.ts";
+import { MirroredManager } from "../src/manager/mirror.ts";
 import { CheckpointMismatchError, CheckpointWriter, restore, snapshot } from "../src/tfjs/mod.ts";
 
 const USAGE = `Usage: deno task train [options]
@@ -42,6 +43,9 @@ Options:
   --delay MS         sleep after each step, to have time to press Ctrl-C (default: 0)
   --grace MS         after SIGTERM or SIGINT, exit within MS even if the save is not done
                      (default: 25000; the newest committed checkpoint stays intact)
+  --mirror ADDR      also replicate each checkpoint in the background to ADDR
+                     (s3://bucket/prefix with the AWS_* variables, or a directory),
+                     keeping the last 3 there; resumes from it if newer or intact
   --fresh            delete the directory's checkpoints and start from step 0
   --quiet            print only the final result
   -h, --help         show this help
@@ -64,6 +68,7 @@ interface Config {
   seed: number;
   delay: number;
   grace: number;
+  mirror: string | undefined;
   fresh: boolean;
   quiet: boolean;
 }
@@ -96,6 +101,7 @@ function parseConfig(args: string[]): Config | undefined {
       seed: { type: "string", default: "7" },
       delay: { type: "string", default: "0" },
       grace: { type: "string", default: "25000" },
+      mirror: { type: "string" },
       fresh: { type: "boolean", default: false },
       quiet: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
@@ -121,6 +127,10 @@ function parseConfig(args: string[]): Config | undefined {
     );
   }
   if (values.dir === "") throw new UsageError("--dir must not be empty");
+  if (values.mirror === "") throw new UsageError("--mirror must not be empty");
+  if (values.mirror !== undefined && values.fresh) {
+    throw new UsageError("--fresh deletes local checkpoints only: with --mirror, use a new --dir and mirror prefix");
+  }
   return {
     dir: values.dir,
     steps: int("steps", 1),
@@ -134,6 +144,7 @@ function parseConfig(args: string[]): Config | undefined {
     seed: int("seed", 0),
     delay: int("delay", 0),
     grace: int("grace", 0),
+    mirror: values.mirror,
     fresh: values.fresh,
     quiet: values.quiet,
   };
@@ -244,14 +255,16 @@ async function main(args: string[]): Promise<number> {
   await tf.ready();
 
   const writer = new CheckpointWriter();
-  const manager = await CheckpointManager.open(config.dir, {
-    maxToKeep: config.keep,
-    writer: writer.fileWriter,
-    onWarning: (m) => console.error(`train: warning: ${m}`),
-  });
+  const local = { maxToKeep: config.keep, writer: writer.fileWriter };
+  const onWarning = (m: string) => console.error(`train: warning: ${m}`);
+  // With --mirror: committed locally first, replicated in the background (docs/manager.md).
+  const manager = config.mirror === undefined
+    ? await CheckpointManager.open(config.dir, { ...local, onWarning })
+    : await MirroredManager.open(config.dir, config.mirror, { local, mirror: { maxToKeep: 3 }, onWarning });
   if (config.fresh) {
     // Only the manager's checkpoints go, never other files in --dir.
-    for (const entry of (await manager.list()).reverse()) await manager.delete(entry.step);
+    const checkpoints = manager as CheckpointManager; // --fresh is refused with --mirror
+    for (const entry of (await checkpoints.list()).reverse()) await checkpoints.delete(entry.step);
   }
   const { model, optimizer } = buildModel(config);
   const data = spirals(config.seed);

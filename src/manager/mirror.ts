@@ -330,7 +330,11 @@ export class MirroredManager implements AsyncDisposable {
         `resuming from step ${step} on the mirror ${this.#url} (newer than the local tier's); copying it back`,
       );
       try {
-        await this.#local.save(checkpoint);
+        // A copy: the local tier's writer may move the buffers it is given to a worker.
+        await this.#local.save({
+          metadata: checkpoint.metadata,
+          tensors: checkpoint.tensors.map((t) => ({ ...t, data: t.data.slice() })),
+        });
       } catch (e) {
         this.#warn(`Cannot copy step ${step} back into ${this.#local.dir}: ${describe(e)}`);
       }

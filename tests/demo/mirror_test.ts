@@ -1,0 +1,61 @@
+// `deno task train --mirror ADDR`: the local directory lost (or its newest checkpoint damaged),
+// the next run resumes from the mirror and ends bit for bit like a run never interrupted.
+import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
+import { s3Test } from "../_s3.ts";
+
+const SCRIPT = fileURLToPath(new URL("../../demo/train.ts", import.meta.url));
+const PERMISSIONS = ["--allow-read", "--allow-write", "--allow-env", "--allow-net=127.0.0.1"];
+const FLAGS = ["--steps", "150", "--every", "25", "--keep", "1"];
+
+async function train(args: string[], env: Record<string, string> = {}): Promise<{ code: number; out: string }> {
+  const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+    args: ["run", ...PERMISSIONS, SCRIPT, ...args],
+    env: { NO_COLOR: "1", ...env },
+  }).output();
+  return { code, out: new TextDecoder().decode(stdout) + new TextDecoder().decode(stderr) };
+}
+
+const finalLine = (out: string) =>
+  out.split("\n").find((l) => l.startsWith("final loss")) ?? `no final line in:\n${out}`;
+
+/** Trains to step 100, loses the local directory, and trains on to 150 from the mirror. */
+async function resumeFromMirror(mirror: string, env: Record<string, string> = {}): Promise<void> {
+  const root = await Deno.makeTempDir({ prefix: "ckpt_demo_mirror_" });
+  try {
+    const reference = await train(["--dir", `${root}/ref`, ...FLAGS, "--quiet"]);
+    assert.equal(reference.code, 0, reference.out);
+    const first = await train(["--dir", `${root}/local`, "--mirror", mirror, ...FLAGS, "--steps", "100"], env);
+    assert.equal(first.code, 0, first.out);
+    await Deno.remove(`${root}/local`, { recursive: true });
+    const second = await train(["--dir", `${root}/local`, "--mirror", mirror, ...FLAGS], env);
+    assert.equal(second.code, 0, second.out);
+    assert.match(second.out, /resuming from step 100 on the mirror .*copying it back/);
+    assert.match(second.out, /^resumed from step 100 /m);
+    assert.equal(finalLine(second.out), finalLine(reference.out));
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+}
+
+Deno.test("train --mirror DIR: the local directory lost, the next run resumes from the mirror to the same weights", async () => {
+  const mirror = await Deno.makeTempDir({ prefix: "ckpt_demo_mirror_dir_" });
+  try {
+    await resumeFromMirror(mirror);
+  } finally {
+    await Deno.remove(mirror, { recursive: true });
+  }
+});
+
+s3Test(
+  "train --mirror s3://bucket/prefix: the local directory lost, the next run resumes from RGW to the same weights",
+  async (b) => {
+    const { endpoint, region, credentials } = b.endpoint;
+    await resumeFromMirror(`s3://${b.name}/spirals`, {
+      AWS_ENDPOINT_URL: endpoint,
+      AWS_REGION: region,
+      AWS_ACCESS_KEY_ID: credentials.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey,
+    });
+  },
+);
