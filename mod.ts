@@ -113,6 +113,7 @@ export {
   type MirrorStatus,
   type TieredCheckpoint,
 } from "./src/manager/mirror.ts";
+export { SavePolicy, type SavePolicyOptions, type SaveReason } from "./src/manager/save_policy.ts";
 export {
   createSafetensorsCodec,
   safetensorsCodec,
