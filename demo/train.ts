@@ -22,6 +22,7 @@ import { CheckpointManager } from "../src/manager/mod.ts";
 import { Preemption } from "../src/manager/preemption.ts";
 import { MirroredManager } from "../src/manager/mirror.ts";
 import { CheckpointMismatchError, CheckpointWriter, restore, snapshot } from "../src/tfjs/mod.ts";
+import { loadTfjsNode } from "../src/tfjs/_tfjs_node.ts";
 
 const USAGE = `Usage: deno task train [options]
 
@@ -34,7 +35,8 @@ Options:
   --steps N          train up to step N (default: 600)
   --every N          checkpoint every N steps (default: 50)
   --keep N           checkpoints to keep (default: 3)
-  --backend NAME     cpu, wasm or webgpu (default: cpu)
+  --backend NAME     cpu, wasm, webgpu or tensorflow (default: cpu; tensorflow is
+                     tfjs-node's native backend: build it first, deno task setup:native)
   --optimizer NAME   momentum, sgd, rmsprop, adagrad or adam (default: momentum)
   --lr X             learning rate (default: 0.05; 0.005 suits adam and rmsprop)
   --batch N          batch size (default: 64)
@@ -118,8 +120,8 @@ function parseConfig(args: string[]): Config | undefined {
   };
   const lr = Number(values.lr);
   if (!(lr > 0 && lr < 10)) throw new UsageError(`--lr must be a number between 0 and 10, got ${values.lr}`);
-  if (!["cpu", "wasm", "webgpu"].includes(values.backend)) {
-    throw new UsageError(`--backend must be cpu, wasm or webgpu, got ${JSON.stringify(values.backend)}`);
+  if (!["cpu", "wasm", "webgpu", "tensorflow"].includes(values.backend)) {
+    throw new UsageError(`--backend must be cpu, wasm, webgpu or tensorflow, got ${JSON.stringify(values.backend)}`);
   }
   if (!Object.hasOwn(OPTIMIZERS, values.optimizer)) {
     throw new UsageError(
@@ -245,6 +247,7 @@ async function main(args: string[]): Promise<number> {
   }
   const say = config.quiet ? () => {} : (line: string) => console.log(line);
 
+  if (config.backend === "tensorflow") await loadTfjsNode(); // registers it; throws how to set it up if it cannot
   tf.env().set("PROD", true); // no "install tfjs-node" banner
   if (!(await tf.setBackend(config.backend).catch(() => false))) {
     console.error(

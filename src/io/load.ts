@@ -11,6 +11,7 @@ import { type Hash, sha256, toHex } from "../format/_hash.ts";
 import { settled } from "../format/_pair.ts";
 import { fileReader, readFull } from "../storage/_file_io.ts";
 import { checkOptionNames, LIMIT_OPTION_NAMES } from "../format/_options.ts";
+import { checkInto, placeInto } from "../format/_read_into.ts";
 import { FileStore } from "../storage/file.ts";
 import { isAddress } from "../storage/resolve.ts";
 import { openRandomAccess } from "../storage/random_access.ts";
@@ -44,6 +45,22 @@ export interface LoadOptions extends DecodeOptions, StorageOptions {
    * save made without `sha256sum: true`), it is a `TypeError`, not a check skipped.
    */
   sha256?: string;
+  /**
+   * Restore into buffers you already have, by tensor name (a model's own weights, say): each
+   * named tensor's bytes land in the typed array given for it, whose byte length must be the
+   * tensor's (else a `RangeError`; two buffers that share a byte are a `TypeError`), and the
+   * returned tensor's `data` is a view of that memory.
+   * From a local ckpt binary file the bytes are read straight into it, with no fresh memory to
+   * touch (about half the CPU time of a load into fresh memory goes to the kernel zeroing new
+   * pages: docs/performance.md); from anything else they are copied there once verified.
+   * Tensors not named load into fresh memory as usual; a name no loaded tensor has is a
+   * `RangeError`. If the load fails, a buffer read into directly may hold bytes that were not
+   * verified (the tensor that failed, and those read ahead of it): load again or restore them
+   * from elsewhere.
+   *
+   * @default {undefined} (every tensor in fresh memory)
+   */
+  into?: ReadonlyMap<string, ArrayBufferView>;
 }
 
 /** Every option {@linkcode loadCheckpoint} takes; any other name is a `TypeError`. */
@@ -54,6 +71,7 @@ const LOAD_OPTION_NAMES = [
   "reuseBuffers",
   "parallelHash",
   "storage",
+  "into",
   ...LIMIT_OPTION_NAMES,
 ] as const satisfies readonly (
   keyof LoadOptions
@@ -214,14 +232,18 @@ export async function verifiedRecords(
  */
 export async function loadCheckpoint(source: CheckpointSource, options: LoadOptions = {}): Promise<Checkpoint> {
   checkOptionNames(options, LOAD_OPTION_NAMES, "Cannot load checkpoint", LOAD_HINTS);
-  const { only } = options;
+  const { only, into } = options;
+  if (into !== undefined) checkInto(into);
   const expected = wantedSha256(options);
   const at = isAddress(source) ? locate(source, options) : undefined;
   if (at && only && expected === undefined) {
     // Random access: the object's tail (footer, index), its head, then only the wanted records.
     const reader = await openRandomAccess(at.store, at.key);
     const codec = await readerCodec(reader, options.codecs);
-    if (codec?.readTensors) return await codec.readTensors(reader, only, options);
+    if (codec?.readTensors) {
+      const some = await codec.readTensors(reader, only, options);
+      return { ...some, tensors: placeInto(some.tensors, into) };
+    }
   }
   const { records, checkDigest } = await verifiedRecords(source, { ...options, reuseBuffers: false }, "keep");
   const wanted = only ? new Set(only) : undefined;
@@ -245,5 +267,5 @@ export async function loadCheckpoint(source: CheckpointSource, options: LoadOpti
       );
     }
   }
-  return { metadata, tensors };
+  return { metadata, tensors: placeInto(tensors, into) };
 }
