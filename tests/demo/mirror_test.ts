@@ -1,6 +1,7 @@
 // `deno task train --mirror ADDR`: the local directory lost (or its newest checkpoint damaged),
 // the next run resumes from the mirror and ends bit for bit like a run never interrupted.
 import assert from "node:assert/strict";
+import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { s3Test } from "../_s3.ts";
 
@@ -48,14 +49,43 @@ Deno.test("train --mirror DIR: the local directory lost, the next run resumes fr
 });
 
 s3Test(
-  "train --mirror s3://bucket/prefix: the local directory lost, the next run resumes from RGW to the same weights",
+  "the README's two-tier command runs (deno task train --mirror s3://...): local directory lost, resumed from RGW",
   async (b) => {
+    // The README's command, verbatim but for the bucket (a fresh one) and --dir and --steps added.
+    const readme = await Deno.readTextFile(new URL("../../README.md", import.meta.url));
+    const section = readme.slice(readme.indexOf("### Two tiers"));
+    const command = section.match(/`(deno task train --mirror s3:\/\/ckpt\/spirals)`/)?.[1];
+    assert.ok(command, "the section names the command");
+    const mirror = command.split(" ").at(-1)!.replace("s3://ckpt/", `s3://${b.name}/`);
     const { endpoint, region, credentials } = b.endpoint;
-    await resumeFromMirror(`s3://${b.name}/spirals`, {
+    const env = {
       AWS_ENDPOINT_URL: endpoint,
       AWS_REGION: region,
       AWS_ACCESS_KEY_ID: credentials.accessKeyId,
       AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey,
-    });
+      PATH: `${dirname(Deno.execPath())}:${Deno.env.get("PATH")}`,
+      NO_COLOR: "1",
+    };
+    const root = await Deno.makeTempDir({ prefix: "ckpt_readme_mirror_" });
+    const task = async (args: string[]) => {
+      const out = await new Deno.Command(Deno.execPath(), {
+        args: ["task", "train", "--mirror", mirror, "--dir", `${root}/local`, ...args],
+        cwd: fileURLToPath(new URL("../../", import.meta.url)),
+        env,
+      }).output();
+      return { code: out.code, out: new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr) };
+    };
+    try {
+      const reference = await train(["--dir", `${root}/ref`, ...FLAGS, "--quiet"]);
+      const first = await task([...FLAGS, "--steps", "100"]);
+      assert.equal(first.code, 0, first.out);
+      await Deno.remove(`${root}/local`, { recursive: true });
+      const second = await task(FLAGS);
+      assert.equal(second.code, 0, second.out);
+      assert.match(second.out, /^resumed from step 100 /m);
+      assert.equal(finalLine(second.out), finalLine(reference.out));
+    } finally {
+      await Deno.remove(root, { recursive: true });
+    }
   },
 );
