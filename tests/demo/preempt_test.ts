@@ -6,72 +6,13 @@
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { prng } from "../_util.ts";
+import { finalLine, type Run, runCommand, runDemo, stepOf } from "./_train_runner.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
-const SCRIPT = `${ROOT}demo/train.ts`;
-const PERMISSIONS = ["--allow-read", "--allow-write", "--allow-env", "--allow-net=127.0.0.1"];
 const FLAGS = ["--steps", "300", "--every", "25"];
 
-interface Run {
-  code: number;
-  signal: Deno.Signal | null;
-  lines: string[];
-  /** Milliseconds from the signal to the exit. */
-  ms: number;
-}
-
-/**
- * Runs `command`; `stopWhen` sees each output line and may return a signal, sent once to the
- * process (or to `target(pid)`, such as `deno task` below `npx`).
- */
-async function runCommand(
-  command: string,
-  args: string[],
-  stopWhen?: (line: string) => Deno.Signal | undefined,
-  target?: (child: Deno.ChildProcess) => number,
-): Promise<Run> {
-  const child = new Deno.Command(command, {
-    args,
-    cwd: ROOT,
-    stdout: "piped",
-    stderr: "piped",
-    env: { NO_COLOR: "1" },
-  }).spawn();
-  const stderr = new Response(child.stderr).text();
-  const lines: string[] = [];
-  let sentAt = 0;
-  let pending = "";
-  for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
-    pending += chunk;
-    const parts = pending.split("\n");
-    pending = parts.pop()!;
-    for (const line of parts) {
-      lines.push(line);
-      const signal = !sentAt && stopWhen?.(line);
-      if (signal) {
-        sentAt = performance.now();
-        if (target) Deno.kill(target(child), signal);
-        else child.kill(signal);
-      }
-    }
-  }
-  if (pending) lines.push(pending);
-  const status = await child.status;
-  const err = (await stderr).trim();
-  if (err) lines.push(...err.split("\n").map((l) => `stderr: ${l}`));
-  return { code: status.code, signal: status.signal, lines, ms: performance.now() - sentAt };
-}
-
-const demo = (args: string[], stopWhen?: (line: string) => Deno.Signal | undefined) =>
-  runCommand(Deno.execPath(), ["run", ...PERMISSIONS, SCRIPT, ...args], stopWhen);
-
-function finalLine(run: Run): string {
-  const line = run.lines.find((l) => l.startsWith("final loss "));
-  assert.ok(line, `a final line in:\n${run.lines.join("\n")}`);
-  return line;
-}
-
-const stepOf = (line: string, pattern: RegExp) => Number(pattern.exec(line)?.[1] ?? NaN);
+const demo = runDemo;
+const at = (line: string, pattern: RegExp) => stepOf(line, pattern) ?? NaN;
 
 let reference: Promise<string> | undefined;
 function uninterrupted(): Promise<string> {
@@ -106,7 +47,7 @@ function assertClean(dir: string, run: Run): number {
   const names = [...Deno.readDirSync(dir)].map((e) => e.name);
   assert.ok(!names.includes("ckpt.lock"), `lock left behind: ${names.join(" ")}`);
   assert.ok(names.every((n) => !n.startsWith(".")), `temporary file left behind: ${names.join(" ")}`);
-  const stopped = stepOf(run.lines.find((l) => l.startsWith("stopped at step")) ?? "", /^stopped at step (\d+);/);
+  const stopped = at(run.lines.find((l) => l.startsWith("stopped at step")) ?? "", /^stopped at step (\d+);/);
   assert.ok(stopped > 0, run.lines.join("\n"));
   const index = JSON.parse(Deno.readTextFileSync(`${dir}/index.json`)) as { checkpoints: { step: number }[] };
   assert.equal(index.checkpoints.at(-1)?.step, stopped, "the step it stopped at is the newest committed");
@@ -157,13 +98,22 @@ Deno.test("train through the README's command: SIGTERM to npx reaches the traine
   const dir = await Deno.makeTempDir({ prefix: "ckpt_preempt_npx_" });
   try {
     const args = ["--yes", "deno@2.9.6", "task", "train", "--dir", dir, ...FLAGS, "--delay", "20"];
-    const run = await runCommand("npx", args, (l) => stepOf(l, /^step +(\d+)\//) >= 50 ? "SIGTERM" : undefined);
+    const run = await runCommand("npx", args, (l) => at(l, /^step +(\d+)\//) >= 50 ? "SIGTERM" : undefined, {
+      cwd: ROOT,
+    });
     // npx ends as its child did: by the signal's status (143) once the trainer has saved and exited.
     assert.equal(run.code, 143, run.lines.join("\n"));
     assert.deepEqual(runningWith(dir), [], "no orphan keeps training");
     const stopped = assertClean(dir, run);
     assert.ok(run.ms < 25_000, `exited ${run.ms} ms after SIGTERM, within the grace period`);
-    const resumed = await runCommand("npx", ["--yes", "deno@2.9.6", "task", "train", "--dir", dir, ...FLAGS]);
+    const resumed = await runCommand(
+      "npx",
+      ["--yes", "deno@2.9.6", "task", "train", "--dir", dir, ...FLAGS],
+      undefined,
+      {
+        cwd: ROOT,
+      },
+    );
     assert.equal(resumed.code, 0, resumed.lines.join("\n"));
     assert.ok(resumed.lines.includes(`resumed from step ${stopped} (${dir})`), resumed.lines.join("\n"));
     assert.equal(finalLine(resumed), want);
@@ -185,8 +135,8 @@ Deno.test("train under deno task: SIGKILL of deno task leaves no orphan; the tra
     const run = await runCommand(
       "npx",
       args,
-      (l) => stepOf(l, /^step +(\d+)\//) >= 50 ? "SIGKILL" : undefined,
-      taskPid,
+      (l) => at(l, /^step +(\d+)\//) >= 50 ? "SIGKILL" : undefined,
+      { cwd: ROOT, target: taskPid },
     );
     // The trainer, adopted when deno task died, noticed, saved the step it was at and exited.
     for (let i = 0; i < 100 && runningWith(dir).length > 0; i++) await new Promise((r) => setTimeout(r, 100));

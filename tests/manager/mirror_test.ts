@@ -146,7 +146,11 @@ s3Test("MirroredManager: a mirror that comes back mid-run is caught up without a
     await withDir(async (dir) => {
       const warnings: string[] = [];
       proxy.rule = () => "503";
-      const m = await MirroredManager.open(dir, mirrorStore(b, proxy.endpoint), options(warnings));
+      const m = await MirroredManager.open(
+        dir,
+        mirrorStore(b, proxy.endpoint),
+        options(warnings, { mirror: { maxToKeep: 10 } }),
+      );
       for (const step of [1, 2]) await m.save(makeCheckpoint(step));
       assert.equal(m.status().reachable, false);
       proxy.rule = () => "pass"; // back
