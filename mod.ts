@@ -103,6 +103,7 @@ export {
   type PreemptionNotice,
   type PreemptionOptions,
 } from "./src/manager/preemption.ts";
+export { type StopSignal } from "./src/runtime/signals.ts";
 export {
   DEFAULT_CLOSE_TIMEOUT,
   DEFAULT_MAX_RETRY_DELAY,

@@ -72,6 +72,8 @@ export class SavePolicy {
   #lastSave: number;
 
   /**
+   * Makes a policy; the time interval starts now.
+   *
    * @param options See {@linkcode SavePolicyOptions}.
    */
   constructor(options: SavePolicyOptions = {}) {

@@ -6,7 +6,10 @@ import { exitStatus, onOrphaned, onPageHidden, onSignal, signalsSupported } from
 const CHILD = fileURLToPath(new URL("./_signal_child.ts", import.meta.url));
 
 /** Reads `child`'s stdout line by line, calling `onLine` until it returns true. */
-async function lines(stream: ReadableStream<Uint8Array>, onLine: (line: string) => boolean | void): Promise<string[]> {
+async function lines(
+  stream: ReadableStream<Uint8Array<ArrayBuffer>>,
+  onLine: (line: string) => boolean | void,
+): Promise<string[]> {
   const seen: string[] = [];
   let pending = "";
   for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
