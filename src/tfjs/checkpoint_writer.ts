@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { checkOptionNames, optionNames } from "../format/_options.ts";
 import {
   BackgroundWriter,
   DEFAULT_IDLE_TIMEOUT,
@@ -50,6 +51,13 @@ export interface CheckpointWriterOptions {
    */
   idleTimeout?: number;
 }
+
+const WRITER_OPTION_NAMES = optionNames<CheckpointWriterOptions>()([
+  "whenBusy",
+  "saveOptions",
+  "staging",
+  "idleTimeout",
+]);
 
 /** What {@linkcode CheckpointWriter.save} needs of a `CheckpointManager`: its `save(checkpoint)`. */
 export interface ManagerLike {
@@ -158,6 +166,7 @@ export class CheckpointWriter implements AsyncDisposable {
    */
   constructor(options: CheckpointWriterOptions = {}) {
     if (typeof options !== "object" || options === null) throw new TypeError("Invalid options: expected an object");
+    checkOptionNames(options, WRITER_OPTION_NAMES, "Cannot make CheckpointWriter");
     const staging = options.staging ?? new StagingPool();
     if (!(staging instanceof StagingPool)) throw new TypeError("Invalid option staging: expected a StagingPool");
     const saveOptions = options.saveOptions ?? {};
