@@ -95,7 +95,6 @@ declare const ckpt: Checkpoint;`,
     declare: `import type { TensorInput } from "./mod.ts";
 declare const step: number, val_loss: number, tensors: TensorInput[];`,
   },
-  { section: "Checkpoint directories: `CheckpointManager`", runBy: "tests/manager/readme_preemption_test.ts" },
   {
     section: "Save in the background: `BackgroundWriter`",
     declare: `import type { TensorInput } from "./mod.ts";

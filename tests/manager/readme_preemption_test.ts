@@ -1,15 +1,18 @@
-// The README's "Preemption" example, run verbatim (from the repository root, where its
-// `./mod.ts` import resolves) and stopped with a real SIGTERM, twice: each run saves the step it
-// is at, exits 143 with its lock released, and the second resumes where the first stopped.
+// docs/manager.md's preemption example (what the README's "Preemption" section points to), run
+// verbatim but for its import of "@ckpt/ckpt" (this repository's mod.ts), and stopped with a real
+// SIGTERM, twice: each run saves the step it is at, exits 143 with its lock released, and the
+// second resumes where the first stopped.
 import assert from "node:assert/strict";
 import { CheckpointManager } from "../../src/manager/mod.ts";
 
 const ROOT = new URL("../../", import.meta.url);
 
-Deno.test("the README's preemption example runs verbatim: SIGTERM saves the step it is at, exits 143, and resumes", async () => {
+Deno.test("the documented preemption example runs verbatim: SIGTERM saves the step it is at, exits 143, and resumes", async () => {
   const readme = await Deno.readTextFile(new URL("README.md", ROOT));
-  const section = readme.slice(readme.indexOf("### Preemption"));
-  const code = section.match(/```ts(?: ignore)?\n([\s\S]*?)```/)?.[1];
+  assert.match(readme, /### Preemption[^]*docs\/manager\.md#preemption-save-on-sigterm/, "the README points here");
+  const docs = await Deno.readTextFile(new URL("docs/manager.md", ROOT));
+  const section = docs.slice(docs.indexOf("## Preemption"));
+  const code = section.match(/```ts(?: ignore)?\n([\s\S]*?)```/)?.[1]?.replace('"@ckpt/ckpt"', '"./mod.ts"');
   assert.ok(code, "the section has a ts block");
   const file = new URL(`.readme-preempt-${crypto.randomUUID()}.ts`, ROOT);
   const cwd = await Deno.makeTempDir({ prefix: "ckpt_readme_preempt_" });
