@@ -44,8 +44,7 @@ Deno.test("onSignal works the same under Node.js, without Deno", async () => {
   const dir = await Deno.makeTempDir();
   try {
     // Node 20 runs plain JavaScript: strip the module's types with esbuild, as a package build would.
-    // deno-lint-ignore no-import-prefix -- by full specifier: esbuild is a tool, not in the import map
-    const { transform } = await import("npm:esbuild@0.28.2");
+    const { transform } = await import("esbuild"); // tools.imports.json, as `deno task test` runs it
     const source = await Deno.readTextFile(new URL("../../src/runtime/signals.ts", import.meta.url));
     const { code } = await transform(source, { loader: "ts", format: "esm" });
     await Deno.writeTextFile(`${dir}/signals.mjs`, code);
