@@ -112,7 +112,12 @@ function ms(value: unknown, name: string, fallback: number): number {
 /** The retention rules of a manager's options, with their defaults. */
 function policyOf(o: CheckpointManagerOptions): RetentionPolicy {
   const best = o.best ? { metric: o.best.metric, mode: o.best.mode, keep: o.best.keep ?? 1 } : undefined;
-  return { maxToKeep: o.maxToKeep ?? DEFAULT_MAX_TO_KEEP, keepEvery: o.keepEvery, best };
+  return {
+    maxToKeep: o.maxToKeep ?? DEFAULT_MAX_TO_KEEP,
+    keepEvery: o.keepEvery,
+    keepTimeInterval: o.keepTimeInterval,
+    best,
+  };
 }
 
 const describe = (e: unknown) => (e as Error)?.message ?? String(e);
@@ -166,7 +171,7 @@ export class MirroredManager implements AsyncDisposable {
   #localPolicy: RetentionPolicy;
   #mirrorPolicy: RetentionPolicy;
   /** The mirror's checkpoints as last seen, for its retention. */
-  #mirrorEntries: { step: number; metadata: Metadata }[] = [];
+  #mirrorEntries: { step: number; metadata: Metadata; savedAt: string }[] = [];
   #target: string | URL | ObjectStore;
   #url: string;
   #mirrorOptions: CheckpointManagerOptions;
@@ -234,6 +239,7 @@ export class MirroredManager implements AsyncDisposable {
       ...options.local,
       maxToKeep: Infinity,
       keepEvery: undefined,
+      keepTimeInterval: undefined,
       best: undefined,
     });
     let m: MirroredManager;
@@ -450,7 +456,11 @@ export class MirroredManager implements AsyncDisposable {
     if (this.#mirror) return true;
     try {
       this.#mirror = await CheckpointManager.open(this.#target as string, this.#mirrorOptions);
-      this.#mirrorEntries = (await this.#mirror.list()).map((e) => ({ step: e.step, metadata: e.metadata }));
+      this.#mirrorEntries = (await this.#mirror.list()).map((e) => ({
+        step: e.step,
+        metadata: e.metadata,
+        savedAt: e.savedAt,
+      }));
       this.#newest = this.#mirrorEntries.at(-1)?.step;
       if (!this.#reachable && this.#failures > 0) this.#warn(`mirror ${this.#url} answers again: catching up`);
       this.#reachable = true;
@@ -544,7 +554,7 @@ export class MirroredManager implements AsyncDisposable {
       throw e;
     }
     this.#newest = step;
-    this.#mirrorEntries.push({ step, metadata: checkpoint.metadata });
+    this.#mirrorEntries.push({ step, metadata: checkpoint.metadata, savedAt: new Date().toISOString() });
     this.#mirrorEntries = this.#mirrorEntries.filter((e) =>
       retention(this.#mirrorEntries, this.#mirrorPolicy).get(e.step)?.length
     );
