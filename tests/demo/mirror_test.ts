@@ -4,6 +4,8 @@ import assert from "node:assert/strict";
 import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { s3Test } from "../_s3.ts";
+import { CheckpointManager } from "../../src/manager/mod.ts";
+import { runDemo } from "./_train_runner.ts";
 
 const SCRIPT = fileURLToPath(new URL("../../demo/train.ts", import.meta.url));
 const PERMISSIONS = ["--allow-read", "--allow-write", "--allow-env", "--allow-net=127.0.0.1"];
@@ -45,6 +47,32 @@ Deno.test("train --mirror DIR: the local directory lost, the next run resumes fr
     await resumeFromMirror(mirror);
   } finally {
     await Deno.remove(mirror, { recursive: true });
+  }
+});
+
+Deno.test("train --mirror DIR stopped by SIGTERM during replication resumes bit for bit; the mirror holds only verified checkpoints", async () => {
+  const root = await Deno.makeTempDir({ prefix: "ckpt_demo_mirror_term_" });
+  try {
+    const reference = await train(["--dir", `${root}/ref`, ...FLAGS, "--quiet"]);
+    const args = ["--dir", `${root}/local`, "--mirror", `${root}/mirror`, ...FLAGS, "--every", "5", "--delay", "5"];
+    // SIGTERM right after a commit: its replication is under way in the background.
+    for (const after of [2, 5, 9]) {
+      let commits = 0;
+      const run = await runDemo(
+        args,
+        (line) => /^ {2}checkpoint step \d+ committed/.test(line) && ++commits === after ? "SIGTERM" : undefined,
+      );
+      assert.equal(run.code, 143, run.lines.join("\n"));
+      assert.ok(!(await Array.fromAsync(Deno.readDir(`${root}/local`))).some((e) => e.name === "ckpt.lock"));
+    }
+    const mirror = await CheckpointManager.open(`${root}/mirror`, { readOnly: true });
+    for (const e of await mirror.list()) await mirror.load(e.step); // each verifies
+    await mirror.close();
+    const last = await train(["--dir", `${root}/local`, "--mirror", `${root}/mirror`, ...FLAGS]);
+    assert.equal(last.code, 0, last.out);
+    assert.equal(finalLine(last.out), finalLine(reference.out));
+  } finally {
+    await Deno.remove(root, { recursive: true });
   }
 });
 
