@@ -97,6 +97,26 @@ export {
   TRAINING_PRESET,
 } from "./src/manager/mod.ts";
 export {
+  DEFAULT_GRACE_PERIOD,
+  DEFAULT_PREEMPTION_SIGNALS,
+  type Drainable,
+  Preemption,
+  type PreemptionNotice,
+  type PreemptionOptions,
+} from "./src/manager/preemption.ts";
+export { type StopSignal } from "./src/runtime/signals.ts";
+export {
+  DEFAULT_CLOSE_TIMEOUT,
+  DEFAULT_MAX_RETRY_DELAY,
+  DEFAULT_MIRROR_OPTIONS,
+  DEFAULT_RETRY_DELAY,
+  MirroredManager,
+  type MirroredManagerOptions,
+  type MirrorStatus,
+  type TieredCheckpoint,
+} from "./src/manager/mirror.ts";
+export { SavePolicy, type SavePolicyOptions, type SaveReason } from "./src/manager/save_policy.ts";
+export {
   createSafetensorsCodec,
   safetensorsCodec,
   type SafetensorsCodecOptions,

@@ -17,6 +17,8 @@ import * as tf from "@tensorflow/tfjs";
 import { parseArgs } from "node:util";
 import { saveCheckpoint } from "../mod.ts";
 import { CheckpointManager } from "../src/manager/mod.ts";
+import { Preemption } from "../src/manager/preemption.ts";
+import { MirroredManager } from "../src/manager/mirror.ts";
 import { CheckpointMismatchError, CheckpointWriter, restore, snapshot } from "../src/tfjs/mod.ts";
 import { loadTfjsNode } from "../src/tfjs/_tfjs_node.ts";
 
@@ -34,7 +36,8 @@ export const OPTIONAL_BACKENDS: Readonly<Record<string, string>> = {
 const USAGE = `Usage: deno task train [options]
 
 Trains a small MLP on generated data, checkpointing every N steps; run it again after
-Ctrl-C or kill -9 and it resumes from the newest checkpoint with the same result.
+Ctrl-C or kill -9 and it resumes from the newest checkpoint with the same result. SIGTERM
+and SIGINT (Ctrl-C) save the step it is at before it exits (143 / 130).
 
 Options:
   --dir DIR          checkpoint directory (default: runs/spirals)
@@ -49,6 +52,11 @@ Options:
   --hidden N         hidden units per layer (default: 32)
   --seed N           data and initializer seed (default: 7)
   --delay MS         sleep after each step, to have time to press Ctrl-C (default: 0)
+  --grace MS         after SIGTERM or SIGINT, exit within MS even if the save is not done
+                     (default: 25000; the newest committed checkpoint stays intact)
+  --mirror ADDR      also replicate each checkpoint in the background to ADDR
+                     (s3://bucket/prefix with the AWS_* variables, or a directory),
+                     keeping the last 3 there; resumes from it if newer or intact
   --fresh            delete the directory's checkpoints and start from step 0
   --quiet            print only the final result
   -h, --help         show this help
@@ -70,6 +78,8 @@ interface Config {
   hidden: number;
   seed: number;
   delay: number;
+  grace: number;
+  mirror: string | undefined;
   fresh: boolean;
   quiet: boolean;
 }
@@ -101,6 +111,8 @@ function parseConfig(args: string[]): Config | undefined {
       hidden: { type: "string", default: "32" },
       seed: { type: "string", default: "7" },
       delay: { type: "string", default: "0" },
+      grace: { type: "string", default: "25000" },
+      mirror: { type: "string" },
       fresh: { type: "boolean", default: false },
       quiet: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
@@ -126,6 +138,10 @@ function parseConfig(args: string[]): Config | undefined {
     );
   }
   if (values.dir === "") throw new UsageError("--dir must not be empty");
+  if (values.mirror === "") throw new UsageError("--mirror must not be empty");
+  if (values.mirror !== undefined && values.fresh) {
+    throw new UsageError("--fresh deletes local checkpoints only: with --mirror, use a new --dir and mirror prefix");
+  }
   return {
     dir: values.dir,
     steps: int("steps", 1),
@@ -138,6 +154,8 @@ function parseConfig(args: string[]): Config | undefined {
     hidden: int("hidden", 1),
     seed: int("seed", 0),
     delay: int("delay", 0),
+    grace: int("grace", 0),
+    mirror: values.mirror,
     fresh: values.fresh,
     quiet: values.quiet,
   };
@@ -250,14 +268,16 @@ async function main(args: string[]): Promise<number> {
   await tf.ready();
 
   const writer = new CheckpointWriter();
-  const manager = await CheckpointManager.open(config.dir, {
-    maxToKeep: config.keep,
-    writer: writer.fileWriter,
-    onWarning: (m) => console.error(`train: warning: ${m}`),
-  });
+  const local = { maxToKeep: config.keep, writer: writer.fileWriter };
+  const onWarning = (m: string) => console.error(`train: warning: ${m}`);
+  // With --mirror: committed locally first, replicated in the background (docs/manager.md).
+  const manager = config.mirror === undefined
+    ? await CheckpointManager.open(config.dir, { ...local, onWarning })
+    : await MirroredManager.open(config.dir, config.mirror, { local, mirror: { maxToKeep: 3 }, onWarning });
   if (config.fresh) {
     // Only the manager's checkpoints go, never other files in --dir.
-    for (const entry of (await manager.list()).reverse()) await manager.delete(entry.step);
+    const checkpoints = manager as CheckpointManager; // --fresh is refused with --mirror
+    for (const entry of (await checkpoints.list()).reverse()) await checkpoints.delete(entry.step);
   }
   const { model, optimizer } = buildModel(config);
   const data = spirals(config.seed);
@@ -295,12 +315,12 @@ async function main(args: string[]): Promise<number> {
     say(`training from step 0 into ${manager.dir} (${config.backend}, ${config.optimizer})`);
   }
 
-  let interrupted = 0;
-  const onInterrupt = () => {
-    interrupted++;
-    if (interrupted > 1) Deno.exit(130); // a second Ctrl-C: stop now; the last commit is intact
-  };
-  Deno.addSignalListener("SIGINT", onInterrupt);
+  // SIGTERM (kill, Kubernetes, Slurm) and SIGINT (Ctrl-C), or npx/deno task above us gone: save
+  // the step we are at and exit. A second signal exits at once; the last commit is intact.
+  using preemption = Preemption.listen({
+    gracePeriod: config.grace,
+    log: (m) => console.error(`train: ${m}`),
+  });
 
   const checkpoint = (loss: number) => {
     const at = step;
@@ -319,7 +339,7 @@ async function main(args: string[]): Promise<number> {
   const started = performance.now();
   let loss = NaN;
   let accuracy = NaN;
-  while (step < config.steps && !interrupted) {
+  while (step < config.steps && !preemption.reached(step)) {
     step++;
     const indices = tf.tensor1d(batchIndices(step, config.batch, config.seed), "int32");
     const x = tf.gather(xs, indices);
@@ -334,18 +354,25 @@ async function main(args: string[]): Promise<number> {
     // step resolves without ever leaving the microtask queue.
     await new Promise((r) => setTimeout(r, config.delay));
   }
-  if (interrupted && step % config.every !== 0) {
-    say(`interrupted at step ${step}: saving it before exiting`);
-    checkpoint(loss);
+  const notice = preemption.notice;
+  if (notice) {
+    if (step % config.every !== 0 && step !== config.steps) {
+      say(`${notice.reason} at step ${step}: saving it before exiting`);
+      checkpoint(loss);
+    }
+    // Waits for every checkpoint (the writer's, then the manager's commits), releases the lock
+    // and exits 143 or 130; a failed save exits 1 with the error.
+    await preemption.stop([writer, manager], {
+      // --fresh would delete what this run saved: resuming means the same flags without it.
+      onDrained: (status) =>
+        status !== 1 &&
+        say(`stopped at step ${step}; run the same command${config.fresh ? " without --fresh" : ""} again to resume`),
+    });
+    return notice.status;
   }
+  preemption.dispose();
   await writer.close(); // waits for every checkpoint; throws if one failed
   await manager.close();
-  Deno.removeSignalListener("SIGINT", onInterrupt);
-  if (interrupted) {
-    // --fresh would delete what this run saved: resuming means the same flags without it.
-    say(`stopped at step ${step}; run the same command${config.fresh ? " without --fresh" : ""} again to resume`);
-    return 130;
-  }
 
   // The result, on the whole data set in inference mode: the same for every run of these flags.
   const [evalLoss, evalAccuracy] = model.evaluate(xs, ys) as tf.Scalar[];

@@ -23,6 +23,7 @@ import {
   type WorkerSaveOptions,
 } from "./_protocol.ts";
 import { takeOwnership } from "./_transfer.ts";
+import { SaveLedger } from "./_saves.ts";
 import { WORKER_MODULE } from "./_worker_url.ts";
 import { isStoreObject, objectAddress, resolveObject, type StoreObject } from "../storage/resolve.ts";
 
@@ -137,12 +138,6 @@ interface Job {
   promise: SavePromise<SaveResult>;
   resolve: (result: SaveResult) => void;
   reject: (error: unknown) => void;
-}
-
-interface Failure {
-  error: Error;
-  /** The failed save's promise; when someone took charge of its failure, the failure counts as reported. */
-  promise?: SavePromise<SaveResult>;
 }
 
 /** Where a save goes, as the worker is told: a path or address, and for `{ store, key }` the store's address. */
@@ -307,11 +302,8 @@ export class BackgroundWriter implements AsyncDisposable {
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
   /** Saves handed to the worker and not settled yet, oldest first. */
   #jobs = new Map<number, Job>();
-  #failures: Failure[] = [];
-  #idleWaiters: (() => void)[] = [];
+  #ledger = new SaveLedger("background saves");
   #nextId = 1;
-  #closed = false;
-  #closing: Promise<void> | undefined;
 
   /**
    * Creates a writer and starts its worker (once, now, rather than in the middle of training).
@@ -346,12 +338,12 @@ export class BackgroundWriter implements AsyncDisposable {
    * this thread's event loop handles the worker's reply (see the class docs).
    */
   get pending(): number {
-    return this.#jobs.size;
+    return this.#ledger.pending;
   }
 
   /** Whether {@linkcode BackgroundWriter.close} was called. */
   get closed(): boolean {
-    return this.#closed;
+    return this.#ledger.closed;
   }
 
   /**
@@ -394,9 +386,8 @@ export class BackgroundWriter implements AsyncDisposable {
     checkpoint: BackgroundCheckpoint,
     options: SaveOptions = {},
   ): Promise<SaveResult> {
-    if (this.#closed) throw new Error("Cannot save checkpoint: the BackgroundWriter is closed");
-    const earlier = this.#takeUnreported();
-    if (earlier) throw earlier;
+    if (this.#ledger.closed) throw new Error("Cannot save checkpoint: the BackgroundWriter is closed");
+    this.#ledger.throwUnreported();
     const where = checkTarget(target);
     const path = where.path;
     const workerOptions = checkOptions(options);
@@ -426,6 +417,7 @@ export class BackgroundWriter implements AsyncDisposable {
     this.#idleTimer = undefined;
     const { promise, resolve, reject } = SavePromise.create<SaveResult>();
     this.#jobs.set(id, { step: metadata.step, path, context, promise, resolve, reject });
+    this.#ledger.begin();
     return promise;
   }
 
@@ -444,10 +436,8 @@ export class BackgroundWriter implements AsyncDisposable {
    * await writer.close();
    * ```
    */
-  async flush(): Promise<void> {
-    while (this.#jobs.size > 0) await new Promise<void>((r) => this.#idleWaiters.push(r));
-    const error = this.#takeUnreported();
-    if (error) throw error;
+  flush(): Promise<void> {
+    return this.#ledger.flush();
   }
 
   /**
@@ -466,22 +456,12 @@ export class BackgroundWriter implements AsyncDisposable {
    * ```
    */
   close(): Promise<void> {
-    this.#closing ??= this.#shutdown();
-    return this.#closing;
+    return this.#ledger.close(() => this.#stopWorker());
   }
 
   /** Same as {@linkcode BackgroundWriter.close}, for `await using`. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
-  }
-
-  async #shutdown(): Promise<void> {
-    this.#closed = true;
-    try {
-      await this.flush();
-    } finally {
-      this.#stopWorker();
-    }
   }
 
   #spawn(): WorkerHandle {
@@ -503,6 +483,7 @@ export class BackgroundWriter implements AsyncDisposable {
     if (reply.status === "saved") job.resolve(reply.result);
     else if (reply.status === "failed") this.#fail(job, rebuildError(reply.error, job.context));
     else job.reject(new SupersededError({ path: job.path, step: job.step }, reply.by));
+    this.#ledger.end();
     if (this.#jobs.size === 0) this.#becameIdle();
   }
 
@@ -512,7 +493,10 @@ export class BackgroundWriter implements AsyncDisposable {
     this.#stopWorker();
     const jobs = [...this.#jobs.values()];
     this.#jobs.clear();
-    for (const job of jobs) this.#fail(job, new Error(`${job.context}: the background worker crashed: ${why}`));
+    for (const job of jobs) {
+      this.#fail(job, new Error(`${job.context}: the background worker crashed: ${why}`));
+      this.#ledger.end();
+    }
     this.#becameIdle();
   }
 
@@ -521,28 +505,19 @@ export class BackgroundWriter implements AsyncDisposable {
     try {
       this.#onReturn(tensors);
     } catch (e) {
-      this.#failures.push({
-        error: new Error(`BackgroundWriter onReturn callback threw: ${(e as Error)?.message ?? e}`, { cause: e }),
-      });
+      this.#ledger.failed(
+        new Error(`BackgroundWriter onReturn callback threw: ${(e as Error)?.message ?? e}`, { cause: e }),
+      );
     }
   }
 
   #fail(job: Job, error: Error): void {
-    this.#failures.push({ error, promise: job.promise });
+    this.#ledger.failed(error, job.promise);
     job.reject(error);
   }
 
-  /** The failures nobody listened to, as one error, and forgets them. */
-  #takeUnreported(): Error | undefined {
-    const errors = this.#failures.filter((f) => !f.promise?.observed).map((f) => f.error);
-    this.#failures = [];
-    if (errors.length <= 1) return errors[0];
-    return new AggregateError(errors, `${errors.length} background saves failed; the first: ${errors[0]!.message}`);
-  }
-
   #becameIdle(): void {
-    for (const wake of this.#idleWaiters.splice(0)) wake();
-    if (!this.#worker || this.#closed || !Number.isFinite(this.#idleTimeout)) return;
+    if (!this.#worker || this.#ledger.closed || !Number.isFinite(this.#idleTimeout)) return;
     clearTimeout(this.#idleTimer);
     this.#idleTimer = setTimeout(() => {
       this.#idleTimer = undefined;

@@ -152,21 +152,27 @@ function asJson(entries: ListedCheckpoint[]): string {
       keptBy: e.keptBy,
       status: e.status,
       problem: e.problem ?? null,
+      ...((e as Tiered).tier === undefined ? {} : { tier: (e as Tiered).tier }),
     })),
     null,
     2,
   ) + "\n";
 }
 
-function asText(entries: ListedCheckpoint[], showBest: boolean): string {
+/** A listed checkpoint and, with --mirror, the tier it is on. */
+type Tiered = ListedCheckpoint & { tier?: "local" | "mirror" };
+
+function asText(entries: Tiered[], showBest: boolean): string {
   if (entries.length === 0) return "no checkpoints\n";
-  const header = ["step", "saved", "size", "kind", "tensors", "metrics"];
+  const tiers = entries.some((e) => e.tier !== undefined);
+  const header = ["step", ...(tiers ? ["tier"] : []), "saved", "size", "kind", "tensors", "metrics"];
   if (showBest) header.push("best");
   header.push("kept", "status", "digest");
   const rows = [header];
   for (const e of entries) {
     const row = [
       String(e.step),
+      ...(tiers ? [e.tier ?? ""] : []),
       e.savedAt.replace(/\.\d+Z$/, "Z"),
       humanBytes(e.bytes),
       e.kind,
@@ -178,14 +184,22 @@ function asText(entries: ListedCheckpoint[], showBest: boolean): string {
     rows.push(row);
   }
   const total = entries.reduce((s, e) => s + e.bytes, 0);
-  return table(rows, [true, false, true, false, true]) +
+  return table(rows, tiers ? [true, false, false, true, false, true] : [true, false, true, false, true]) +
     `${entries.length} checkpoint${entries.length === 1 ? "" : "s"}, ${humanBytes(total)}\n`;
 }
 
 async function run(values: Values, positionals: string[], io: CliIO): Promise<number> {
   const dir = positionals[0]!;
   const warnings: string[] = [];
-  const entries = await listDir(dir, values, warnings);
+  let entries: Tiered[] = await listDir(dir, values, warnings);
+  if (values.mirror !== undefined) {
+    // Both tiers of a MirroredManager: the local directory and its mirror, by step.
+    const mirror = await listDir(String(values.mirror), values, warnings);
+    entries = [
+      ...entries.map((e) => ({ ...e, tier: "local" as const })),
+      ...mirror.map((e) => ({ ...e, tier: "mirror" as const })),
+    ].sort((a, b) => a.step - b.step || a.tier.localeCompare(b.tier));
+  }
   const showBest = values.best !== undefined || entries.some((e) => e.best);
   await write(io.stdout, values.json ? asJson(entries) : asText(entries, showBest));
   // What the manager said about the directory itself (a damaged index it rebuilt a view of, files
@@ -240,7 +254,10 @@ files that verify), which is what that manager would resume from; nothing is rew
 
 The retention rules (max-to-keep, keep-every, best) are the ones the writing manager recorded in
 the directory's index.json; --best, --keep-best, --max-to-keep and --keep-every override them, to
-see what other rules would keep.`,
+see what other rules would keep.
+
+With --mirror ADDR, the mirror of a MirroredManager is listed too, each row saying its tier
+(local or mirror).`,
   options: {
     best: {
       type: "string",
@@ -251,12 +268,18 @@ see what other rules would keep.`,
     "max-to-keep": { type: "string", arg: "N", help: "the manager's maxToKeep (default: 5)" },
     "keep-every": { type: "string", arg: "K", help: "the manager's keepEvery" },
     json: { type: "boolean", help: "print one JSON array instead of text" },
+    mirror: {
+      type: "string",
+      arg: "ADDR",
+      help: "also list the mirror of a MirroredManager (s3://bucket/prefix, a directory), with a tier column",
+    },
   },
   positionals: { min: 1, max: 1 },
   examples: [
     ["ckpt ls runs/mnist", "steps, times, sizes, metrics"],
     ["ckpt ls runs/mnist --best val_loss:min --keep-best 3", "which are kept as best"],
     ["ckpt ls --json runs/mnist | jq '.[-1].path'", "the latest checkpoint's file"],
+    ["ckpt ls runs/mnist --mirror s3://ckpt/mnist", "both tiers of a MirroredManager"],
   ],
   exits: [],
   run,

@@ -21,11 +21,15 @@ export function ioError(what: string, e: unknown): Error {
   if (e instanceof ChecksumMismatchError) return e;
   const Ctor = e.constructor as new (message: string, options?: ErrorOptions) => Error;
   let out: Error;
+  const message = `${what}: ${e.message}`;
   try {
-    out = new Ctor(`${what}: ${e.message}`, { cause: e });
+    out = new Ctor(message, { cause: e });
   } catch {
-    out = new Error(`${what}: ${e.message}`, { cause: e });
+    out = new Error(message, { cause: e });
   }
+  // A class whose constructor takes other arguments (S3Error takes a URL and fields) would
+  // garble the message: keep the message, as a plain Error caused by the original.
+  if (out.message !== message) out = new Error(message, { cause: e });
   const code = (e as { code?: unknown }).code;
   if (code !== undefined) Object.defineProperty(out, "code", { value: code, enumerable: true });
   return out;

@@ -113,7 +113,15 @@ function retentionFromJson(v: unknown, path: string): RetentionPolicy | undefine
     ) bad();
     best = { metric: b!.metric as string, mode: b!.mode as "min" | "max", keep: b!.keep as number };
   }
-  return { maxToKeep: maxToKeep as number, keepEvery: (o.keepEvery ?? undefined) as number | undefined, best };
+  // Absent from indexes written before it existed.
+  const interval = o.keepTimeInterval ?? null;
+  if (interval !== null && !(typeof interval === "number" && interval > 0 && Number.isFinite(interval))) bad();
+  return {
+    maxToKeep: maxToKeep as number,
+    keepEvery: (o.keepEvery ?? undefined) as number | undefined,
+    keepTimeInterval: (interval ?? undefined) as number | undefined,
+    best,
+  };
 }
 
 /** The index as read, and the version of the object it was read from (for the next conditional write). */
@@ -196,6 +204,7 @@ export async function writeIndex(
   const retention = {
     maxToKeep: policy.maxToKeep === Infinity ? null : policy.maxToKeep,
     keepEvery: policy.keepEvery ?? null,
+    ...(policy.keepTimeInterval === undefined ? {} : { keepTimeInterval: policy.keepTimeInterval }),
     best: policy.best ?? null,
   };
   const index: Record<string, unknown> = { format: FORMAT, version: VERSION };

@@ -11,6 +11,7 @@ import type { RetentionPolicy } from "./_retention.ts";
 const MANAGER_OPTION_NAMES = optionNames<CheckpointManagerOptions>()([
   "maxToKeep",
   "keepEvery",
+  "keepTimeInterval",
   "best",
   "codec",
   "compression",

@@ -18,9 +18,10 @@ import type { RetentionPolicy } from "./_retention.ts";
 export interface Resolved {
   maxToKeep: number;
   keepEvery: number | undefined;
+  keepTimeInterval: number | undefined;
   best: RetentionPolicy["best"];
   /** Which retention options the caller gave; a read-only view takes the others from the index. */
-  given: { maxToKeep: boolean; keepEvery: boolean; best: boolean };
+  given: { maxToKeep: boolean; keepEvery: boolean; keepTimeInterval: boolean; best: boolean };
   /** The retention rules recorded in the index (read-only views). */
   stored?: RetentionPolicy | undefined;
   codec: CodecName | Codec;
@@ -58,6 +59,10 @@ export function resolveOptions(options: CheckpointManagerOptions): Resolved {
   const maxToKeep = options.maxToKeep ?? DEFAULT_MAX_TO_KEEP;
   positiveInteger(maxToKeep, "maxToKeep", true);
   if (options.keepEvery !== undefined) positiveInteger(options.keepEvery, "keepEvery");
+  const interval = options.keepTimeInterval;
+  if (interval !== undefined && !(typeof interval === "number" && interval > 0 && Number.isFinite(interval))) {
+    throw new RangeError(`Invalid option keepTimeInterval: ${String(interval)}, expected a positive number of seconds`);
+  }
   let best: RetentionPolicy["best"];
   if (options.best !== undefined) {
     const b = options.best;
@@ -104,10 +109,12 @@ export function resolveOptions(options: CheckpointManagerOptions): Resolved {
   return {
     maxToKeep,
     keepEvery: options.keepEvery,
+    keepTimeInterval: interval,
     best,
     given: {
       maxToKeep: options.maxToKeep !== undefined,
       keepEvery: options.keepEvery !== undefined,
+      keepTimeInterval: interval !== undefined,
       best: options.best !== undefined,
     },
     codec,
@@ -136,6 +143,7 @@ export function policyOf(o: Resolved): RetentionPolicy {
   return {
     maxToKeep: !o.given.maxToKeep && stored ? stored.maxToKeep : o.maxToKeep,
     keepEvery: !o.given.keepEvery && stored ? stored.keepEvery : o.keepEvery,
+    keepTimeInterval: !o.given.keepTimeInterval && stored ? stored.keepTimeInterval : o.keepTimeInterval,
     best: !o.given.best && stored ? stored.best : o.best,
   };
 }

@@ -48,7 +48,10 @@ export interface TensorSummary {
 
 /** One checkpoint as `CheckpointManager.list` reports it. */
 export interface ListedCheckpoint extends CheckpointEntry {
-  /** Why retention keeps it: `"recent"` (among the newest), `"every"` (a `keepEvery` multiple), `"best"`. */
+  /**
+   * Why retention keeps it: `"recent"` (among the newest), `"every"` (a `keepEvery` multiple),
+   * `"time"` (kept for its `keepTimeInterval` period), `"best"`.
+   */
   keptBy: KeepReason[];
   /** Whether it is among the best `best.keep` by the `best` metric. */
   best: boolean;

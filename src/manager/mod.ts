@@ -40,6 +40,7 @@ import { saveCheckpoint, type SaveOptions, type SaveResult } from "../io/save.ts
 import type { Checkpoint, CheckpointInput, TensorInput } from "../format/types.ts";
 import { sha256 } from "../format/_hash.ts";
 import { SavePromise } from "../background/_protocol.ts";
+import { SaveLedger } from "../background/_saves.ts";
 import { FileStore, makeDirectory } from "../storage/file.ts";
 import { objectAddress, resolveDirectory } from "../storage/resolve.ts";
 import { type ObjectStore, PreconditionFailedError, type PutMode } from "../storage/types.ts";
@@ -147,7 +148,7 @@ export class CheckpointManager {
   #fenced: Error | undefined;
   #tail: Promise<unknown> = Promise.resolve();
   #pending = 0;
-  #failures: { error: unknown; promise: SavePromise<CheckpointEntry> }[] = [];
+  #failures = new SaveLedger("checkpoint saves", false);
   #closed = false;
 
   private constructor(loc: Location, o: Resolved, lock: DirectoryLock | undefined) {
@@ -324,12 +325,11 @@ export class CheckpointManager {
    * ```
    */
   save(checkpoint: CheckpointInput): Promise<CheckpointEntry> {
-    const earlier = this.#takeUnreported();
-    if (earlier) throw earlier;
+    this.#failures.throwUnreported();
     this.#assertWritable("save a checkpoint");
     const { promise, resolve, reject } = SavePromise.create<CheckpointEntry>();
     this.#enqueue(() => this.#save(checkpoint)).then(resolve, (e) => {
-      this.#failures.push({ error: e, promise });
+      this.#failures.failed(e, promise);
       reject(e);
     });
     return promise;
@@ -356,8 +356,7 @@ export class CheckpointManager {
    */
   async flush(): Promise<void> {
     while (this.#pending > 0) await this.#tail;
-    const error = this.#takeUnreported();
-    if (error) throw error;
+    this.#failures.throwUnreported();
   }
 
   /**
@@ -593,14 +592,6 @@ export class CheckpointManager {
   /** Same as `close()`, for `await using`. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
-  }
-
-  /** Failures of saves whose promise nobody listened to, once: one error, or an `AggregateError`. */
-  #takeUnreported(): unknown {
-    const errors = this.#failures.filter((f) => !f.promise.observed).map((f) => f.error);
-    this.#failures = [];
-    if (errors.length === 0) return undefined;
-    return errors.length === 1 ? errors[0] : new AggregateError(errors, `${errors.length} checkpoint saves failed`);
   }
 
   /**

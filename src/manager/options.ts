@@ -65,6 +65,14 @@ export interface CheckpointManagerOptions {
    */
   keepEvery?: number;
   /**
+   * Keep one checkpoint per period of this many seconds of save time, forever (Orbax's
+   * `keep_time_interval`): the first, then each saved at least this long after the previous one
+   * kept this way. `3600` keeps one an hour however often a run saves.
+   *
+   * @default {undefined} (none)
+   */
+  keepTimeInterval?: number;
+  /**
    * Never delete the best `keep` checkpoints by a metric. Checkpoints without the metric (or
    * with NaN) never count as best.
    *

@@ -15,6 +15,7 @@ import type { SaveOptions, SaveResult } from "../io/save.ts";
 import type { Checkpoint, CheckpointInput } from "../format/types.ts";
 import type { CheckpointEntry } from "../manager/mod.ts";
 import { SavePromise } from "../background/_protocol.ts";
+import { SaveLedger } from "../background/_saves.ts";
 import { beginSnapshot, type SnapshotOptions } from "./snapshot.ts";
 import { StagingPool } from "./staging_pool.ts";
 import { isStoreObject, type StoreObject } from "../storage/resolve.ts";
@@ -57,11 +58,6 @@ const WRITER_OPTION_NAMES = optionNames<CheckpointWriterOptions>()([
   "staging",
   "idleTimeout",
 ]);
-
-interface Failure {
-  error: Error;
-  promise: SavePromise<unknown>;
-}
 
 /** What {@linkcode CheckpointWriter.save} needs of a `CheckpointManager`: its `save(checkpoint)`. */
 export interface ManagerLike {
@@ -161,11 +157,7 @@ export class CheckpointWriter implements AsyncDisposable {
   #pool: StagingPool;
   #saveOptions: SaveOptions;
   #handoff: Promise<void> = Promise.resolve();
-  #pending = 0;
-  #idleWaiters: (() => void)[] = [];
-  #failures: Failure[] = [];
-  #closed = false;
-  #closing: Promise<void> | undefined;
+  #ledger = new SaveLedger("checkpoint saves");
 
   /**
    * Makes a writer; its worker starts with the first save.
@@ -205,12 +197,12 @@ export class CheckpointWriter implements AsyncDisposable {
 
   /** Saves requested and not yet settled. */
   get pending(): number {
-    return this.#pending;
+    return this.#ledger.pending;
   }
 
   /** Whether {@linkcode CheckpointWriter.close} was called. */
   get closed(): boolean {
-    return this.#closed;
+    return this.#ledger.closed;
   }
 
   /**
@@ -250,9 +242,8 @@ export class CheckpointWriter implements AsyncDisposable {
     state: Omit<SnapshotOptions, "staging">,
     options: SaveOptions = {},
   ): Promise<SaveResult | CheckpointEntry> {
-    if (this.#closed) throw new Error("Cannot save checkpoint: the CheckpointWriter is closed");
-    const earlier = this.#takeUnreported();
-    if (earlier) throw earlier;
+    if (this.#ledger.closed) throw new Error("Cannot save checkpoint: the CheckpointWriter is closed");
+    this.#ledger.throwUnreported();
     const manager = isManager(target) ? target : undefined;
     if (!manager && typeof target !== "string" && !(target instanceof URL) && !isStoreObject(target)) {
       throw new TypeError(
@@ -264,12 +255,10 @@ export class CheckpointWriter implements AsyncDisposable {
     const taking = beginSnapshot({ ...state, staging: this.#pool });
     const { promise, resolve, reject } = SavePromise.create<SaveResult | CheckpointEntry>();
     const fail = (e: unknown) => {
-      if (!(e instanceof SupersededError)) {
-        this.#failures.push({ error: e instanceof Error ? e : new Error(String(e)), promise });
-      }
+      if (!(e instanceof SupersededError)) this.#ledger.failed(e instanceof Error ? e : new Error(String(e)), promise);
       reject(e);
     };
-    this.#pending++;
+    this.#ledger.begin();
     const previous = this.#handoff;
     this.#handoff = (async () => {
       let checkpoint: Checkpoint;
@@ -278,7 +267,7 @@ export class CheckpointWriter implements AsyncDisposable {
       } catch (e) {
         await previous;
         fail(e);
-        this.#settled();
+        this.#ledger.end();
         return;
       }
       await previous; // hand saves over in call order
@@ -290,14 +279,14 @@ export class CheckpointWriter implements AsyncDisposable {
       } catch (e) {
         this.#pool.release(checkpoint);
         fail(e);
-        this.#settled();
+        this.#ledger.end();
         return;
       }
       // Buffers moved to the worker come back through onReturn; those a manager wrote in this
       // thread are still here, and free once the save has settled.
       written.then(resolve, fail).finally(() => {
         this.#pool.release(checkpoint);
-        this.#settled();
+        this.#ledger.end();
       });
     })();
     return promise;
@@ -307,10 +296,8 @@ export class CheckpointWriter implements AsyncDisposable {
    * Waits until every save has settled, then throws the first failure nobody listened to (an
    * `AggregateError` when there are several), once.
    */
-  async flush(): Promise<void> {
-    while (this.#pending > 0) await new Promise<void>((r) => this.#idleWaiters.push(r));
-    const error = this.#takeUnreported();
-    if (error) throw error;
+  flush(): Promise<void> {
+    return this.#ledger.flush();
   }
 
   /**
@@ -318,34 +305,12 @@ export class CheckpointWriter implements AsyncDisposable {
    * nobody listened to. Later calls return the same promise.
    */
   close(): Promise<void> {
-    this.#closing ??= this.#shutdown();
-    return this.#closing;
+    // Our failures are reported by the ledger; the background writer's are all observed by us.
+    return this.#ledger.close(() => this.#writer.close().catch(() => {}));
   }
 
   /** Same as {@linkcode CheckpointWriter.close}, for `await using`. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
-  }
-
-  async #shutdown(): Promise<void> {
-    this.#closed = true;
-    try {
-      await this.flush();
-    } finally {
-      // Our failures were reported above; the background writer's are all observed by us.
-      await this.#writer.close().catch(() => {});
-    }
-  }
-
-  #settled(): void {
-    this.#pending--;
-    if (this.#pending === 0) { for (const wake of this.#idleWaiters.splice(0)) wake(); }
-  }
-
-  #takeUnreported(): Error | undefined {
-    const errors = this.#failures.filter((f) => !f.promise.observed).map((f) => f.error);
-    this.#failures = [];
-    if (errors.length <= 1) return errors[0];
-    return new AggregateError(errors, `${errors.length} checkpoint saves failed; the first: ${errors[0]!.message}`);
   }
 }

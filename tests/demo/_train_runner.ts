@@ -22,20 +22,42 @@ export interface Run {
  * Runs the demo; `stopWhen` sees each stdout line as it comes and may return a signal to send,
  * once. Resolves when the process has exited.
  */
-export async function runDemo(
+export function runDemo(
   args: string[],
   stopWhen?: (line: string) => Deno.Signal | undefined,
   denoFlags: string[] = [],
 ): Promise<Run> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", ...denoFlags, ...PERMISSIONS, SCRIPT, ...args],
+  return runCommand(Deno.execPath(), ["run", ...denoFlags, ...PERMISSIONS, SCRIPT, ...args], stopWhen);
+}
+
+/** Where {@linkcode runCommand} runs, and whom it signals. */
+export interface RunCommandOptions {
+  /** The working directory. */
+  cwd?: string;
+  /** The pid to signal instead of the child's (such as `deno task` below `npx`). */
+  target?: (child: Deno.ChildProcess) => number;
+}
+
+/**
+ * Runs any command (the demo through `npx` or `deno task`) as {@linkcode runDemo} does; `ms` is
+ * the time from the signal to the exit.
+ */
+export async function runCommand(
+  command: string,
+  args: string[],
+  stopWhen?: (line: string) => Deno.Signal | undefined,
+  options: RunCommandOptions = {},
+): Promise<Run & { ms: number }> {
+  const child = new Deno.Command(command, {
+    args,
+    ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
     stdout: "piped",
     stderr: "piped",
     env: { NO_COLOR: "1" },
   }).spawn();
   const stderr = new Response(child.stderr).text();
   const lines: string[] = [];
-  let sent = false;
+  let sentAt = 0;
   let pending = "";
   for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
     pending += chunk;
@@ -43,10 +65,11 @@ export async function runDemo(
     pending = parts.pop()!;
     for (const line of parts) {
       lines.push(line);
-      const signal = !sent && stopWhen?.(line);
+      const signal = !sentAt && stopWhen?.(line);
       if (signal) {
-        sent = true;
-        child.kill(signal);
+        sentAt = performance.now();
+        if (options.target) Deno.kill(options.target(child), signal);
+        else child.kill(signal);
       }
     }
   }
@@ -54,7 +77,7 @@ export async function runDemo(
   const status = await child.status;
   const err = await stderr;
   if (err.trim()) lines.push(...err.trim().split("\n").map((l) => `stderr: ${l}`));
-  return { code: status.code, signal: status.signal, lines };
+  return { code: status.code, signal: status.signal, lines, ms: performance.now() - sentAt };
 }
 
 /** The run's final line (loss, accuracy, weights SHA-256), checked for its form. */

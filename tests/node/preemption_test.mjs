@@ -1,0 +1,35 @@
+// Preemption under Node.js, through the package: SIGTERM and SIGINT (process.on) save the step
+// the loop is at, drain, release the lock and exit 143 / 130; the next run resumes there.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readdir } from "node:fs/promises";
+import { nodeChild, withTempDir } from "./_util.mjs";
+
+const CHILD = new URL("./_preempt_child.mjs", import.meta.url).pathname;
+
+/** Runs the child until it is ready plus a moment, sends `signal`, and resolves with its exit and lines. */
+function stopWith(dir, signal) {
+  return new Promise((resolve, reject) => {
+    const lines = [];
+    const child = nodeChild(CHILD, [dir], (line) => {
+      lines.push(line);
+      if (line.startsWith("ready ")) setTimeout(() => child.kill(signal), 300);
+    });
+    child.on("error", reject);
+    child.on("exit", (code) => resolve({ code, lines }));
+  });
+}
+
+for (const [signal, status] of [["SIGTERM", 143], ["SIGINT", 130]]) {
+  test(`Preemption under Node saves the step it is at on ${signal}, exits ${status}, and the next run resumes there`, async () => {
+    await withTempDir(async (dir) => {
+      const first = await stopWith(dir, signal);
+      assert.equal(first.code, status, first.lines.join("\n"));
+      const drained = /^drained (\d+) (\d+)$/.exec(first.lines.at(-1) ?? "");
+      assert.ok(drained && Number(drained[2]) === status, first.lines.join("\n"));
+      assert.ok(!(await readdir(dir)).includes("ckpt.lock"), "the lock is released");
+      const second = await stopWith(dir, signal);
+      assert.equal(second.lines[0], `ready ${drained[1]}`);
+    });
+  });
+}
