@@ -17,6 +17,7 @@ import {
 } from "../storage/resolve.ts";
 import { requireFiles } from "../format/_runtime.ts";
 import type { ObjectStore } from "../storage/types.ts";
+import { iterate } from "../format/_streams.ts";
 
 /** The largest piece a shard is read in. */
 const SHARD_READ_BYTES = 4 * 2 ** 20;
@@ -116,7 +117,7 @@ export function shardKey(modelKey: string, p: string): string {
 async function readCapped(body: ReadableStream<Uint8Array>, size: number, max: number): Promise<Uint8Array> {
   const parts: Uint8Array[] = [];
   let n = 0;
-  for await (const chunk of body) {
+  for await (const chunk of iterate(body)) {
     n += chunk.byteLength;
     if (n > max) throw tooLarge(Math.max(n, size), max); // leaving the loop cancels the body
     parts.push(chunk);

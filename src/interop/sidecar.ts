@@ -8,6 +8,7 @@ import { locate, type StorageOptions } from "../io/read.ts";
 import { toPath, writeFileAtomic } from "../io/save.ts";
 import { FileStore } from "../storage/file.ts";
 import type { StorageAddress, StoreObject } from "../storage/resolve.ts";
+import { iterate } from "../format/_streams.ts";
 
 const HEX64 = /^[0-9a-f]{64}$/;
 
@@ -114,7 +115,7 @@ async function readText(object: StoreObject, where: string): Promise<string> {
   }
   const parts: Uint8Array[] = [];
   let n = 0;
-  for await (const chunk of got.body) {
+  for await (const chunk of iterate(got.body)) {
     n += chunk.byteLength;
     if (n > MAX_SIDECAR_BYTES) {
       throw new RangeError(`Cannot read sha256 sidecar ${where}: over ${MAX_SIDECAR_BYTES} bytes`);

@@ -15,6 +15,7 @@ import { FileStore, WORKER_HASH } from "../storage/file.ts";
 import { isAddress, type ResolveOptions, type StorageAddress } from "../storage/resolve.ts";
 import { locate } from "./read.ts";
 import type { ObjectStore, WriteOptions } from "../storage/types.ts";
+import { iterate } from "../format/_streams.ts";
 
 export { toPath };
 
@@ -266,7 +267,7 @@ export async function saveCheckpoint(
     let bytes = 0;
     try {
       // Each chunk is written (copied by the writer) before the next one is read.
-      for await (const chunk of readable) {
+      for await (const chunk of iterate(readable)) {
         hash?.update(chunk);
         bytes += chunk.byteLength;
         await writer.write(chunk);

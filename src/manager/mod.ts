@@ -62,6 +62,7 @@ import { MANIFEST_SUFFIX, saveToken } from "./_pattern.ts";
 import { adopt, MAX_MANIFEST_BYTES, startsWithBinary } from "./_recovery.ts";
 import { inProcessWriter, policyOf, type Resolved, resolveOptions } from "./_resolve.ts";
 import { bestSteps, retention, type RetentionPolicy } from "./_retention.ts";
+import { iterate } from "../format/_streams.ts";
 
 export type { CheckpointEntry, ListedCheckpoint, TensorSummary } from "./entry.ts";
 export {
@@ -682,7 +683,7 @@ export class CheckpointManager {
       return list;
     }
     return (async function* () {
-      for await (const t of tensors) {
+      for await (const t of iterate(tensors)) {
         if (!keep(t)) continue;
         counter.n++;
         yield t;
@@ -719,7 +720,7 @@ export class CheckpointManager {
     let tensors = this.#filtered(checkpoint.tensors, counter);
     if (this.#o.writer !== inProcessWriter && !Array.isArray(tensors)) {
       // A writer of its own (such as a worker) is given an array: collect the iterable first.
-      tensors = await Array.fromAsync(tensors as AsyncIterable<TensorInput>);
+      tensors = await Array.fromAsync(iterate(tensors as AsyncIterable<TensorInput>));
     }
     const input = { metadata: checkpoint.metadata, tensors };
     // Awaited only when there is a file to recycle: otherwise the writer gets the save at once.
