@@ -9,7 +9,7 @@ import { type Engine, noteSkip, runs, SELECTED } from "./_engines.ts";
 import { connectBrowser, type EngineBrowser, type WebPage } from "./_page.ts";
 import type { HostKind } from "./_browser_host.ts";
 
-export { type Engine, type EngineBrowser, type WebPage };
+export type { Engine, EngineBrowser, WebPage };
 
 /** What a browser test is given. */
 export interface WebContext {

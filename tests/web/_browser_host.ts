@@ -44,7 +44,7 @@ export const WEBKIT_FEATURES: Record<"webkit" | "webkit-legacy", string> = {
 const BROWSER_PY = fileURLToPath(new URL("./webkit/browser.py", import.meta.url));
 const LONG = 600_000; // this machine is slow and shared: the protocols wait long
 
-async function freePort(): Promise<number> {
+function freePort(): number {
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (l.addr as Deno.NetAddr).port;
   l.close();
@@ -143,7 +143,7 @@ async function startWebKit(kind: "webkit" | "webkit-legacy", dir: string): Promi
     reader.releaseLock();
     xvfb.stdout.cancel().catch(() => {});
     const display = `:${out.trim()}`;
-    const port = await freePort();
+    const port = freePort();
     const driver = new Deno.Command(paths.webdriver!, {
       args: [`--port=${port}`, "--host=127.0.0.1"],
       env: { DISPLAY: display },

@@ -153,8 +153,12 @@ class DriverPage implements WebPage {
   evaluate<A extends unknown[], R>(fn: (...args: A) => R, ...args: A): Promise<Awaited<R>> {
     return this.session.run(this.handle, async (): Promise<Awaited<R>> => {
       try {
-        const script = `return (${fn}).apply(null, arguments)`;
-        return await this.session.client.executeScript(script, args as never) as Awaited<R>;
+        // The result crosses as JSON text: WebKit's own serialisation fails on some objects
+        // (an `undefined` property among them).
+        const script = `return Promise.resolve((${fn}).apply(null, arguments))` +
+          `.then((r) => r === undefined ? "undefined" : JSON.stringify(r))`;
+        const text = await this.session.client.executeScript(script, args as never) as string;
+        return (text === "undefined" ? undefined : JSON.parse(text)) as Awaited<R>;
       } catch (e) {
         // "javascript error: TypeError: …": the page's error, without the protocol's wrapping.
         const message = (e as Error).message.replace(/^javascript error: /, "");
