@@ -304,7 +304,8 @@ function reuseKey(store: ObjectStore, key: string, reuse: string): string {
 const WORKER_HASH_BYTES = 64 * 2 ** 20;
 
 /** The bytes of tensor data when the tensors are an array; 0 when they come lazily. */
-function knownBytes(checkpoint: CheckpointInput): number {
+/** The bytes of a checkpoint's tensor data, when its tensors are an array (else 0): a size hint for stores. */
+export function knownBytes(checkpoint: CheckpointInput): number {
   const tensors = checkpoint?.tensors;
   if (!Array.isArray(tensors)) return 0;
   return tensors.reduce((n: number, t) => n + (t?.data?.byteLength ?? 0), 0);

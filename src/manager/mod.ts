@@ -35,7 +35,7 @@ import { readCheckpointIndex } from "../io/read.ts";
 import { bytesOf, validateTensor } from "../format/dtype.ts";
 import { ChecksumMismatchError } from "../format/errors.ts";
 import { validateMetadata } from "../format/metadata.ts";
-import { saveCheckpoint, type SaveOptions, type SaveResult } from "../io/save.ts";
+import { knownBytes, saveCheckpoint, type SaveOptions, type SaveResult } from "../io/save.ts";
 import type { Checkpoint, CheckpointInput, TensorInput } from "../format/types.ts";
 import { sha256 } from "../format/_hash.ts";
 import { SavePromise } from "../background/_protocol.ts";
@@ -91,7 +91,8 @@ async function saveToStore(
   checkpoint: CheckpointInput,
   options: SaveOptions,
 ): Promise<SaveResult> {
-  const writer = await store.writer(key, { sync: options.sync ?? true });
+  const known = knownBytes(checkpoint); // lets a store refuse early what it cannot hold (OPFS quota)
+  const writer = await store.writer(key, { sync: options.sync ?? true, ...(known > 0 ? { sizeHint: known } : {}) });
   let result: SaveResult;
   try {
     result = await saveCheckpoint(new WritableStream({ write: (chunk) => writer.write(chunk) }), checkpoint, options);

@@ -35,10 +35,11 @@ function isQuota(e: unknown): boolean {
   return e !== null && typeof e === "object" && (e as { name?: unknown }).name === "QuotaExceededError";
 }
 
-/** A StorageFullError for the browser's `QuotaExceededError` `e`, else `e`. */
-async function quotaError(e: unknown, url: string, needed: number): Promise<unknown> {
+/** A StorageFullError for the browser's `QuotaExceededError` `e` after `written` bytes, else `e`. */
+async function quotaError(e: unknown, url: string, needed: number, written: number): Promise<unknown> {
   if (!isQuota(e)) return e;
-  return new StorageFullError(url, needed, await storageEstimate().catch(() => undefined), e);
+  const estimate = await storageEstimate().catch(() => undefined);
+  return new StorageFullError(url, needed, { ...(estimate ? { estimate } : {}), cause: e, written });
 }
 
 let wholeBuffers: Promise<boolean> | undefined;
@@ -101,8 +102,8 @@ export async function openWritable(
 ): Promise<WritableFile> {
   let out: WritableFile;
   let written = 0;
-  const fail = async (e: unknown) => {
-    throw await quotaError(e, url, Math.max(sizeHint, written));
+  const fail = async (e: unknown, pending = 0) => {
+    throw await quotaError(e, url, Math.max(sizeHint, written + pending), written);
   };
   let copyViews = false;
   if (typeof file.createWritable === "function") {
@@ -130,7 +131,7 @@ export async function openWritable(
       const data = copyViews && (chunk.byteOffset !== 0 || chunk.byteLength !== chunk.buffer.byteLength)
         ? chunk.slice()
         : chunk;
-      await out.write(data).catch(fail);
+      await out.write(data).catch((e) => fail(e, chunk.byteLength));
       written += chunk.byteLength;
     },
     close: () => out.close().catch(fail),

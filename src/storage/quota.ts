@@ -15,7 +15,7 @@
  * ```ts
  * import { StorageFullError } from "./quota.ts";
  * import assert from "node:assert/strict";
- * const e = new StorageFullError("opfs:///runs/a.ckpt", 3000, { quota: 5000, usage: 4000 });
+ * const e = new StorageFullError("opfs:///runs/a.ckpt", 3000, { estimate: { quota: 5000, usage: 4000 } });
  * assert.ok(e instanceof RangeError);
  * assert.equal(e.message, "Cannot write opfs:///runs/a.ckpt: the origin's storage quota is full: 3000 bytes needed, 1000 free (4000 of 5000 bytes used)");
  * ```
@@ -40,9 +40,9 @@ export interface StorageEstimate {
  * ```ts
  * import { StorageFullError } from "./quota.ts";
  * import assert from "node:assert/strict";
- * const e = new StorageFullError("opfs:///a.ckpt", 10, undefined, new Error("QuotaExceededError"));
+ * const e = new StorageFullError("opfs:///a.ckpt", 10, { written: 4, cause: new Error("QuotaExceededError") });
  * assert.equal(e.needed, 10);
- * assert.match(e.message, /quota is full: 10 bytes needed/);
+ * assert.equal(e.message, "Cannot write opfs:///a.ckpt: the origin's storage quota is full: the browser stopped the write after 4 bytes; 10 bytes needed");
  * ```
  */
 export class StorageFullError extends RangeError {
@@ -54,18 +54,23 @@ export class StorageFullError extends RangeError {
   readonly quota: number | undefined;
   /** The origin's usage in bytes when the write was refused, when the browser reports it. */
   readonly usage: number | undefined;
+  /** Bytes written before the browser stopped the write; `undefined` for a write refused before it began. */
+  readonly written: number | undefined;
 
   /**
    * @param url the object that could not be written
    * @param needed bytes the write needed
-   * @param estimate the origin's quota and usage, when known
-   * @param cause the browser's own error, for a write it stopped
+   * @param options the origin's quota and usage when known; for a write the browser stopped, its
+   *   error and the bytes written by then
    */
-  constructor(url: string, needed: number, estimate?: StorageEstimate, cause?: unknown) {
-    const where = estimate
-      ? `${needed} bytes needed, ${
-        Math.max(0, estimate.quota - estimate.usage)
-      } free (${estimate.usage} of ${estimate.quota} bytes used)`
+  constructor(url: string, needed: number, options: StorageFullOptions = {}) {
+    const { estimate, cause, written } = options;
+    const used = estimate ? `${estimate.usage} of ${estimate.quota} bytes used` : "";
+    const where = written !== undefined
+      ? `the browser stopped the write after ${written} bytes; ${needed} bytes needed` +
+        (estimate ? `, and navigator.storage.estimate() shows ${used}` : "")
+      : estimate
+      ? `${needed} bytes needed, ${Math.max(0, estimate.quota - estimate.usage)} free (${used})`
       : `${needed} bytes needed`;
     super(`Cannot write ${url}: the origin's storage quota is full: ${where}`, cause === undefined ? {} : { cause });
     this.name = "StorageFullError";
@@ -73,7 +78,18 @@ export class StorageFullError extends RangeError {
     this.needed = needed;
     this.quota = estimate?.quota;
     this.usage = estimate?.usage;
+    this.written = written;
   }
+}
+
+/** Options for a {@linkcode StorageFullError}. */
+export interface StorageFullOptions {
+  /** The origin's quota and usage, when known. */
+  estimate?: StorageEstimate;
+  /** The browser's own error, for a write it stopped. */
+  cause?: unknown;
+  /** Bytes written before the browser stopped the write (a write refused before it began has none). */
+  written?: number;
 }
 
 interface StorageManagerLike {
@@ -118,7 +134,7 @@ export async function storageEstimate(): Promise<StorageEstimate | undefined> {
 export async function checkQuota(url: string, needed: number): Promise<void> {
   if (!(needed > 0)) return;
   const estimate = await storageEstimate();
-  if (estimate && needed > estimate.quota - estimate.usage) throw new StorageFullError(url, needed, estimate);
+  if (estimate && needed > estimate.quota - estimate.usage) throw new StorageFullError(url, needed, { estimate });
 }
 
 /**
