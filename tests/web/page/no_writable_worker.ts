@@ -1,12 +1,13 @@
-// A module worker for the "without createWritable" test: takes createWritable away if asked
-// (as Safari before 26 has it), then saves and loads a checkpoint on OPFS and says what happened.
+// A module worker for the "without createWritable" test: takes createWritable away if its URL asks
+// (`?remove=1`, as Safari before 26 has it), then saves and loads a checkpoint on OPFS and posts
+// what happened. (Asked by URL, not by a message: one posted while the module still loads is lost.)
 import { loadCheckpoint, saveCheckpoint } from "../../../mod.ts";
 
 type Handle = { prototype: Record<string, unknown> };
 
-self.onmessage = async (e: MessageEvent<{ remove: boolean }>) => {
+async function run(remove: boolean): Promise<void> {
   const proto = (globalThis as unknown as { FileSystemFileHandle: Handle }).FileSystemFileHandle.prototype;
-  if (e.data.remove) delete proto.createWritable;
+  if (remove) delete proto.createWritable;
   const writable = typeof proto.createWritable === "function";
   const sync = typeof proto.createSyncAccessHandle === "function";
   try {
@@ -22,4 +23,6 @@ self.onmessage = async (e: MessageEvent<{ remove: boolean }>) => {
   } catch (err) {
     postMessage({ error: `${(err as Error).name}: ${(err as Error).message}`, writable, sync });
   }
-};
+}
+
+await run(new URL(import.meta.url).searchParams.get("remove") === "1");
