@@ -46,21 +46,12 @@ function engineOf(kind: HostKind): Engine {
   return kind === "webkit-legacy" ? "webkit" : kind;
 }
 
-function alive(pid: number): boolean {
-  try {
-    Deno.statSync(`/proc/${pid}`);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** This run's browser of `kind`: started by the first caller in the test process, reused after. */
 async function hostState(kind: HostKind): Promise<HostState> {
   const dir = join(tmpdir(), `ckpt-web-browsers-${Deno.pid}`);
   await Deno.mkdir(dir, { recursive: true });
   const file = join(dir, `${kind}.json`);
-  let host: number | undefined;
+  let exited = false; // the host this file started is gone (/proc needs --allow-all in Deno: the status tells)
   try {
     await Deno.writeTextFile(join(dir, `${kind}.starting`), "", { createNew: true });
     const child = new Deno.Command(Deno.execPath(), {
@@ -80,8 +71,7 @@ async function hostState(kind: HostKind): Promise<HostState> {
       stderr: "null",
     }).spawn();
     child.unref();
-    child.status.then(() => host = undefined, () => {});
-    host = child.pid;
+    child.status.then(() => exited = true, () => exited = true);
   } catch (e) {
     if (!(e instanceof Deno.errors.AlreadyExists)) throw e; // another file started it
   }
@@ -93,7 +83,15 @@ async function hostState(kind: HostKind): Promise<HostState> {
       if (!(e instanceof Deno.errors.NotFound)) throw e;
     }
     if (Date.now() > end) throw new Error(`the ${kind} browser did not start within 240 s`);
-    if (host !== undefined && !alive(host)) throw new Error(`the ${kind} browser host exited before it started`);
+    if (exited) {
+      // It may have written its state just before it went.
+      await new Promise((r) => setTimeout(r, 100));
+      try {
+        return JSON.parse(await Deno.readTextFile(file)) as HostState;
+      } catch {
+        throw new Error(`the ${kind} browser host exited before it started`);
+      }
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
 }
