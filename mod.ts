@@ -81,6 +81,7 @@ export {
 } from "./src/background/writer.ts";
 export { type DTypeInfo, DTYPES, type TypedArrayConstructor, validateTensor } from "./src/format/dtype.ts";
 export {
+  type BestBy,
   type BestPolicy,
   type CheckpointEntry,
   type CheckpointFileWriter,
@@ -120,6 +121,7 @@ export {
   PreconditionFailedError,
   type PutMode,
   type PutOptions,
+  StoreUnreachableError,
   type WriteOptions,
 } from "./src/storage/types.ts";
 export { FileStore, type FileStoreOptions } from "./src/storage/file.ts";

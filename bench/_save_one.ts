@@ -5,6 +5,7 @@ import { CheckpointManager, loadCheckpoint, saveCheckpoint, type TensorInput } f
 import { decodeCheckpoint, verifyCheckpoint } from "../mod.ts";
 import process from "node:process";
 import { freshBuffer } from "../src/storage/_huge_pages.ts";
+import { BackgroundWriter } from "../src/background/writer.ts";
 
 const { values } = parseArgs({
   options: {
@@ -19,6 +20,7 @@ const { values } = parseArgs({
     "no-recycle": { type: "boolean", default: false },
     "two-threads": { type: "boolean", default: false },
     "one-thread": { type: "boolean", default: false },
+    copy: { type: "boolean", default: false },
   },
 });
 const TENSOR_MIB = 16;
@@ -60,6 +62,17 @@ function rss(): number {
   return Deno.memoryUsage().rss;
 }
 
+/**
+ * Prints a load's line: its time since `t0`, and the CPU time of every thread since `cpu0` (user
+ * + system, and user alone: what survives a loaded machine, unlike `seconds`).
+ */
+function reportLoad(t0: number, cpu0: NodeJS.CpuUsage, tensors: number, baseRss: number): void {
+  const seconds = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  const cpuSeconds = (cpu.user + cpu.system) / 1e6;
+  console.log(JSON.stringify({ seconds, cpuSeconds, cpuUser: cpu.user / 1e6, tensors, peakRss: peakRss(), baseRss }));
+}
+
 const op = values.op;
 if (op === "raw") {
   // The raw tensor bytes, for dd to copy.
@@ -99,6 +112,28 @@ if (op === "raw") {
   console.log(
     JSON.stringify({ seconds, cpuSeconds, bytes: r.bytes, sha256: r.sha256, peakRss: peakRss(), baseRss: before }),
   );
+} else if (op === "background") {
+  // A BackgroundWriter save, as Orbax and DCP's async_save report theirs: how long save() blocks
+  // the caller, and how long until the checkpoint is durable. The writer (its worker) is made and
+  // one small save run first, as in a training loop that checkpoints periodically. `--copy`: the
+  // caller keeps its arrays (they are copied on the calling thread first, as Orbax and DCP stage
+  // theirs); without it save() moves their buffers to the worker.
+  const tensors = model();
+  const writer = new BackgroundWriter({ idleTimeout: Infinity });
+  const small = new Float32Array(2 ** 21);
+  await writer.save(out + ".warm", {
+    metadata: { step: 0 },
+    tensors: [{ name: "warm", dtype: "float32", shape: [small.length], data: small }],
+  });
+  await Deno.remove(out + ".warm");
+  const t0 = performance.now();
+  const given = values.copy ? tensors.map((t) => ({ ...t, data: t.data.slice() })) : tensors;
+  const saving = writer.save(out, { metadata: { step: 1 }, tensors: given });
+  const blocked = (performance.now() - t0) / 1000;
+  const r = await saving;
+  const seconds = (performance.now() - t0) / 1000;
+  await writer.close();
+  console.log(JSON.stringify({ seconds, blocked, bytes: r.bytes, peakRss: peakRss() }));
 } else if (op === "manager") {
   // A training loop's steady state: a manager keeping 2 checkpoints saves --saves times; from the
   // third save on, retention deletes one checkpoint per save. Reports every save's time.
@@ -174,9 +209,21 @@ if (op === "raw") {
   // The default (two threads for a local file of 64 MiB or more); `--two-threads` adds the
   // transfer scheme of `parallelHash: true`.
   const parallelHash = values["two-threads"] ? true : values["one-thread"] ? false : undefined;
+  const cpu0 = process.cpuUsage();
   const c = await loadCheckpoint(out, { parallelHash });
-  const seconds = (performance.now() - t0) / 1000;
-  console.log(JSON.stringify({ seconds, tensors: c.tensors.length, peakRss: peakRss(), baseRss: before }));
+  reportLoad(t0, cpu0, c.tensors.length, before);
+} else if (op === "load-into") {
+  // A restore into the tensors a process already has (a model built before it resumes): their
+  // buffers are made and touched first, untimed; the load reads into them (`into`).
+  const into = new Map<string, Float32Array>();
+  for (let i = 0, left = total; left > 0; i++, left -= TENSOR_MIB * 2 ** 20) {
+    into.set(`layer${i}/kernel`, new Float32Array(Math.min(left, TENSOR_MIB * 2 ** 20) / 4).fill(1));
+  }
+  const before = rss();
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  const c = await loadCheckpoint(out, { into });
+  reportLoad(t0, cpu0, c.tensors.length, before);
 } else if (op === "load-stream") {
   // Tensor by tensor, each dropped after use: memory must stay bounded.
   const before = rss();

@@ -14,12 +14,22 @@
  * @module
  */
 import * as tf from "@tensorflow/tfjs";
-import "@tensorflow/tfjs-backend-wasm";
-import "@tensorflow/tfjs-backend-webgpu";
 import { parseArgs } from "node:util";
 import { saveCheckpoint } from "../mod.ts";
 import { CheckpointManager } from "../src/manager/mod.ts";
 import { CheckpointMismatchError, CheckpointWriter, restore, snapshot } from "../src/tfjs/mod.ts";
+import { loadTfjsNode } from "../src/tfjs/_tfjs_node.ts";
+
+/**
+ * Backends the demo loads only when asked for (`--backend wasm|webgpu`), by full specifier and a
+ * computed import, so that Deno neither prefetches them nor records them in deno.lock: a first
+ * `deno task train` on the CPU downloads only what it runs. Same versions as tools.imports.json
+ * (tests/dependencies_test.ts checks it).
+ */
+export const OPTIONAL_BACKENDS: Readonly<Record<string, string>> = {
+  wasm: "npm:@tensorflow/tfjs-backend-wasm@4.22.0",
+  webgpu: "npm:@tensorflow/tfjs-backend-webgpu@4.22.0",
+};
 
 const USAGE = `Usage: deno task train [options]
 
@@ -31,7 +41,8 @@ Options:
   --steps N          train up to step N (default: 600)
   --every N          checkpoint every N steps (default: 50)
   --keep N           checkpoints to keep (default: 3)
-  --backend NAME     cpu, wasm or webgpu (default: cpu)
+  --backend NAME     cpu, wasm, webgpu or tensorflow (default: cpu; tensorflow is
+                     tfjs-node's native backend: build it first, deno task setup:native)
   --optimizer NAME   momentum, sgd, rmsprop, adagrad or adam (default: momentum)
   --lr X             learning rate (default: 0.05; 0.005 suits adam and rmsprop)
   --batch N          batch size (default: 64)
@@ -106,8 +117,8 @@ function parseConfig(args: string[]): Config | undefined {
   };
   const lr = Number(values.lr);
   if (!(lr > 0 && lr < 10)) throw new UsageError(`--lr must be a number between 0 and 10, got ${values.lr}`);
-  if (!["cpu", "wasm", "webgpu"].includes(values.backend)) {
-    throw new UsageError(`--backend must be cpu, wasm or webgpu, got ${JSON.stringify(values.backend)}`);
+  if (!["cpu", "wasm", "webgpu", "tensorflow"].includes(values.backend)) {
+    throw new UsageError(`--backend must be cpu, wasm, webgpu or tensorflow, got ${JSON.stringify(values.backend)}`);
   }
   if (!Object.hasOwn(OPTIMIZERS, values.optimizer)) {
     throw new UsageError(
@@ -227,7 +238,9 @@ async function main(args: string[]): Promise<number> {
   }
   const say = config.quiet ? () => {} : (line: string) => console.log(line);
 
+  if (config.backend === "tensorflow") await loadTfjsNode(); // registers it; throws how to set it up if it cannot
   tf.env().set("PROD", true); // no "install tfjs-node" banner
+  if (config.backend in OPTIONAL_BACKENDS) await import(OPTIONAL_BACKENDS[config.backend]!);
   if (!(await tf.setBackend(config.backend).catch(() => false))) {
     console.error(
       `train: cannot start the ${config.backend} backend${config.backend === "webgpu" ? " (no WebGPU adapter?)" : ""}`,

@@ -6,6 +6,8 @@
  *
  * @module
  */
+import { checkCheckpointObject } from "../format/_checkpoint_input.ts";
+import { checkOptionNames, optionNames } from "../format/_options.ts";
 import { isAbsolute, resolve } from "node:path";
 import { validateTensor } from "../format/dtype.ts";
 import { validateMetadata } from "../format/metadata.ts";
@@ -170,10 +172,17 @@ function checkTarget(target: string | URL | StoreObject): Target {
   return { path: isAbsolute(path) ? path : resolve(path) };
 }
 
+/** What a background save takes of {@linkcode SaveOptions}; the others are refused by name. */
+const WORKER_OPTION_NAMES = ["codec", "compression", "sync", "sha256sum", "reuse"] as const;
+const WRITER_OPTION_NAMES = optionNames<BackgroundWriterOptions>()(["whenBusy", "idleTimeout", "onReturn"]);
+const SAVE_ONLY_HINTS: Readonly<Record<string, string>> = {
+  preventClose: "a background save writes to a path, never to a stream of yours",
+  storage: "a background save writes to a local path or an opfs: address",
+  signal: "a background save cannot be aborted; await flush() or close()",
+};
+
 function checkOptions(options: SaveOptions): WorkerSaveOptions {
-  if (typeof options !== "object" || options === null) {
-    throw new TypeError("Cannot save checkpoint in the background: options must be an object");
-  }
+  checkOptionNames(options, WORKER_OPTION_NAMES, "Cannot save checkpoint in the background", SAVE_ONLY_HINTS);
   const { codec = "binary", compression = "none", sync = true, sha256sum = false, reuse } = options;
   if (codec !== "binary" && codec !== "json") {
     throw new TypeError(
@@ -309,6 +318,7 @@ export class BackgroundWriter implements AsyncDisposable {
    * @param options See {@linkcode BackgroundWriterOptions}.
    */
   constructor(options: BackgroundWriterOptions = {}) {
+    checkOptionNames(options, WRITER_OPTION_NAMES, "Cannot start BackgroundWriter");
     const whenBusy = options.whenBusy ?? DEFAULT_WHEN_BUSY;
     if (whenBusy !== "wait" && whenBusy !== "coalesce") {
       throw new TypeError(`Invalid option whenBusy: ${JSON.stringify(whenBusy)}, expected "wait" or "coalesce"`);
@@ -389,9 +399,7 @@ export class BackgroundWriter implements AsyncDisposable {
     const where = checkTarget(target);
     const path = where.path;
     const workerOptions = checkOptions(options);
-    if (typeof checkpoint !== "object" || checkpoint === null) {
-      throw new TypeError("Cannot save checkpoint in the background: expected { metadata, tensors }");
-    }
+    checkCheckpointObject(checkpoint, "Cannot save checkpoint in the background");
     validateMetadata(checkpoint.metadata);
     const metadata = structuredClone(checkpoint.metadata);
     const owned = takeOwnership(checkTensors(checkpoint.tensors));

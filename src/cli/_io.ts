@@ -2,7 +2,7 @@
 // codes, progress on a terminal, and human-readable numbers.
 
 import { createHash, type Hash } from "node:crypto";
-import { resolveObject } from "../storage/resolve.ts";
+import { isUrlAddress, resolveObject } from "../storage/resolve.ts";
 import type { GetResult } from "../storage/types.ts";
 
 /** Exit codes, documented in `docs/cli.md` and every command's help. */
@@ -116,6 +116,39 @@ export function osReason(e: unknown): string {
   return message.replace(/\s*\(os error \d+\)/, "").replace(/:\s*\w+ '.*'$/s, "").trim();
 }
 
+/** Errors of the stores: their messages already say what could not be done and name the object. */
+const STORE_ERRORS = new Set([
+  "ObjectNotFoundError",
+  "StoreUnreachableError",
+  "S3Error",
+  "HttpStatusError",
+  "PreconditionFailedError",
+]);
+
+/** Whether `e` is a store's error (object missing, store unreachable, request refused). */
+export function isStoreError(e: unknown): e is Error {
+  return e instanceof Error && STORE_ERRORS.has(e.name);
+}
+
+/**
+ * The error to report for a failed read of `spec`, wrapped once: the CLI's own errors as they
+ * are; a store's error, which names the object already, as a {@linkcode FileError} with its
+ * message; an OS error as `Cannot read "SPEC": REASON`.
+ */
+export function readFailure(spec: string, e: unknown): Error {
+  if (e instanceof FileError || e instanceof UsageError || e instanceof BadCheckpointError) return e;
+  if (isStoreError(e)) {
+    // A local file is named as the command line named it; any other object by its address.
+    const local = e.name === "ObjectNotFoundError" && /^file:/.test((e as { url?: string }).url ?? "");
+    const message = local ? `Cannot read ${JSON.stringify(spec)}: No such file or directory` : e.message;
+    return new FileError(message, { cause: e });
+  }
+  // A TypeError from the library is a setting or an address it refused (S3 credentials, a
+  // malformed address); its message names the address already.
+  if (e instanceof TypeError && !isOsError(e)) return new FileError(e.message, { cause: e });
+  return new FileError(`Cannot read ${JSON.stringify(spec)}: ${osReason(e)}`, { cause: e });
+}
+
 /** Whether an error came from the operating system (file, pipe, permission). */
 export function isOsError(e: unknown): boolean {
   return e instanceof Deno.errors.NotFound || e instanceof Deno.errors.PermissionDenied ||
@@ -149,7 +182,7 @@ const READ_CHUNK = 4 * 2 ** 20;
 
 /** Whether a command-line argument is an object-storage or HTTP address rather than a local path. */
 export function isRemote(spec: string): boolean {
-  return /^(s3|https?):\/\//i.test(spec);
+  return isUrlAddress(spec);
 }
 
 /** An object named by a remote address, opened for reading; failures are a {@linkcode FileError}. */
@@ -158,7 +191,7 @@ async function openRemote(spec: string, range?: { offset: number; length: number
     const { store, key } = resolveObject(spec);
     return await store.get(key, range ? { range } : {});
   } catch (e) {
-    throw new FileError(`Cannot read ${JSON.stringify(spec)}: ${(e as Error).message ?? String(e)}`, { cause: e });
+    throw readFailure(spec, e);
   }
 }
 

@@ -7,12 +7,8 @@ import type { Checkpoint } from "../../mod.ts";
 import { readTfjsArtifactsChecked, type ShardRead } from "../interop/tfjs_artifacts.ts";
 import { resolveDirectory, resolveObject } from "../storage/resolve.ts";
 import { ObjectNotFoundError } from "../storage/types.ts";
-import { FileError, isRemote, osReason, UsageError } from "./_io.ts";
+import { FileError, isRemote, osReason, readFailure, UsageError } from "./_io.ts";
 import { readError } from "./_source.ts";
-
-function cannotRead(spec: string, e: unknown): FileError {
-  return new FileError(`Cannot read ${JSON.stringify(spec)}: ${osReason(e)}`, { cause: e });
-}
 
 /** Whether a store has the object `key`; failures to ask are a {@linkcode FileError} naming `spec`. */
 async function has(spec: string, ask: () => Promise<unknown>): Promise<boolean> {
@@ -21,7 +17,7 @@ async function has(spec: string, ask: () => Promise<unknown>): Promise<boolean> 
   } catch (e) {
     if (e instanceof ObjectNotFoundError) return false;
     if (e instanceof TypeError && /^Invalid (address|object key|directory)/.test(e.message)) return false;
-    throw cannotRead(spec, e);
+    throw readFailure(spec, e);
   }
 }
 
@@ -69,8 +65,11 @@ export async function findTfjsArtifacts(spec: string): Promise<string | undefine
   const folder = url.pathname === "" || url.pathname.endsWith("/");
   if (!folder) {
     // An object at that address is a checkpoint, not a folder.
-    const object = resolveObject(spec);
-    if (await has(spec, () => object.store.head(object.key))) return undefined;
+    const head = () => {
+      const object = resolveObject(spec); // a malformed address: the checkpoint reader names what is wrong
+      return object.store.head(object.key);
+    };
+    if (await has(spec, head)) return undefined;
   }
   const dir = new URL(url.href);
   if (!folder) dir.pathname = `${url.pathname}/`;
@@ -97,7 +96,7 @@ export async function readArtifactsChecked(
   try {
     read = await readTfjsArtifactsChecked(modelJson);
   } catch (e) {
-    if (e instanceof ObjectNotFoundError) throw cannotRead(modelJson, e);
+    if (e instanceof ObjectNotFoundError) throw readFailure(modelJson, e);
     if (e instanceof TypeError) {
       throw new FileError(`Cannot read ${JSON.stringify(modelJson)}: ${e.message}`, { cause: e });
     }

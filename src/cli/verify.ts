@@ -14,7 +14,7 @@ import {
   EXIT,
   FileError,
   humanBytes,
-  osReason,
+  readFailure,
   safeText,
   stackTrace,
   UsageError,
@@ -57,7 +57,7 @@ async function sidecarDigest(path: string): Promise<string | undefined> {
   } catch (e) {
     if (e instanceof Deno.errors.NotFound || e instanceof ObjectNotFoundError) return undefined;
     if (e instanceof SyntaxError || e instanceof RangeError) throw new BadCheckpointError(e.message);
-    throw new FileError(`Cannot read ${JSON.stringify(`${path}.sha256`)}: ${osReason(e)}`, { cause: e });
+    throw readFailure(`${path}.sha256`, e);
   }
 }
 

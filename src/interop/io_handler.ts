@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { checkInteropOptions } from "./_option_names.ts";
 import type { io } from "@tensorflow/tfjs-core";
 import { basename, dirname, join } from "node:path";
 import type { DecodeOptions } from "../format/decode.ts";
@@ -130,6 +131,7 @@ function saveResult(artifacts: io.ModelArtifacts): io.SaveResult {
  * ```
  */
 export function ckptHandler(address: StorageAddress, options: CkptHandlerOptions = {}): CkptHandler {
+  checkInteropOptions("handler", options, "Cannot make a TF.js handler");
   const object = locate(address, options, "use a TF.js handler on");
   const local = object.store instanceof FileStore;
   const file = local && (typeof address === "string" || address instanceof URL)
@@ -141,6 +143,7 @@ export function ckptHandler(address: StorageAddress, options: CkptHandlerOptions
   // Each function gets only the options it knows (they reject others). A codec object used to
   // save must also be recognised when loading.
   const save: SaveOptions = { codec: options.codec, compression: options.compression, sync: options.sync };
+  const sidecarOptions = { sync: options.sync, ...(options.storage ? { storage: options.storage } : {}) };
   const read: DecodeOptions = {
     codecs: [...(options.codecs ?? []), ...(typeof options.codec === "object" ? [options.codec] : [])],
   };
@@ -157,7 +160,7 @@ export function ckptHandler(address: StorageAddress, options: CkptHandlerOptions
         // No rename: the store publishes the object whole, then it is read back.
         const result = await saveCheckpoint(object, ckpt, { ...save, sha256sum: options.sidecar ?? false });
         if (verify) await loadCheckpoint(object, { ...read, sha256: result.digest });
-        if (options.sidecar) await writeSha256Sidecar(object, result.sha256!, options);
+        if (options.sidecar) await writeSha256Sidecar(object, result.sha256!, sidecarOptions);
         lastSave = result;
         return saveResult(artifacts);
       }
@@ -174,7 +177,7 @@ export function ckptHandler(address: StorageAddress, options: CkptHandlerOptions
             d.close();
           }
         }
-        if (options.sidecar) await writeSha256Sidecar(file, result.sha256!, options);
+        if (options.sidecar) await writeSha256Sidecar(file, result.sha256!, sidecarOptions);
         lastSave = result;
       } catch (e) {
         await Deno.remove(tmp).catch(() => {});

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { checkInteropOptions } from "./_option_names.ts";
 import { locate, type StorageOptions } from "../io/read.ts";
 import { toPath, writeFileAtomic } from "../io/save.ts";
 import { FileStore } from "../storage/file.ts";
@@ -88,6 +89,7 @@ export async function writeSha256Sidecar(
   sha256: string,
   options: SidecarOptions = {},
 ): Promise<string> {
+  checkInteropOptions("sidecar", options, "Cannot write sha256 sidecar");
   if (typeof sha256 !== "string" || !HEX64.test(sha256.toLowerCase())) {
     throw new TypeError("Cannot write sha256 sidecar: sha256 must be 64 hex digits");
   }
@@ -154,6 +156,7 @@ async function readText(object: StoreObject, where: string): Promise<string> {
  * ```
  */
 export async function readSha256Sidecar(address: StorageAddress, options: StorageOptions = {}): Promise<string> {
+  checkInteropOptions("sidecar", options, "Cannot read sha256 sidecar");
   const object = locate(address, options, "read sha256 sidecar beside");
   const file = localPath(address, object);
   const sidecar = file === undefined ? `${object.store.url}${object.key}.sha256` : `${file}.sha256`;

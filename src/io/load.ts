@@ -10,7 +10,9 @@ import { binaryCodec, decodeFooter, decodeRecords, FOOTER_BYTES } from "../forma
 import { type Hash, sha256, toHex } from "../format/_hash.ts";
 import { settled } from "../format/_pair.ts";
 import { fileReader, readFull } from "../storage/_file_io.ts";
-import { checkOptionNames, LIMIT_OPTION_NAMES } from "../format/_options.ts";
+import { checkStorageOptions } from "../storage/_storage_options.ts";
+import { checkOptionNames, LIMIT_OPTION_NAMES, optionNames } from "../format/_options.ts";
+import { checkInto, placeInto } from "../format/_read_into.ts";
 import { FileStore } from "../storage/file.ts";
 import { isAddress } from "../storage/resolve.ts";
 import { openRandomAccess } from "../storage/random_access.ts";
@@ -44,23 +46,35 @@ export interface LoadOptions extends DecodeOptions, StorageOptions {
    * save made without `sha256sum: true`), it is a `TypeError`, not a check skipped.
    */
   sha256?: string;
+  /**
+   * Restore into buffers you already have, by tensor name (a model's own weights, say): each
+   * named tensor's bytes land in the typed array given for it, whose byte length must be the
+   * tensor's (else a `RangeError`; two buffers that share a byte are a `TypeError`), and the
+   * returned tensor's `data` is a view of that memory.
+   * From a local ckpt binary file the bytes are read straight into it, with no fresh memory to
+   * touch (about half the CPU time of a load into fresh memory goes to the kernel zeroing new
+   * pages: docs/performance.md); from anything else they are copied there once verified.
+   * Tensors not named load into fresh memory as usual; a name no loaded tensor has is a
+   * `RangeError`. If the load fails, a buffer read into directly may hold bytes that were not
+   * verified (the tensor that failed, and those read ahead of it): load again or restore them
+   * from elsewhere.
+   *
+   * @default {undefined} (every tensor in fresh memory)
+   */
+  into?: ReadonlyMap<string, ArrayBufferView>;
 }
 
 /** Every option {@linkcode loadCheckpoint} takes; any other name is a `TypeError`. */
-const LOAD_OPTION_NAMES = [
+const LOAD_OPTION_NAMES = optionNames<LoadOptions>()([
   "codecs",
   "only",
   "sha256",
   "reuseBuffers",
   "parallelHash",
   "storage",
+  "into",
   ...LIMIT_OPTION_NAMES,
-] as const satisfies readonly (
-  keyof LoadOptions
-)[];
-// A compile error here means LoadOptions gained an option LOAD_OPTION_NAMES does not list.
-const _everyLoadOption: Exclude<keyof LoadOptions, typeof LOAD_OPTION_NAMES[number]> extends never ? true : never =
-  true;
+]);
 
 const LOAD_HINTS: Readonly<Record<string, string>> = {
   codec: "a load recognises the format from the bytes (ckpt binary, ckpt JSON, safetensors, gzip); " +
@@ -214,14 +228,19 @@ export async function verifiedRecords(
  */
 export async function loadCheckpoint(source: CheckpointSource, options: LoadOptions = {}): Promise<Checkpoint> {
   checkOptionNames(options, LOAD_OPTION_NAMES, "Cannot load checkpoint", LOAD_HINTS);
-  const { only } = options;
+  checkStorageOptions(options.storage, "Cannot load checkpoint");
+  const { only, into } = options;
+  if (into !== undefined) checkInto(into);
   const expected = wantedSha256(options);
   const at = isAddress(source) ? locate(source, options) : undefined;
   if (at && only && expected === undefined) {
     // Random access: the object's tail (footer, index), its head, then only the wanted records.
     const reader = await openRandomAccess(at.store, at.key);
     const codec = await readerCodec(reader, options.codecs);
-    if (codec?.readTensors) return await codec.readTensors(reader, only, options);
+    if (codec?.readTensors) {
+      const some = await codec.readTensors(reader, only, options);
+      return { ...some, tensors: placeInto(some.tensors, into) };
+    }
   }
   const { records, checkDigest } = await verifiedRecords(source, { ...options, reuseBuffers: false }, "keep");
   const wanted = only ? new Set(only) : undefined;
@@ -245,5 +264,5 @@ export async function loadCheckpoint(source: CheckpointSource, options: LoadOpti
       );
     }
   }
-  return { metadata, tensors };
+  return { metadata, tensors: placeInto(tensors, into) };
 }

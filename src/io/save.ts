@@ -10,7 +10,8 @@ import { sha256 } from "../format/_hash.ts";
 import { WorkerHash } from "../storage/_worker_hash.ts";
 import { toPath } from "../storage/_path.ts";
 import { isDenoError } from "../format/_runtime.ts";
-import { checkOptionNames } from "../format/_options.ts";
+import { checkStorageOptions } from "../storage/_storage_options.ts";
+import { checkOptionNames, optionNames } from "../format/_options.ts";
 import { FileStore, WORKER_HASH } from "../storage/file.ts";
 import { isAddress, type ResolveOptions, type StorageAddress } from "../storage/resolve.ts";
 import { locate } from "./read.ts";
@@ -74,7 +75,7 @@ export interface SaveOptions extends EncodeOptions {
 }
 
 /** Every option {@linkcode saveCheckpoint} takes; any other name is a `TypeError`. */
-const SAVE_OPTION_NAMES = [
+export const SAVE_OPTION_NAMES = optionNames<SaveOptions>()([
   "codec",
   "compression",
   "sync",
@@ -83,12 +84,7 @@ const SAVE_OPTION_NAMES = [
   "reuse",
   "storage",
   "signal",
-] as const satisfies readonly (
-  keyof SaveOptions
-)[];
-// A compile error here means SaveOptions gained an option SAVE_OPTION_NAMES does not list.
-const _everySaveOption: Exclude<keyof SaveOptions, typeof SAVE_OPTION_NAMES[number]> extends never ? true : never =
-  true;
+]);
 
 /** What {@linkcode saveCheckpoint} wrote. */
 export interface SaveResult {
@@ -197,6 +193,7 @@ export async function saveCheckpoint(
   options: SaveOptions = {},
 ): Promise<SaveResult> {
   checkOptionNames(options, SAVE_OPTION_NAMES, "Cannot save checkpoint");
+  checkStorageOptions(options.storage, "Cannot save checkpoint");
   const askedFile = options.sha256sum ?? false;
   if (typeof askedFile !== "boolean") throw new TypeError("Cannot save checkpoint: sha256sum must be a boolean");
   if (options.reuse !== undefined && typeof options.reuse !== "string") {

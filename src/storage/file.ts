@@ -4,6 +4,9 @@
  *
  * @module
  */
+import { createError } from "./_write_errors.ts";
+import { checkOptionNames } from "../format/_options.ts";
+import { FILE_STORE_OPTION_NAMES } from "./_storage_options.ts";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { StagedFileSink } from "./_file_sink.ts";
@@ -188,6 +191,7 @@ export class FileStore implements ObjectStore {
    * @param options `directWrites`: whether a durable write may go around the page cache (see {@linkcode FileStoreOptions})
    */
   constructor(root: string | URL, options: FileStoreOptions = {}) {
+    checkOptionNames(options, FILE_STORE_OPTION_NAMES, "Cannot open a FileStore");
     if (root instanceof URL) {
       if (root.protocol !== "file:") throw new TypeError(`Cannot open a FileStore at ${root.href}: not a file: URL`);
       root = fileURLToPath(root);
@@ -373,7 +377,9 @@ export class FileStore implements ObjectStore {
     const dir = await this.#parent(key);
     const tmp = tempPath(path);
     let info: ObjectInfo;
-    const file = await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
+    const file = await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 }).catch(async (e) => {
+      throw await createError(path, e);
+    });
     try {
       try {
         let off = 0;
@@ -494,7 +500,9 @@ export class FileStore implements ObjectStore {
         }
       }
     }
-    file ??= await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
+    file ??= await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 }).catch(async (e) => {
+      throw await createError(path, e);
+    });
     // A second handle to flush through while the first one writes (see StagedFileSink).
     let flushBehind: Deno.FsFile | undefined;
     try {

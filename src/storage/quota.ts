@@ -58,6 +58,8 @@ export class StorageFullError extends RangeError {
   readonly written: number | undefined;
 
   /**
+   * An error for a write of `needed` bytes to `url` that the quota could not hold.
+   *
    * @param url the object that could not be written
    * @param needed bytes the write needed
    * @param options the origin's quota and usage when known; for a write the browser stopped, its

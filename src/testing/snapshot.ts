@@ -6,6 +6,8 @@
  *
  * @module
  */
+import { checkDiffOptions } from "../compare/_option_names.ts";
+import { ASSERT_OPTION_NAMES, SNAPSHOT_OPTION_NAMES } from "./_option_names.ts";
 import { loadCheckpoint } from "../io/load.ts";
 import { saveCheckpoint } from "../io/save.ts";
 import { assertCheckpointEquals, type AssertCheckpointOptions } from "./assert.ts";
@@ -112,6 +114,8 @@ export async function assertCheckpointSnapshot(
   if (typeof t !== "object" || t === null || typeof t.origin !== "string") {
     throw new TypeError("Cannot use checkpoint snapshots: the first argument must be the test context (t)");
   }
+  checkDiffOptions(options, "Cannot compare checkpoints", [...ASSERT_OPTION_NAMES, ...SNAPSHOT_OPTION_NAMES]);
+  const { name: _name, dir: _dir, update: _update, compression: _compression, ...compare } = options;
   const n = (calls.get(t) ?? 0) + 1;
   calls.set(t, n);
   const name = options.name ?? (n === 1 ? testName(t) : `${testName(t)} ${n}`);
@@ -122,7 +126,7 @@ export async function assertCheckpointSnapshot(
     const value = await materialise(checkpoint);
     if (present) {
       try {
-        await assertCheckpointEquals(value, path, options);
+        await assertCheckpointEquals(value, path, compare);
         return;
       } catch (e) {
         if (!(e instanceof AssertionError)) throw e;
@@ -140,7 +144,7 @@ export async function assertCheckpointSnapshot(
     );
   }
   await assertCheckpointEquals(checkpoint, path, {
-    ...options,
+    ...compare,
     message: `${options.message ? options.message + ": " : ""}does not match golden checkpoint ${path}`,
   });
 }

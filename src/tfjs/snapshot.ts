@@ -3,11 +3,13 @@
  *
  * @module
  */
+import { checkOptionNames, optionNames } from "../format/_options.ts";
 import { engine, type Optimizer, type Tensor, type Variable } from "@tensorflow/tfjs-core";
 import type { Checkpoint, DType, JsonValue, Metadata, Tensor as CheckpointTensor } from "../format/types.ts";
 import { DTYPES, elementCount } from "../format/dtype.ts";
 import { validateMetadata } from "../format/metadata.ts";
 import { StagingPool } from "./staging_pool.ts";
+import { readBackInto } from "./_read_back.ts";
 import {
   checkpointDType,
   modelSlots,
@@ -66,6 +68,16 @@ function pending(name: string, group: string, held: Tensor): Pending {
   return { name, group, dtype: checkpointDType(held.dtype, name, ACTION), shape: held.shape.slice(), held };
 }
 
+const SNAPSHOT_OPTION_NAMES = optionNames<SnapshotOptions>()([
+  "model",
+  "optimizer",
+  "step",
+  "epoch",
+  "metrics",
+  "custom",
+  "staging",
+]);
+
 /**
  * Copies a model's weights (and optionally its optimizer's state) to CPU memory as a
  * {@linkcode Checkpoint}, ready for `saveCheckpoint` or a background writer.
@@ -75,7 +87,8 @@ function pending(name: string, group: string, held: Tensor): Pending {
  * function returns its promise (a tfjs clone shares the data and keeps it alive; `assign` swaps
  * a variable's data rather than writing into it), then read back with the asynchronous
  * `data()` (which also works on WebGPU, where `dataSync()` does not) and copied, because the
- * cpu backend hands out its own arrays. For the optimizer, every registered variable is held
+ * cpu backend hands out its own arrays; where a backend hands out a copy instead (tensorflow,
+ * wasm), that copy is freed as soon as it is staged, so the state is not held twice. For the optimizer, every registered variable is held
  * the same way before `getWeights()` is called, which covers the tfjs-core optimizers (they
  * list their state synchronously).
  *
@@ -127,6 +140,7 @@ export function beginSnapshot(options: SnapshotOptions): Promise<Checkpoint> {
   const held: Tensor[] = [];
   try {
     if (typeof options !== "object" || options === null) throw new TypeError("Cannot snapshot: options are required");
+    checkOptionNames(options, SNAPSHOT_OPTION_NAMES, "Cannot snapshot");
     const metadata: Metadata = { step: options.step };
     if (options.epoch !== undefined) metadata.epoch = options.epoch;
     if (options.metrics !== undefined) metadata.metrics = { ...options.metrics };
@@ -228,16 +242,7 @@ async function readBack(
       const data = new info.array(target, offsets[i]!, elementCount(it.shape));
       return { name: it.name, dtype: it.dtype, shape: it.shape, data, group: it.group };
     });
-    await Promise.all(items.map(async (it, i) => {
-      const values = await it.held.data();
-      const out = tensors[i]!.data as Float32Array | Int32Array | Uint8Array;
-      if (values.length !== out.length) {
-        throw new RangeError(
-          `Cannot snapshot tensor ${JSON.stringify(it.name)}: read ${values.length} elements, expected ${out.length}`,
-        );
-      }
-      out.set(values as ArrayLike<number>);
-    }));
+    await readBackInto(items, tensors.map((t) => t.data as Float32Array | Int32Array | Uint8Array));
     return { metadata, tensors };
   } catch (e) {
     if (buffer && staging) staging.release(buffer);

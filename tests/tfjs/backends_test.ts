@@ -4,15 +4,9 @@ import * as tf from "@tensorflow/tfjs";
 import "@tensorflow/tfjs-backend-wasm";
 import "@tensorflow/tfjs-backend-webgpu";
 import assert from "node:assert/strict";
-import { restore, snapshot, StagingPool } from "../../src/tfjs/mod.ts";
-import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
-import { buildModel, compile, OPTIMIZERS, train, weightValues } from "./_training.ts";
+import { backendCases } from "./_backend_cases.ts";
 
 tf.env().set("PROD", true);
-
-function bits(a: ArrayLike<number>): number[] {
-  return Array.from(new Uint32Array(new Float32Array(a).buffer));
-}
 
 const adapter = await navigator.gpu?.requestAdapter().catch(() => null);
 if (!adapter) {
@@ -24,74 +18,9 @@ if (!adapter) {
 }
 
 for (const backend of ["cpu", "wasm", "webgpu"]) {
-  const ignore = backend === "webgpu" && !adapter;
-
-  Deno.test({
-    name: `${backend}: a snapshot keeps the values as of the call while training steps run`,
-    ignore,
-    async fn() {
-      assert.ok(await tf.setBackend(backend), `backend ${backend} initialised`);
-      assert.equal(tf.getBackend(), backend);
-      const model = buildModel();
-      const optimizer = OPTIMIZERS.adam!();
-      compile(model, optimizer);
-      await train(model, 0, 2);
-      const weights = await weightValues(model);
-      const taking = snapshot({ model, optimizer, step: 2, staging: new StagingPool() });
-      await train(model, 2, 4);
-      const c = await taking;
-      const after = await weightValues(model);
-      assert.notDeepEqual(bits(after.get("fc1/kernel")!), bits(weights.get("fc1/kernel")!));
-      for (const [name, values] of weights) {
-        assert.deepEqual(bits(c.tensors.find((t) => t.name === name)!.data as Float32Array), bits(values), name);
-      }
-      assert.deepEqual(Array.from(c.tensors.find((t) => t.name === "optimizer/iter")!.data as Int32Array), [2]);
-      model.dispose();
-      optimizer.dispose();
-    },
-  });
-
-  Deno.test({
-    name: `${backend}: save, load and restore resume training with the same losses`,
-    ignore,
-    async fn() {
-      await tf.setBackend(backend);
-      const a = { model: buildModel(), optimizer: OPTIMIZERS.momentum!() };
-      compile(a.model, a.optimizer);
-      await train(a.model, 0, 5);
-      const path = await Deno.makeTempFile({ suffix: ".ckpt" });
-      try {
-        await saveCheckpoint(path, await snapshot({ ...a, step: 5 }));
-        const reference = await train(a.model, 5, 10);
-        const b = { model: buildModel({ seed: 42 }), optimizer: OPTIMIZERS.momentum!() };
-        compile(b.model, b.optimizer);
-        const report = await restore(await loadCheckpoint(path), b);
-        assert.deepEqual([report.missing, report.unexpected, report.mismatched], [[], [], []]);
-        assert.deepEqual(await train(b.model, 5, 10), reference);
-        b.model.dispose();
-      } finally {
-        await Deno.remove(path);
-        a.model.dispose();
-      }
-    },
-  });
-
-  Deno.test({
-    name: `${backend}: int32 and bool tensors round-trip`,
-    ignore,
-    async fn() {
-      await tf.setBackend(backend);
-      const ints = tf.variable(tf.tensor1d([-3, 0, 2147483647], "int32"), false, `backends_${backend}/ints`);
-      const mask = tf.variable(tf.tensor1d([1, 0, 1, 1], "bool"), false, `backends_${backend}/mask`);
-      const c = await snapshot({ model: { ints, mask }, step: 0 });
-      assert.deepEqual(Array.from(c.tensors[0]!.data as Int32Array), [-3, 0, 2147483647]);
-      assert.deepEqual(Array.from(c.tensors[1]!.data as Uint8Array), [1, 0, 1, 1]);
-      ints.assign(tf.zerosLike(ints));
-      mask.assign(tf.zerosLike(mask));
-      await restore(c, { model: { ints, mask } });
-      assert.deepEqual(Array.from(await ints.data()), [-3, 0, 2147483647]);
-      assert.deepEqual(Array.from(await mask.data()), [1, 0, 1, 1]);
-      tf.dispose([ints, mask]);
-    },
-  });
+  backendCases(
+    backend,
+    async () => assert.ok(await tf.setBackend(backend), `backend ${backend} initialised`),
+    backend === "webgpu" && !adapter,
+  );
 }

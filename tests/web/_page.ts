@@ -59,6 +59,8 @@ async function hostState(kind: HostKind): Promise<HostState> {
         "run",
         "-A",
         "--quiet",
+        "--import-map=tools.imports.json", // the repository's test tools (puppeteer-core, webdriver)
+        "--lock=tools.lock",
         new URL("./_browser_host.ts", import.meta.url).pathname,
         kind,
         `${Deno.pid}`,

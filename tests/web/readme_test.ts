@@ -1,10 +1,12 @@
-// The README's "In the browser" snippets, each run verbatim in Chromium, Firefox and WebKit against
-// the web build (a page per snippet): the manager on OPFS, then a background save whose file the
-// library's Web Worker writes.
+// The browser snippets of the README ("In the browser") and of docs/browser.md ("Save in the
+// background in a page"), each run verbatim in Chromium, Firefox and WebKit against the web build
+// (a page per snippet): the manager on OPFS, then a background save whose file the library's Web
+// Worker writes.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { buildWeb, ROOT } from "../../web/build.ts";
 import { type Served, serveStatic } from "../../web/serve.ts";
+import { parseMarkdown } from "../docs/_markdown.ts";
 import { noteSkip, runs, SELECTED } from "./_engines.ts";
 import { connectBrowser } from "./_page.ts";
 
@@ -17,25 +19,28 @@ addEventListener("error", (e) => window.errors.push(String(e.message)));
 addEventListener("unhandledrejection", (e) => window.errors.push(String(e.reason)));
 </script>`;
 
-/** What each html block of the section logs, in order, and whether it must start the worker. */
-const EXPECTED: { line: RegExp; worker: boolean }[] = [
-  { line: /^1 /, worker: false },
-  { line: /^100 true$/, worker: true },
+/** Where each html block is, what it logs, and whether it must start the worker. */
+const EXPECTED: { file: string; section: string; line: RegExp; worker: boolean }[] = [
+  { file: "README.md", section: "In the browser", line: /^1 /, worker: false },
+  { file: "docs/browser.md", section: "Save in the background in a page", line: /^100 true$/, worker: true },
 ];
 
 for (const engine of SELECTED) {
   noteSkip(engine);
   Deno.test({
-    name: `the README's browser snippets run verbatim against the web build [${engine}]`,
+    name: `the browser snippets of the README and docs/browser.md run verbatim against the web build [${engine}]`,
     ignore: !runs(engine),
     sanitizeOps: false,
     sanitizeResources: false,
     async fn(t) {
-      const readme = await Deno.readTextFile(join(ROOT, "README.md"));
-      const start = readme.indexOf("## In the browser");
-      const section = readme.slice(start, readme.indexOf("\n## ", start + 1));
-      const blocks = [...section.matchAll(/```html\n([\s\S]*?)```/g)].map((b) => b[1]!);
-      assert.equal(blocks.length, EXPECTED.length, "html blocks in the README's In the browser section");
+      const blocks: string[] = [];
+      for (const { file, section } of EXPECTED) {
+        const text = parseMarkdown(await Deno.readTextFile(join(ROOT, file))).sections.get(section);
+        assert.ok(text, `${file} has a section "${section}"`);
+        const html = parseMarkdown(text).blocks.filter((b) => b.info === "html");
+        assert.equal(html.length, 1, `one html block in ${file}, "${section}"`);
+        blocks.push(html[0]!.code);
+      }
       const dir = await Deno.makeTempDir({ prefix: "ckpt-web-readme-" });
       await buildWeb(dir);
       for (const [i, html] of blocks.entries()) {

@@ -23,6 +23,7 @@ import type { Checkpoint, CheckpointRecord } from "../types.ts";
 import { readTensorsByName } from "./binary_file.ts";
 import { type ByteReader, type EncodedBody, isByteReader, type RangeHasher } from "../_byte_reader.ts";
 import { ChunkReader } from "../_chunk_reader.ts";
+import { type IntoBuffers, intoBytes } from "../_read_into.ts";
 import {
   equalBytes,
   type Hash,
@@ -355,7 +356,7 @@ const FOLLOWERS_MAX = 4096;
  */
 export async function* decodeRecords(
   input: AsyncIterable<Uint8Array> | ByteReader,
-  limits?: DecoderOptions,
+  limits?: DecoderOptions & { into?: IntoBuffers },
   tap?: Hash,
   digest?: Settle<string>,
   bodies: "keep" | "hash" = "keep",
@@ -605,6 +606,10 @@ export async function* decodeRecords(
       const bodyAt = r.position;
       const subject = `tensor ${JSON.stringify(d.name)}`;
       const { name, dtype, shape, group } = d;
+      // The caller's buffer for this tensor (`loadCheckpoint`'s `into`): a raw body read from a
+      // file goes straight into it; anything else is copied there by the load once verified.
+      const target = bodies === "keep" ? intoBytes(limits?.into, name, d.byteLength) : undefined;
+      const rawInto = target && !d.encoding ? () => target : undefined;
       const finish = (body: Uint8Array): CheckpointRecord => {
         const data = typedArrayFrom(dtype, body);
         if (dtype === "bool") checkBools(data as Uint8Array, name, `at offset ${bodyAt}`);
@@ -754,13 +759,13 @@ export async function* decodeRecords(
       if (ranger?.ready && !held() && !reuse && rh.bodyBytes >= RANGE_BODY_MIN) {
         // Read into its own buffer here while the other thread reads the same bytes from the
         // file and hashes them.
-        const body = await r.readBody(rh.bodyBytes, subject);
+        const body = await r.readBody(rh.bodyBytes, subject, undefined, rawInto);
         await onOtherThread(ranger, [recordHeader, head, pad], () => finish(body));
         continue;
       }
       if (nativeRaw && rh.bodyBytes >= OFF_THREAD_MIN) {
         const prefix = concatBytes([recordHeader, head, pad]);
-        yield* nativeHash(prefix, await r.readBody(rh.bodyBytes, subject));
+        yield* nativeHash(prefix, await r.readBody(rh.bodyBytes, subject, undefined, rawInto));
         continue;
       }
       const large = !d.encoding && rh.bodyBytes >= OFF_THREAD_MIN && (!reuse || rh.bodyBytes <= OFF_THREAD_MAX);
@@ -769,9 +774,10 @@ export async function* decodeRecords(
         thread = startHashThread();
       }
       if (large) largeBytes += rh.bodyBytes;
-      const side = large && !held() && thread?.ready ? thread : undefined;
+      // (Not for a body that goes into the caller's buffer: the thread hashes a buffer of its own.)
+      const side = large && !held() && !target && thread?.ready ? thread : undefined;
       if (!side) {
-        const body = await r.readBody(rh.bodyBytes, subject, h);
+        const body = await r.readBody(rh.bodyBytes, subject, h, rawInto);
         await checkDigest(h, subject, at);
         seen.push(indexEntry(d, at, r.position - at));
         const record = finish(body);

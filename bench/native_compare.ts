@@ -1,0 +1,192 @@
+/**
+ * The native backend (`tensorflow`, tfjs-node) side by side, in one run, on the same model: a
+ * tfjs-layers MLP of `--mib` MiB of float32 weights (`--layers` dense layers, 4 by default, as wide as
+ * that needs, or `--width`) with Adam
+ * (so its state is 3x that), trained on the native backend. Rows, with ratios:
+ *
+ * 1. Training-loop stall per checkpoint (extra wall time of `--steps` training steps that start
+ *    with the checkpoint, over the same steps without one; interleaved rounds, medians):
+ *    - `copy`: `dataSync()` of every weight and Adam slot (the bytes any checkpoint copies out);
+ *    - `writer`: `CheckpointWriter.save()` not awaited (snapshot, then encode, SHA-256, fsync and
+ *      commit in a worker): target ≤ 1.2x `copy`;
+ *    - `tfjs-file`: `await model.save("file://…", { includeOptimizer: true })` (tfjs-node's file
+ *      handler): target `writer` ≤ 0.2x this.
+ * 2. Durable save, whole: `await writer.save()` against `model.save("file://…")` (which neither
+ *    hashes nor fsyncs) and TensorFlow's `tf.train.Checkpoint.write` in Python from the same
+ *    wheel on the same shapes: targets ckpt ≥ 1.0x both (a ratio is the peer's time over ckpt's).
+ * 3. Load: `loadCheckpoint` (SHA-256 verified) + `restore` into the model and Adam against
+ *    `tf.loadLayersModel("file://…/model.json")` and `tf.train.Checkpoint.read`: targets ≥ 1.0x.
+ *
+ * Python: `--python PATH`, or `CKPT_PEERS_PYTHON`, or the peers' environment that
+ * `scripts/peers_venv.sh` builds from the local wheels (`bench/_peers_env.ts`); without one, or
+ * with a python that cannot import tensorflow, the Python rows are left out and the reason
+ * printed. Timings belong to a quiet machine; on a
+ * loaded one run it only to check that it works (`--mib 2 --rounds 1`).
+ *
+ * Run (the lead's quiet run): `deno run -A --no-lock bench/native_compare.ts --mib 18` and
+ * `--mib 256`. Needs `deno task setup:native` first.
+ *
+ * @module
+ */
+import * as tf from "@tensorflow/tfjs";
+import { parseArgs } from "node:util";
+import { fileURLToPath } from "node:url";
+import { loadTfjsNode } from "../src/tfjs/_tfjs_node.ts";
+import { CheckpointWriter, restore } from "../src/tfjs/mod.ts";
+import { loadCheckpoint } from "../mod.ts";
+import { peersPython } from "./_peers_env.ts";
+
+const { values } = parseArgs({
+  args: Deno.args,
+  options: {
+    mib: { type: "string", default: "18" },
+    layers: { type: "string", default: "4" },
+    width: { type: "string" },
+    steps: { type: "string", default: "4" },
+    rounds: { type: "string", default: "5" },
+    python: { type: "string" },
+  },
+});
+const MIB = Number(values.mib);
+const LAYERS = Number(values.layers);
+// --layers dense layers of WIDTH x WIDTH (+ bias), WIDTH chosen so the weights come to --mib.
+const WIDTH = values.width === undefined ? Math.round(Math.sqrt((MIB * 2 ** 20) / 4 / LAYERS)) : Number(values.width);
+const STEPS = Number(values.steps);
+const ROUNDS = Number(values.rounds);
+for (
+  const [k, v] of [["mib", MIB], ["layers", LAYERS], ["width", WIDTH], ["steps", STEPS], ["rounds", ROUNDS]] as const
+) {
+  if (!(v > 0) || !Number.isFinite(v)) throw new RangeError(`--${k} must be a positive number`);
+}
+
+await loadTfjsNode();
+tf.env().set("PROD", true);
+
+const layers = LAYERS;
+const model = tf.sequential({
+  layers: Array.from({ length: layers }, (_, i) =>
+    tf.layers.dense({
+      name: `fc${i}`,
+      units: WIDTH,
+      activation: i < layers - 1 ? "relu" : "linear",
+      kernelInitializer: tf.initializers.glorotUniform({ seed: i }),
+      ...(i === 0 ? { inputShape: [WIDTH] } : {}),
+    })),
+});
+const optimizer = tf.train.adam(1e-4);
+model.compile({ optimizer, loss: "meanSquaredError" });
+const x = tf.randomNormal([8, WIDTH], 0, 1, "float32", 1);
+const y = tf.randomNormal([8, WIDTH], 0, 1, "float32", 2);
+await model.trainOnBatch(x, y);
+const weightBytes = model.weights.reduce((n, w) => n + (w.shape as number[]).reduce((a, b) => a * b, 1) * 4, 0);
+const stateBytes = weightBytes * 3;
+
+const dir = await Deno.makeTempDir({ prefix: "ckpt_native_compare_" });
+const writer = new CheckpointWriter();
+let step = 1;
+let saves = 0;
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+const ms = (n: number) => `${n.toFixed(1)} ms`;
+
+type StallMode = "none" | "copy" | "writer" | "tfjs-file";
+const STALL_MODES: StallMode[] = ["none", "copy", "writer", "tfjs-file"];
+
+async function stallLoop(mode: StallMode): Promise<number> {
+  const t0 = performance.now();
+  let saving: Promise<unknown> | undefined;
+  if (mode === "copy") {
+    for (const w of model.weights) w.read().dataSync();
+    for (const w of await optimizer.getWeights()) w.tensor.dataSync();
+  } else if (mode === "writer") saving = writer.save(`${dir}/stall-${saves++}.ckpt`, { model, optimizer, step });
+  else if (mode === "tfjs-file") await model.save(`file://${dir}/stall-tfjs`, { includeOptimizer: true });
+  for (let k = 0; k < STEPS; k++) {
+    step++;
+    await model.trainOnBatch(x, y);
+    await new Promise((r) => setTimeout(r, 0));
+  }
+  const wall = performance.now() - t0;
+  await saving; // outside the timing: the next loop starts with the worker idle
+  return wall;
+}
+
+const stall = new Map<StallMode, number[]>(STALL_MODES.map((m) => [m, []]));
+await stallLoop("writer");
+for (let r = 0; r < ROUNDS; r++) for (const m of STALL_MODES) stall.get(m)!.push(await stallLoop(m));
+
+// Durable saves and loads, alternating, each to a fresh name.
+const ckptSave: number[] = [];
+const tfjsSave: number[] = [];
+const ckptLoad: number[] = [];
+const tfjsLoad: number[] = [];
+for (let r = 0; r < ROUNDS; r++) {
+  let t0 = performance.now();
+  const path = `${dir}/save-${r}.ckpt`;
+  await writer.save(path, { model, optimizer, step });
+  ckptSave.push(performance.now() - t0);
+  t0 = performance.now();
+  await model.save(`file://${dir}/tfjs-${r}`, { includeOptimizer: true });
+  tfjsSave.push(performance.now() - t0);
+  t0 = performance.now();
+  await restore(await loadCheckpoint(path), { model, optimizer });
+  ckptLoad.push(performance.now() - t0);
+  t0 = performance.now();
+  const loaded = await tf.loadLayersModel(`file://${dir}/tfjs-${r}/model.json`);
+  tfjsLoad.push(performance.now() - t0);
+  loaded.dispose();
+  await Deno.remove(`${dir}/tfjs-${r}`, { recursive: true });
+  await Deno.remove(path);
+}
+await writer.close();
+
+// Python: tf.train.Checkpoint on the same shapes.
+async function findPython(): Promise<{ python?: string; why?: string }> {
+  const given = values.python ?? Deno.env.get("CKPT_PEERS_PYTHON");
+  if (given) return { python: given };
+  const env = await peersPython();
+  return "python" in env ? { python: env.python } : { why: env.error };
+}
+let py: { tensorflow: string; write: number[]; read: number[] } | undefined;
+const { python, why } = await findPython();
+let pyWhy = why;
+if (python) {
+  const shapes = model.weights.map((w) => w.shape);
+  const o = await new Deno.Command(python, {
+    args: [fileURLToPath(new URL("./_tf_checkpoint.py", import.meta.url)), dir, String(ROUNDS), JSON.stringify(shapes)],
+    stdout: "piped",
+    stderr: "piped",
+  }).output().catch((e) => ({ success: false, stdout: new Uint8Array(), stderr: new TextEncoder().encode(String(e)) }));
+  const out = new TextDecoder().decode(o.stdout).trim();
+  if (o.success) py = JSON.parse(out.split("\n").at(-1)!);
+  else pyWhy = `${python} failed: ${new TextDecoder().decode(o.stderr).trim().split("\n").slice(-3).join(" ")}`;
+}
+await Deno.remove(dir, { recursive: true });
+
+const binding = (tf.backend() as unknown as { binding: { TF_Version: string } }).binding.TF_Version;
+console.log(
+  `native backend (tfjs-node 4.22.0 on TensorFlow ${binding}), ${layers} dense layers of ${WIDTH}: ` +
+    `${(weightBytes / 2 ** 20).toFixed(1)} MiB of weights, ${(stateBytes / 2 ** 20).toFixed(1)} MiB with Adam; ` +
+    `${ROUNDS} rounds, medians`,
+);
+const none = median(stall.get("none")!);
+const extra = (m: StallMode) => median(stall.get(m)!) - none;
+console.log(`training-loop stall per checkpoint (${STEPS} steps of ${ms(none / STEPS)} each after it):`);
+for (const m of ["copy", "writer", "tfjs-file"] as const) console.log(`  ${m.padEnd(10)} ${ms(extra(m))}`);
+console.log(`  writer / copy      ${(extra("writer") / extra("copy")).toFixed(2)}x (target <= 1.2)`);
+console.log(`  writer / tfjs-file ${(extra("writer") / extra("tfjs-file")).toFixed(2)}x (target <= 0.2)`);
+const row = (name: string, ours: number[], peer: number[] | undefined, peerName: string) =>
+  console.log(
+    `  ${name.padEnd(34)} ckpt ${ms(median(ours))}  ${peerName} ${peer ? ms(median(peer)) : "-"}  ` +
+      (peer ? `${(median(peer) / median(ours)).toFixed(2)}x (target >= 1.0)` : ""),
+  );
+console.log("durable save, whole (peer time / ckpt time):");
+row("vs model.save(file://)", ckptSave, tfjsSave, "tfjs-node");
+row("vs tf.train.Checkpoint.write", ckptSave, py?.write.map((s) => s * 1000), "python");
+console.log("load + verify + restore (peer time / ckpt time):");
+row("vs tf.loadLayersModel(file://)", ckptLoad, tfjsLoad, "tfjs-node");
+row("vs tf.train.Checkpoint.read", ckptLoad, py?.read.map((s) => s * 1000), "python");
+if (py) console.log(`python: TensorFlow ${py.tensorflow} (tf.train.Checkpoint, the same shapes with m and v)`);
+else console.log(`python rows left out: ${pyWhy}`);

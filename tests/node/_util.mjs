@@ -1,0 +1,43 @@
+// Helpers for the Node tests (tests/node/harness.ts says how they run).
+import { test } from "node:test";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import process from "node:process";
+
+/** This repository (fixtures written by Deno live here). */
+export const REPO = process.env.CKPT_REPO ?? "";
+/** The scratch npm project the package is installed in (`npx ckpt` works there). */
+export const SCRATCH = process.env.CKPT_SCRATCH ?? process.cwd();
+/** Whether this is CI, where a missing component fails the test instead of skipping it. */
+export const IN_CI = process.env.CI === "true";
+
+/**
+ * A test that needs a component (a service, a program): skipped with `missing` as the reason
+ * when that is set, except in CI (`CI=true`), where it fails with that reason.
+ *
+ * @param {string} name
+ * @param {string | undefined} missing why the component is unusable; undefined when it is there
+ * @param {(t: import("node:test").TestContext) => Promise<void>} fn
+ */
+export function componentTest(name, missing, fn) {
+  if (!missing) return test(name, fn);
+  if (IN_CI) return test(name, () => Promise.reject(new Error(`${name}: ${missing}`)));
+  return test(name, { skip: missing }, fn);
+}
+
+/**
+ * Runs `fn` with a fresh temporary directory, removed afterwards.
+ *
+ * @template T
+ * @param {(dir: string) => Promise<T>} fn
+ * @returns {Promise<T>}
+ */
+export async function withTempDir(fn) {
+  const dir = await mkdtemp(join(tmpdir(), "ckpt-node-"));
+  try {
+    return await fn(dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
