@@ -21,7 +21,11 @@
  * fails anything here; the README quotes a run.
  *
  *   deno task bench:web [--sizes 64,256] [--bytegroup-sizes 64] [--model-sizes 8,48,128] [--heap-mib 256]
- *                       [--trials 5] [--engines chromium,firefox,webkit]
+ *                       [--trials 5] [--engines chromium,firefox,webkit] [--large-mib 2560]
+ *
+ * `--large-mib N` adds one save and one load + verify of an N MiB checkpoint (tensors of
+ * `--tensor-mib`), to OPFS and back tensor by tensor: above 2048 it is larger than the largest
+ * ArrayBuffer Chromium allows. Chromium also gives the peak memory above the tensors during each.
  *
  * @module
  */
@@ -45,6 +49,7 @@ const { values } = parseArgs({
     trials: { type: "string", default: "5" },
     "tensor-mib": { type: "string", default: "4" },
     engines: { type: "string", default: ENGINES.join(",") },
+    "large-mib": { type: "string", default: "0" },
   },
 });
 const list = (s: string) => s.split(",").filter((x) => x !== "").map(Number);
@@ -54,6 +59,7 @@ const BYTEGROUP_SIZES = list(values["bytegroup-sizes"]);
 const HEAP_MIB = Number(values["heap-mib"]);
 const TRIALS = Number(values.trials);
 const TENSOR_MIB = Number(values["tensor-mib"]);
+const LARGE_MIB = Number(values["large-mib"]);
 const MiB = 2 ** 20;
 
 const WANTED = values.engines.split(",").filter((e) => e !== "") as Engine[];
@@ -264,6 +270,25 @@ async function bench(engine: Engine, page: Page): Promise<void> {
       `${(median(ours) / MiB).toFixed(1)} MiB`,
       `${(median(idb) / MiB).toFixed(1)} MiB`,
       `${(median(ours) / median(idb)).toFixed(2)}× the memory`,
+    );
+  }
+  if (LARGE_MIB > 0) {
+    await page.evaluate(() => m.makeModel(0, 1));
+    await page.evaluate((mib: number, t: number) => m.makeTensors(mib, t), LARGE_MIB, TENSOR_MIB);
+    const peak = async (op: Op) => cdp ? (await peakDuring(page, cdp, op)).peak : undefined;
+    const t0 = performance.now();
+    const savePeak = await peak("ckptSave") ?? await call(page, "ckptSave");
+    const saveMs = performance.now() - t0;
+    const t1 = performance.now();
+    const loadPeak = await peak("ckptLoad") ?? await call(page, "ckptLoad");
+    const loadMs = performance.now() - t1;
+    const mem = (b: number) => cdp ? `, peak ${(b / MiB).toFixed(0)} MiB above the tensors` : "";
+    row(
+      "one large checkpoint, tensor by tensor: save to OPFS / load + verify",
+      String(LARGE_MIB),
+      `${saveMs.toFixed(0)} ms${mem(savePeak)} / ${loadMs.toFixed(0)} ms${mem(loadPeak)}`,
+      "",
+      "",
     );
   }
   await page.evaluate(() => m.cleanUp());

@@ -11,24 +11,11 @@ import type { HostKind } from "./_browser_host.ts";
 
 export type { Engine, EngineBrowser, WebPage };
 
-/** What a browser test is given. */
-export interface WebContext {
+/** What a browser test is given: the site, the engine's browser, and a page on the first entry. */
+export interface WebContext extends Omit<Site, "close"> {
   engine: Engine;
   browser: EngineBrowser;
   page: WebPage;
-  /** The server's base URL, ending in `/`. */
-  url: string;
-  server: StaticServer;
-  /** Every request the server answered, in order. */
-  served: Served[];
-  /** Bytes pages PUT to `/upload/NAME`, by NAME. */
-  uploads: Map<string, Uint8Array>;
-  /** Bytes the server gives at `/blob/NAME`, by NAME (set them from the test). */
-  blobs: Map<string, Uint8Array>;
-  /** A directory the server serves at `/files/`. */
-  filesDir: string;
-  /** A temporary directory for the test's own output (screenshots). */
-  tempDir: string;
   /** Opens `path` (relative to the server) in a new page and waits for `window.ready`. */
   open(path: string): Promise<WebPage>;
 }
@@ -47,12 +34,18 @@ export interface BrowserTestOptions {
 
 /** A built and served site: pages, bundles and the test's own files. */
 export interface Site {
+  /** The server's base URL, ending in `/`. */
   url: string;
   server: StaticServer;
+  /** Every request the server answered, in order. */
   served: Served[];
+  /** Bytes pages PUT to `/upload/NAME`, by NAME. */
   uploads: Map<string, Uint8Array>;
+  /** Bytes the server gives at `/blob/NAME`, by NAME (set them from the test). */
   blobs: Map<string, Uint8Array>;
+  /** A directory the server serves at `/files/`. */
   filesDir: string;
+  /** A temporary directory for the test's own output (screenshots). */
   tempDir: string;
   close(): Promise<void>;
 }
