@@ -114,6 +114,7 @@ export {
   type ByteRange,
   type GetOptions,
   type GetResult,
+  type LocalFiles,
   type ObjectInfo,
   ObjectNotFoundError,
   type ObjectStore,
@@ -124,6 +125,7 @@ export {
   StoreUnreachableError,
   type WriteOptions,
 } from "./src/storage/types.ts";
+export type { FileHandle, FileInfo, SeekWhence } from "./src/runtime/files.ts";
 export { FileStore, type FileStoreOptions } from "./src/storage/file.ts";
 export { HttpStatusError, HttpStore, type HttpStoreOptions } from "./src/storage/http.ts";
 export { type CountingReader, openRandomAccess, type RandomAccessOptions } from "./src/storage/random_access.ts";

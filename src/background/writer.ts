@@ -8,6 +8,7 @@
  */
 import { checkCheckpointObject } from "../format/_checkpoint_input.ts";
 import { checkOptionNames, optionNames } from "../format/_options.ts";
+import { startWorker, type WorkerFailure, type WorkerHandle, type WorkerMessage } from "../runtime/workers.ts";
 import { isAbsolute, resolve } from "node:path";
 import { validateTensor } from "../format/dtype.ts";
 import { validateMetadata } from "../format/metadata.ts";
@@ -302,7 +303,7 @@ export class BackgroundWriter implements AsyncDisposable {
   #onReturn: ((tensors: TensorInput[]) => void) | undefined;
   #idleTimeout: number;
   #workerUrl: URL;
-  #worker: Worker | undefined;
+  #worker: WorkerHandle | undefined;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
   /** Saves handed to the worker and not settled yet, oldest first. */
   #jobs = new Map<number, Job>();
@@ -483,10 +484,10 @@ export class BackgroundWriter implements AsyncDisposable {
     }
   }
 
-  #spawn(): Worker {
-    const worker = new Worker(this.#workerUrl, { type: "module" });
-    worker.onmessage = (e: MessageEvent<SaveReply>) => this.#onReply(worker, e.data);
-    worker.onerror = (e: ErrorEvent) => {
+  #spawn(): WorkerHandle {
+    const worker = startWorker(this.#workerUrl);
+    worker.onmessage = (e: WorkerMessage<SaveReply>) => this.#onReply(worker, e.data);
+    worker.onerror = (e: WorkerFailure) => {
       e.preventDefault(); // handled here: must not take the whole process down
       this.#onCrash(worker, e.message || "unknown error");
     };
@@ -494,7 +495,7 @@ export class BackgroundWriter implements AsyncDisposable {
     return worker;
   }
 
-  #onReply(worker: Worker, reply: SaveReply): void {
+  #onReply(worker: WorkerHandle, reply: SaveReply): void {
     const job = this.#jobs.get(reply?.id);
     if (worker !== this.#worker || !job) return;
     this.#jobs.delete(reply.id);
@@ -506,7 +507,7 @@ export class BackgroundWriter implements AsyncDisposable {
   }
 
   /** The worker died: every save it held fails (their buffers went down with it). */
-  #onCrash(worker: Worker, why: string): void {
+  #onCrash(worker: WorkerHandle, why: string): void {
     if (worker !== this.#worker) return;
     this.#stopWorker();
     const jobs = [...this.#jobs.values()];

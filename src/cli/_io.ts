@@ -4,6 +4,9 @@
 import { createHash, type Hash } from "node:crypto";
 import { isUrlAddress, resolveObject } from "../storage/resolve.ts";
 import type { GetResult } from "../storage/types.ts";
+import { OsErrors } from "../runtime/errors.ts";
+import { thisProcess } from "../runtime/process.ts";
+import { type FileHandle, type FileInfo, files } from "../runtime/files.ts";
 
 /** Exit codes, documented in `docs/cli.md` and every command's help. */
 export const EXIT = Object.freeze({
@@ -42,12 +45,12 @@ export interface CliIO {
 /** The process's own standard streams. */
 export function processIO(): CliIO {
   return {
-    stdin: () => Deno.stdin.readable,
-    stdout: Deno.stdout.writable,
-    stderr: Deno.stderr.writable,
-    stdinIsTerminal: Deno.stdin.isTerminal(),
-    stdoutIsTerminal: Deno.stdout.isTerminal(),
-    stderrIsTerminal: Deno.stderr.isTerminal(),
+    stdin: () => thisProcess.stdin.stream(),
+    stdout: thisProcess.stdout.stream(),
+    stderr: thisProcess.stderr.stream(),
+    stdinIsTerminal: thisProcess.stdin.isTerminal(),
+    stdoutIsTerminal: thisProcess.stdout.isTerminal(),
+    stderrIsTerminal: thisProcess.stderr.isTerminal(),
   };
 }
 
@@ -111,7 +114,7 @@ export function safeText(text: string): string {
  * a directory where a file was expected reads "it is a directory" whichever call found it.
  */
 export function osReason(e: unknown): string {
-  if (e instanceof Deno.errors.IsADirectory) return "it is a directory";
+  if (e instanceof OsErrors.IsADirectory) return "it is a directory";
   const message = e instanceof Error ? e.message : String(e);
   return message.replace(/\s*\(os error \d+\)/, "").replace(/:\s*\w+ '.*'$/s, "").trim();
 }
@@ -151,12 +154,12 @@ export function readFailure(spec: string, e: unknown): Error {
 
 /** Whether an error came from the operating system (file, pipe, permission). */
 export function isOsError(e: unknown): boolean {
-  return e instanceof Deno.errors.NotFound || e instanceof Deno.errors.PermissionDenied ||
-    e instanceof Deno.errors.AlreadyExists || e instanceof Deno.errors.IsADirectory ||
-    e instanceof Deno.errors.NotADirectory || e instanceof Deno.errors.BrokenPipe ||
-    e instanceof Deno.errors.WriteZero || e instanceof Deno.errors.UnexpectedEof ||
-    e instanceof Deno.errors.NotCapable || e instanceof Deno.errors.Interrupted ||
-    e instanceof Deno.errors.FilesystemLoop || e instanceof Deno.errors.InvalidData ||
+  return e instanceof OsErrors.NotFound || e instanceof OsErrors.PermissionDenied ||
+    e instanceof OsErrors.AlreadyExists || e instanceof OsErrors.IsADirectory ||
+    e instanceof OsErrors.NotADirectory || e instanceof OsErrors.BrokenPipe ||
+    e instanceof OsErrors.WriteZero || e instanceof OsErrors.UnexpectedEof ||
+    e instanceof OsErrors.NotCapable || e instanceof OsErrors.Interrupted ||
+    e instanceof OsErrors.FilesystemLoop || e instanceof OsErrors.InvalidData ||
     (e instanceof Error && /\(os error \d+\)/.test(e.message));
 }
 
@@ -174,7 +177,7 @@ export interface Input {
    * A local regular file, open at offset 0, for readers that read it directly instead of through
    * `stream` (only one of the two may be used; cancelling `stream` closes it).
    */
-  readonly file?: Deno.FsFile;
+  readonly file?: FileHandle;
 }
 
 /** File reads of this size; each chunk is a fresh buffer, since decoded tensors may view it. */
@@ -211,13 +214,13 @@ export async function openInput(spec: string, io: CliIO): Promise<Input> {
     }
     return { label: "stdin", stream: io.stdin() };
   }
-  let file: Deno.FsFile;
+  let file: FileHandle;
   try {
-    file = await Deno.open(spec, { read: true });
+    file = await files.open(spec, { read: true });
   } catch (e) {
     throw new FileError(`Cannot read ${JSON.stringify(spec)}: ${osReason(e)}`, { cause: e });
   }
-  let info: Deno.FileInfo;
+  let info: FileInfo;
   try {
     info = await file.stat();
   } catch (e) {
@@ -273,7 +276,7 @@ export async function readHead(path: string, n: number): Promise<Uint8Array> {
     const got = await openRemote(path, { offset: 0, length: n });
     return new Uint8Array(await new Response(got.body).arrayBuffer());
   }
-  const file = await Deno.open(path, { read: true });
+  const file = await files.open(path, { read: true });
   try {
     const head = new Uint8Array(n);
     let filled = 0;

@@ -34,6 +34,7 @@ import {
   readHead,
   UsageError,
 } from "./_io.ts";
+import type { FileHandle } from "../runtime/files.ts";
 
 /**
  * Codecs recognised besides the built-in ones: safetensors (from the interop module, which
@@ -199,7 +200,7 @@ async function fromRecords(
  */
 async function openBinaryFile(
   input: Input,
-  file: Deno.FsFile,
+  file: FileHandle,
   progress: Progress,
   options: { hash?: boolean; reuseBuffers?: boolean; bodies?: "keep" | "hash" },
 ): Promise<OpenCheckpoint> {

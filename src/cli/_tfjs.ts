@@ -9,6 +9,8 @@ import { resolveDirectory, resolveObject } from "../storage/resolve.ts";
 import { ObjectNotFoundError } from "../storage/types.ts";
 import { FileError, isRemote, osReason, readFailure, UsageError } from "./_io.ts";
 import { readError } from "./_source.ts";
+import { OsErrors } from "../runtime/errors.ts";
+import { type FileInfo, files } from "../runtime/files.ts";
 
 /** Whether a store has the object `key`; failures to ask are a {@linkcode FileError} naming `spec`. */
 async function has(spec: string, ask: () => Promise<unknown>): Promise<boolean> {
@@ -41,16 +43,16 @@ async function has(spec: string, ask: () => Promise<unknown>): Promise<boolean> 
 export async function findTfjsArtifacts(spec: string): Promise<string | undefined> {
   if (spec === "-") return undefined;
   if (!isRemote(spec)) {
-    let info: Deno.FileInfo;
+    let info: FileInfo;
     try {
-      info = await Deno.stat(spec);
+      info = await files.stat(spec);
     } catch {
       return undefined;
     }
     if (!info.isDirectory) return basename(spec) === "model.json" ? spec : undefined;
     const inside = join(spec, "model.json");
     try {
-      return (await Deno.stat(inside)).isFile ? inside : undefined;
+      return (await files.stat(inside)).isFile ? inside : undefined;
     } catch {
       return undefined;
     }
@@ -124,7 +126,7 @@ export async function checkTfjsTarget(dir: string): Promise<void> {
     return;
   }
   try {
-    const info = await Deno.stat(dir);
+    const info = await files.stat(dir);
     if (!info.isDirectory) {
       throw new FileError(
         `Cannot write ${JSON.stringify(dir)}: it is not a directory (TF.js artifacts are model.json and shards in one)`,
@@ -132,7 +134,7 @@ export async function checkTfjsTarget(dir: string): Promise<void> {
     }
   } catch (e) {
     if (e instanceof FileError) throw e;
-    if (!(e instanceof Deno.errors.NotFound)) {
+    if (!(e instanceof OsErrors.NotFound)) {
       throw new FileError(`Cannot write ${JSON.stringify(dir)}: ${osReason(e)}`, { cause: e });
     }
   }

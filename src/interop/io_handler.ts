@@ -13,13 +13,14 @@ import type { DecodeOptions } from "../format/decode.ts";
 import { loadCheckpoint } from "../io/load.ts";
 import { locate } from "../io/read.ts";
 import { saveCheckpoint, type SaveOptions, type SaveResult, toPath } from "../io/save.ts";
-import { FileStore } from "../storage/file.ts";
 import { describeAddress, type StorageAddress } from "../storage/resolve.ts";
 import type { Metadata } from "../format/types.ts";
 import { LIMIT_OPTION_NAMES } from "../format/_options.ts";
 import { readSha256Sidecar, writeSha256Sidecar } from "./sidecar.ts";
 import { artifactsToCheckpoint, checkpointToArtifacts } from "./tfjs_artifacts.ts";
 import type { WeightOptions } from "./tfjs_weights.ts";
+import { files } from "../runtime/files.ts";
+import { thisProcess } from "../runtime/process.ts";
 
 /** Options for {@linkcode ckptHandler}. */
 export interface CkptHandlerOptions extends SaveOptions, DecodeOptions, WeightOptions {
@@ -133,11 +134,11 @@ function saveResult(artifacts: io.ModelArtifacts): io.SaveResult {
 export function ckptHandler(address: StorageAddress, options: CkptHandlerOptions = {}): CkptHandler {
   checkInteropOptions("handler", options, "Cannot make a TF.js handler");
   const object = locate(address, options, "use a TF.js handler on");
-  const local = object.store instanceof FileStore;
+  const local = object.store.files;
   const file = local && (typeof address === "string" || address instanceof URL)
     ? toPath(address)
     : local
-    ? (object.store as FileStore).path(object.key)
+    ? local.path(object.key)
     : describeAddress(object);
   const verify = options.verify ?? true;
   // Each function gets only the options it knows (they reject others). A codec object used to
@@ -164,13 +165,13 @@ export function ckptHandler(address: StorageAddress, options: CkptHandlerOptions
         lastSave = result;
         return saveResult(artifacts);
       }
-      const tmp = join(dirname(file), `.${basename(file)}.save-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`);
+      const tmp = join(dirname(file), `.${basename(file)}.save-${thisProcess.pid}-${crypto.randomUUID().slice(0, 8)}`);
       try {
         const result = await saveCheckpoint(tmp, ckpt, { ...save, sha256sum: options.sidecar ?? false });
         if (verify) await loadCheckpoint(tmp, { ...read, sha256: result.digest });
-        await Deno.rename(tmp, file);
+        await files.rename(tmp, file);
         if (options.sync ?? true) {
-          const d = await Deno.open(dirname(file), { read: true });
+          const d = await files.open(dirname(file), { read: true });
           try {
             await d.sync();
           } finally {
@@ -180,7 +181,7 @@ export function ckptHandler(address: StorageAddress, options: CkptHandlerOptions
         if (options.sidecar) await writeSha256Sidecar(file, result.sha256!, sidecarOptions);
         lastSave = result;
       } catch (e) {
-        await Deno.remove(tmp).catch(() => {});
+        await files.remove(tmp).catch(() => {});
         throw e;
       }
       return saveResult(artifacts);

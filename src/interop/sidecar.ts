@@ -7,9 +7,9 @@
 import { checkInteropOptions } from "./_option_names.ts";
 import { locate, type StorageOptions } from "../io/read.ts";
 import { toPath, writeFileAtomic } from "../io/save.ts";
-import { FileStore } from "../storage/file.ts";
 import type { StorageAddress, StoreObject } from "../storage/resolve.ts";
 import { iterate } from "../format/_streams.ts";
+import { files } from "../runtime/files.ts";
 
 const HEX64 = /^[0-9a-f]{64}$/;
 
@@ -47,8 +47,9 @@ function fileName(object: StoreObject): string {
  * `undefined` for other stores.
  */
 function localPath(address: StorageAddress, object: StoreObject): string | undefined {
-  if (!(object.store instanceof FileStore)) return undefined;
-  return typeof address === "string" || address instanceof URL ? toPath(address) : object.store.path(object.key);
+  const local = object.store.files;
+  if (!local) return undefined;
+  return typeof address === "string" || address instanceof URL ? toPath(address) : local.path(object.key);
 }
 
 /**
@@ -160,7 +161,7 @@ export async function readSha256Sidecar(address: StorageAddress, options: Storag
   const object = locate(address, options, "read sha256 sidecar beside");
   const file = localPath(address, object);
   const sidecar = file === undefined ? `${object.store.url}${object.key}.sha256` : `${file}.sha256`;
-  const text = file === undefined ? await readText(object, sidecar) : await Deno.readTextFile(sidecar);
+  const text = file === undefined ? await readText(object, sidecar) : await files.readTextFile(sidecar);
   const lines = text.split("\n").filter((l) => l.length > 0);
   const base = fileName(object);
   const { prefix, name } = escapeName(base);

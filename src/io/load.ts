@@ -13,7 +13,6 @@ import { fileReader, readFull } from "../storage/_file_io.ts";
 import { checkStorageOptions } from "../storage/_storage_options.ts";
 import { checkOptionNames, LIMIT_OPTION_NAMES, optionNames } from "../format/_options.ts";
 import { checkInto, placeInto } from "../format/_read_into.ts";
-import { FileStore } from "../storage/file.ts";
 import { isAddress } from "../storage/resolve.ts";
 import { openRandomAccess } from "../storage/random_access.ts";
 import {
@@ -25,6 +24,7 @@ import {
   sourceRecords,
   type StorageOptions,
 } from "./read.ts";
+import { type FileHandle, SeekMode } from "../runtime/files.ts";
 
 /** Options for {@linkcode loadCheckpoint}. */
 export interface LoadOptions extends DecodeOptions, StorageOptions {
@@ -83,11 +83,11 @@ const LOAD_HINTS: Readonly<Record<string, string>> = {
 };
 
 /** The stream digest stored in an open binary file's footer (hex), undefined if it has none; leaves the position at 0. */
-async function storedDigest(file: Deno.FsFile): Promise<string | undefined> {
+async function storedDigest(file: FileHandle): Promise<string | undefined> {
   try {
     const size = (await file.stat()).size;
     if (size < FOOTER_BYTES) return undefined;
-    await file.seek(size - FOOTER_BYTES, Deno.SeekMode.Start);
+    await file.seek(size - FOOTER_BYTES, SeekMode.Start);
     const footer = new Uint8Array(FOOTER_BYTES);
     if (await readFull(file, footer) < FOOTER_BYTES) return undefined;
     return toHex(decodeFooter(footer, size - FOOTER_BYTES).digest);
@@ -95,7 +95,7 @@ async function storedDigest(file: Deno.FsFile): Promise<string | undefined> {
     if (e instanceof SyntaxError) return undefined; // the full read says what is wrong
     throw e;
   } finally {
-    await file.seek(0, Deno.SeekMode.Start);
+    await file.seek(0, SeekMode.Start);
   }
 }
 
@@ -153,13 +153,14 @@ export async function verifiedRecords(
   let records: AsyncIterable<CheckpointRecord>;
   let streamDigest: Promise<string | undefined>;
   let tap: Hash | undefined;
-  let file: Deno.FsFile | undefined;
+  let file: FileHandle | undefined;
   let path: string | undefined;
-  if (at?.store instanceof FileStore && wantedDigest !== undefined) {
-    const opened = await at.store.openFile(at.key);
+  const local = at?.store.files;
+  if (at && local && wantedDigest !== undefined) {
+    const opened = await local.open(at.key);
     if (await fileCodec(opened, options.codecs) === binaryCodec) {
       file = opened;
-      path = at.store.path(at.key);
+      path = local.path(at.key);
     } else opened.close();
   }
   if (file) {
@@ -181,9 +182,13 @@ export async function verifiedRecords(
   } else if (wantedDigest !== undefined) {
     // From a stream, the bytes' SHA-256 is computed as well, in case that is what was given.
     tap = sha256();
-    ({ records, digest: streamDigest } = decodeWithDigest(tapped(openSource(source, options), tap), options, bodies));
+    ({ records, digest: streamDigest } = decodeWithDigest(
+      tapped(openSource(at ?? source, options), tap),
+      options,
+      bodies,
+    ));
   } else {
-    ({ records, digest: streamDigest } = sourceRecords(source, options, bodies));
+    ({ records, digest: streamDigest } = sourceRecords(at ?? source, options, bodies));
   }
   const checkDigest = async () => {
     if (wantedDigest === undefined) return;
@@ -242,7 +247,7 @@ export async function loadCheckpoint(source: CheckpointSource, options: LoadOpti
       return { ...some, tensors: placeInto(some.tensors, into) };
     }
   }
-  const { records, checkDigest } = await verifiedRecords(source, { ...options, reuseBuffers: false }, "keep");
+  const { records, checkDigest } = await verifiedRecords(at ?? source, { ...options, reuseBuffers: false }, "keep");
   const wanted = only ? new Set(only) : undefined;
   let metadata: Metadata | undefined;
   const tensors: Tensor[] = [];

@@ -9,14 +9,16 @@ import type { CheckpointInput } from "../format/types.ts";
 import { sha256 } from "../format/_hash.ts";
 import { WorkerHash } from "../storage/_worker_hash.ts";
 import { toPath } from "../storage/_path.ts";
-import { isDenoError } from "../format/_runtime.ts";
 import { checkStorageOptions } from "../storage/_storage_options.ts";
 import { checkOptionNames, optionNames } from "../format/_options.ts";
-import { FileStore, WORKER_HASH } from "../storage/file.ts";
+import { WORKER_HASH } from "../storage/file.ts";
 import { isAddress, type ResolveOptions, type StorageAddress } from "../storage/resolve.ts";
 import { locate } from "./read.ts";
 import type { ObjectStore, WriteOptions } from "../storage/types.ts";
 import { iterate } from "../format/_streams.ts";
+import { OsErrors } from "../runtime/errors.ts";
+import { type FileHandle, files } from "../runtime/files.ts";
+import { thisProcess } from "../runtime/process.ts";
 
 export { toPath };
 
@@ -123,20 +125,20 @@ export interface SaveResult {
  */
 export async function writeFileAtomic<T>(
   path: string,
-  write: (file: Deno.FsFile) => Promise<T>,
+  write: (file: FileHandle) => Promise<T>,
   options: { sync?: boolean } = {},
 ): Promise<T> {
   const sync = options.sync ?? true;
   const dir = dirname(path);
-  const tmp = join(dir, `.${basename(path)}.tmp-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`);
-  const file = await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
+  const tmp = join(dir, `.${basename(path)}.tmp-${thisProcess.pid}-${crypto.randomUUID().slice(0, 8)}`);
+  const file = await files.open(tmp, { write: true, createNew: true, mode: 0o644 });
   let closed = false;
   try {
     const result = await write(file);
     if (sync) await file.syncData();
     file.close();
     closed = true;
-    await Deno.rename(tmp, path);
+    await files.rename(tmp, path);
     if (sync) await syncDir(dir);
     return result;
   } catch (e) {
@@ -145,13 +147,13 @@ export async function writeFileAtomic<T>(
         file.close();
       } catch { /* already closed */ }
     }
-    await Deno.remove(tmp).catch(() => {});
+    await files.remove(tmp).catch(() => {});
     throw e;
   }
 }
 
 async function syncDir(dir: string): Promise<void> {
-  const d = await Deno.open(dir, { read: true });
+  const d = await files.open(dir, { read: true });
   try {
     await d.sync();
   } finally {
@@ -219,8 +221,8 @@ export async function saveCheckpoint(
     try {
       await counted.pipeTo(target, { preventClose: keepOpen, preventAbort: keepOpen });
     } catch (e) {
-      if (!isDenoError(e, "BrokenPipe")) throw e;
-      throw new Deno.errors.BrokenPipe(
+      if (!(e instanceof OsErrors.BrokenPipe)) throw e;
+      throw new OsErrors.BrokenPipe(
         `Cannot save checkpoint: the stream's reader went away after ${bytes} bytes had been handed to it (broken pipe; e.g. piped into head)`,
         { cause: e },
       );
@@ -241,14 +243,15 @@ export async function saveCheckpoint(
   // A file digest asked for of a large save to a file is computed on another thread, over the
   // writer's shared staging buffers, while this one encodes and computes the per-tensor digests;
   // small ones do both here (a worker costs ~0.1 s to start).
-  const worker = askedFile && store instanceof FileStore && knownBytes(checkpoint) >= WORKER_HASH_BYTES &&
+  const staged = store.files?.stagedWrites === true;
+  const worker = askedFile && staged && knownBytes(checkpoint) >= WORKER_HASH_BYTES &&
       options.compression !== "gzip"
     ? new WorkerHash()
     : undefined;
   try {
-    // A local file's writer copies each chunk into its staging buffers before the next is read
-    // (the loop below reads one chunk at a time), so the encoder may reuse its buffers.
-    const transientChunks = store instanceof FileStore;
+    // A staging writer (a local file's) copies each chunk into its staging buffers before the next
+    // is read (the loop below reads one chunk at a time), so the encoder may reuse its buffers.
+    const transientChunks = staged;
     const encoded = encodeWithDigest(checkpoint, options, { digest: askedFile && !worker, transientChunks });
     const { readable } = encoded;
     const hash = !worker && encoded.sha256 === undefined && (askedFile || encoded.digest === undefined)
@@ -288,10 +291,11 @@ function result(bytes: number, digest: string, sha256: string | undefined): Save
 
 /** The `reuse` option as a key of the target's store: a path made relative to a local store's root. */
 function reuseKey(store: ObjectStore, key: string, reuse: string): string {
-  if (!(store instanceof FileStore)) return reuse;
-  const rel = relative(store.root, resolve(reuse)).split(sep).join("/");
+  const root = store.files?.root;
+  if (root === undefined) return reuse;
+  const rel = relative(root, resolve(reuse)).split(sep).join("/");
   if (rel === "" || rel.startsWith("../") || rel === ".." || isAbsolute(rel)) {
-    throw new TypeError(`Cannot save checkpoint: reuse ${JSON.stringify(reuse)} is outside ${store.root}`);
+    throw new TypeError(`Cannot save checkpoint: reuse ${JSON.stringify(reuse)} is outside ${root}`);
   }
   if (rel === key) throw new TypeError(`Cannot save checkpoint: reuse must name another file than the target`);
   return rel;

@@ -65,6 +65,8 @@ import { inProcessWriter, policyOf, type Resolved, resolveOptions } from "./_res
 import { resolveBestBy } from "./_option_names.ts";
 import { bestSteps, retention, type RetentionPolicy } from "./_retention.ts";
 import { iterate } from "../format/_streams.ts";
+import { OsErrors } from "../runtime/errors.ts";
+import { files, readDirAll } from "../runtime/files.ts";
 
 export type { CheckpointEntry, ListedCheckpoint, TensorSummary } from "./entry.ts";
 export {
@@ -203,7 +205,7 @@ export class CheckpointManager {
         throw ioError(`Cannot create checkpoint directory ${path}`, e);
       }
     }
-    const info = await Deno.stat(path).catch((e) => {
+    const info = await files.stat(path).catch((e) => {
       throw ioError(`Cannot open checkpoint directory ${path}`, e);
     });
     if (!info.isDirectory) throw new TypeError(`Cannot open checkpoint directory ${path}: it is not a directory`);
@@ -620,10 +622,10 @@ export class CheckpointManager {
       const from = this.#loc.name(entry.file);
       const to = this.#loc.name(`.${entry.file.replaceAll("/", "_")}.damaged`);
       try {
-        await Deno.rename(from, to);
+        await files.rename(from, to);
         return to;
       } catch (e) {
-        if (!(e instanceof Deno.errors.NotFound)) {
+        if (!(e instanceof OsErrors.NotFound)) {
           this.#o.onWarning(`Cannot move damaged ${from} aside: ${(e as Error).message}`);
         }
         return null;
@@ -757,7 +759,9 @@ export class CheckpointManager {
     let tensors = this.#filtered(checkpoint.tensors, counter);
     if (this.#o.writer !== inProcessWriter && !Array.isArray(tensors)) {
       // A writer of its own (such as a worker) is given an array: collect the iterable first.
-      tensors = await Array.fromAsync(iterate(tensors as AsyncIterable<TensorInput>));
+      const all: TensorInput[] = [];
+      for await (const t of iterate(tensors as AsyncIterable<TensorInput>)) all.push(t);
+      tensors = all;
     }
     const input = { metadata: checkpoint.metadata, tensors };
     // Awaited only when there is a file to recycle: otherwise the writer gets the save at once.
@@ -873,7 +877,7 @@ export class CheckpointManager {
         await this.#removeKeys(created.map(blobKey));
         // Shard directories this save created are empty again; a non-empty one is not removed.
         for (const shard of touched) {
-          await Deno.remove(this.#loc.name(`${BLOBS_DIR}/${shard}`)).catch(() => {});
+          await files.remove(this.#loc.name(`${BLOBS_DIR}/${shard}`)).catch(() => {});
         }
       }
       throw e;
@@ -968,9 +972,9 @@ export class CheckpointManager {
       };
       if (this.#loc.dir !== undefined) {
         try {
-          await Deno.lstat(path);
+          await files.lstat(path);
         } catch (e) {
-          if (e instanceof Deno.errors.NotFound) throw new Deno.errors.NotFound(`its file ${path} is missing`);
+          if (e instanceof OsErrors.NotFound) throw new OsErrors.NotFound(`its file ${path} is missing`);
           throw e;
         }
         checkpoint = await loadCheckpoint(path, options);
@@ -1081,9 +1085,9 @@ export class CheckpointManager {
     }
     if (loc.dir !== undefined) {
       // Blob shard directories left empty go too.
-      for (const shard of await Array.fromAsync(Deno.readDir(loc.name(BLOBS_DIR))).catch(() => [])) {
+      for (const shard of await readDirAll(loc.name(BLOBS_DIR)).catch(() => [])) {
         if (shard.isDirectory && /^[0-9a-f]{2}$/.test(shard.name)) {
-          await Deno.remove(loc.name(`${BLOBS_DIR}/${shard.name}`)).catch(() => {});
+          await files.remove(loc.name(`${BLOBS_DIR}/${shard.name}`)).catch(() => {});
         }
       }
     }

@@ -18,6 +18,7 @@
  * @module
  */
 
+import { thisProcess } from "../runtime/process.ts";
 // deno-lint-ignore no-import-prefix -- by full specifier, so the module loads without this repo's deno.json
 import { AwsClient } from "npm:aws4fetch@1.0.20";
 import { type BodySender, nodeBodySender } from "./_node_http.ts";
@@ -153,12 +154,7 @@ export class S3Error extends Error {
 }
 
 function env(name: string): string | undefined {
-  try {
-    return globalThis.Deno?.env.get(name) ?? (globalThis as { process?: { env: Record<string, string> } }).process
-      ?.env[name];
-  } catch {
-    return undefined; // no --allow-env
-  }
+  return thisProcess.env(name); // undefined without --allow-env
 }
 
 /** Whether the process may read the environment variable `name` (Deno asks; elsewhere it may). */

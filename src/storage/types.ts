@@ -19,6 +19,7 @@
  *
  * @module
  */
+import type { FileHandle } from "../runtime/files.ts";
 
 /** What a store knows about one object. */
 export interface ObjectInfo {
@@ -135,6 +136,13 @@ export interface ObjectStore {
   readonly address?: string;
   /** False for read-only stores (HTTP); their write methods throw a `TypeError`. */
   readonly writable: boolean;
+  /**
+   * Optional: present where the store's objects are files on this machine (the local file
+   * system's store), for the fast paths of readers and writers above storage: reads into reused
+   * buffers from an open file, the writer's staging buffers. Callers test for it; they never ask
+   * which store they have.
+   */
+  readonly files?: LocalFiles;
   /** Reads an object, or a range of it. An absent object is an {@linkcode ObjectNotFoundError}. */
   get(key: string, options?: GetOptions): Promise<GetResult>;
   /** Describes an object, or gives `undefined` when there is none. */
@@ -153,6 +161,25 @@ export interface ObjectStore {
    * says how many it removed. Only call it where no other writer is active under `prefix`.
    */
   sweep?(prefix?: string): Promise<number>;
+}
+
+/** What a store whose objects are local files offers beyond the interface ({@linkcode ObjectStore.files}). */
+export interface LocalFiles {
+  /** The directory keys are relative to, absolute. */
+  readonly root: string;
+  /** The path of the object `key`. */
+  path(key: string): string;
+  /**
+   * Opens the object's file for reading (positional reads into the caller's buffers); errors are
+   * the file system's (`OsErrors.NotFound` for an absent file). The caller closes it.
+   */
+  open(key: string): Promise<FileHandle>;
+  /**
+   * Whether the store's writer copies each chunk into staging buffers of its own before `write`
+   * resolves (so a caller may reuse a chunk's buffer), and hashes those buffers on a second
+   * thread when given one.
+   */
+  readonly stagedWrites: boolean;
 }
 
 /**
