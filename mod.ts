@@ -158,6 +158,7 @@ export {
   type StoreObject,
 } from "./src/storage/resolve.ts";
 export { MemoryStore, type MemoryStoreOptions } from "./src/storage/memory.ts";
+export { persistStorage, type StorageEstimate, storageEstimate, StorageFullError } from "./src/storage/quota.ts";
 export {
   DEFAULT_S3_CONCURRENCY,
   DEFAULT_S3_PART_SIZE,

@@ -1,5 +1,6 @@
 /**
- * Side by side in one headless Chromium session, on the same tensors (`deno task bench:web`):
+ * Side by side in one browser session per engine (Chromium, Firefox ESR, WebKitGTK; the browser
+ * test harness starts them), on the same tensors (`deno task bench:web`):
  *
  * - ckpt `saveCheckpoint` to OPFS (encode, SHA-256 per tensor and of the stream, temporary file
  *   moved over the key) against writing the same bytes to one OPFS file with `createWritable()`,
@@ -12,20 +13,28 @@
  *   model), at sizes below and above 32 MiB, on the cpu backend;
  * - peak JS memory during a large save: the page's heap plus ArrayBuffer backing stores
  *   (CDP `Runtime.getHeapUsage`, sampled every 20 ms from here) above what it held before,
- *   for ckpt's save and for `model.save("indexeddb://…")` of a model of the same size.
+ *   for ckpt's save and for `model.save("indexeddb://…")` of a model of the same size
+ *   (Chromium only: the other engines have no such protocol call).
  *
  * Trials are interleaved (A, B, A, B…), the table gives medians and, per row, ckpt's speed over
  * the peer's (the peer's time divided by ckpt's: above 1, ckpt is faster). A timing never
  * fails anything here; the README quotes a run.
  *
  *   deno task bench:web [--sizes 64,256] [--bytegroup-sizes 64] [--model-sizes 8,48,128] [--heap-mib 256]
- *                       [--trials 5]
+ *                       [--trials 5] [--engines chromium,firefox,webkit] [--large-mib 2560]
+ *
+ * `--large-mib N` adds one save and one load + verify of an N MiB checkpoint (tensors of
+ * `--tensor-mib`), to OPFS and back tensor by tensor: above 2048 it is larger than the largest
+ * ArrayBuffer Chromium allows. Chromium also gives the peak memory above the tensors during each.
  *
  * @module
  */
 import { parseArgs } from "node:util";
-import type { CDPSession, Page } from "puppeteer-core";
-import { CHROMIUM, startWeb } from "../tests/web/_browser.ts";
+import type { CDPSession } from "puppeteer-core";
+import { openSession, serveSite, type WebPage } from "../tests/web/_browser.ts";
+import { type Engine, ENGINES, locate } from "../tests/web/_engines.ts";
+
+type Page = WebPage;
 
 type Lib = typeof import("./_web_page.ts");
 declare const m: Lib;
@@ -39,6 +48,8 @@ const { values } = parseArgs({
     "heap-mib": { type: "string", default: "256" },
     trials: { type: "string", default: "5" },
     "tensor-mib": { type: "string", default: "4" },
+    engines: { type: "string", default: ENGINES.join(",") },
+    "large-mib": { type: "string", default: "0" },
   },
 });
 const list = (s: string) => s.split(",").filter((x) => x !== "").map(Number);
@@ -48,11 +59,20 @@ const BYTEGROUP_SIZES = list(values["bytegroup-sizes"]);
 const HEAP_MIB = Number(values["heap-mib"]);
 const TRIALS = Number(values.trials);
 const TENSOR_MIB = Number(values["tensor-mib"]);
+const LARGE_MIB = Number(values["large-mib"]);
 const MiB = 2 ** 20;
 
-if (!CHROMIUM) {
-  console.error("bench:web needs Chromium (apt-get install chromium, or set CHROMIUM=path)");
-  Deno.exit(1);
+const WANTED = values.engines.split(",").filter((e) => e !== "") as Engine[];
+for (const e of WANTED) {
+  if (!ENGINES.includes(e)) {
+    console.error(`--engines: unknown engine "${e}" (${ENGINES})`);
+    Deno.exit(1);
+  }
+  const { missing } = locate(e);
+  if (missing.length) {
+    console.error(`bench:web: ${e} needs ${missing.join(", ")} (apt-get install them, or leave it out of --engines)`);
+    Deno.exit(1);
+  }
 }
 
 const median = (xs: number[]) => {
@@ -113,22 +133,39 @@ async function peakDuring(page: Page, cdp: CDPSession, op: Op): Promise<{ peak: 
   return { peak: peak - base, samples };
 }
 
-const session = await startWeb({ entries: { bench: "bench/_web_page.ts" } });
-const { page } = session;
-const version = await session.browser.version();
+const OPTIONS = { entries: { bench: "bench/_web_page.ts" } };
+const site = await serveSite(OPTIONS);
 const rows: string[] = [];
 const row = (...cells: string[]) => {
   rows.push(`| ${cells.join(" | ")} |`);
   console.log(rows.at(-1));
 };
+console.log(
+  `${navigator.hardwareConcurrency} cores, ${new Date().toISOString().slice(0, 10)}; ` +
+    `medians of ${TRIALS} interleaved trials after a warm-up\n`,
+);
+row("engine", "what", "MiB", "ckpt", "peer", "ckpt speed ÷ peer speed");
+row("---", "---", "---:", "---:", "---:", "---:");
 try {
-  const cdp = await page.createCDPSession();
-  console.log(
-    `${version}, headless, ${navigator.hardwareConcurrency} cores, ${new Date().toISOString().slice(0, 10)}; ` +
-      `medians of ${TRIALS} interleaved trials after a warm-up\n`,
-  );
-  row("what", "MiB", "ckpt", "peer", "ckpt speed ÷ peer speed");
-  row("---", "---:", "---:", "---:", "---:");
+  for (const engine of WANTED) {
+    const session = await openSession(engine, site, OPTIONS);
+    console.log(`${engine}: ${session.browser.version}`);
+    try {
+      await bench(engine, session.page);
+    } finally {
+      await session.close();
+    }
+  }
+} finally {
+  await site.close();
+}
+
+async function bench(engine: Engine, page: Page): Promise<void> {
+  const cdp: CDPSession | undefined = engine === "chromium" ? await page.puppeteer!.createCDPSession() : undefined;
+  const row = (...cells: string[]) => {
+    rows.push(`| ${[engine, ...cells].join(" | ")} |`);
+    console.log(rows.at(-1));
+  };
   for (const mib of SIZES) {
     await page.evaluate((mib: number, t: number) => m.makeTensors(mib, t), mib, TENSOR_MIB);
     const r = await interleaved(page, ["rawWrite", "ckptSave"]);
@@ -201,7 +238,7 @@ try {
       `${(l.idbLoad! / l.ckptModelLoad!).toFixed(2)}×`,
     );
   }
-  if (HEAP_MIB > 0) {
+  if (HEAP_MIB > 0 && cdp) {
     await page.evaluate(() => m.makeModel(0, 1));
     await page.evaluate((mib: number, t: number) => m.makeTensors(mib, t), HEAP_MIB, TENSOR_MIB);
     await call(page, "ckptSave");
@@ -235,7 +272,24 @@ try {
       `${(median(ours) / median(idb)).toFixed(2)}× the memory`,
     );
   }
+  if (LARGE_MIB > 0) {
+    await page.evaluate(() => m.makeModel(0, 1));
+    await page.evaluate((mib: number, t: number) => m.makeTensors(mib, t), LARGE_MIB, TENSOR_MIB);
+    const peak = async (op: Op) => cdp ? (await peakDuring(page, cdp, op)).peak : undefined;
+    const t0 = performance.now();
+    const savePeak = await peak("ckptSave") ?? await call(page, "ckptSave");
+    const saveMs = performance.now() - t0;
+    const t1 = performance.now();
+    const loadPeak = await peak("ckptLoad") ?? await call(page, "ckptLoad");
+    const loadMs = performance.now() - t1;
+    const mem = (b: number) => cdp ? `, peak ${(b / MiB).toFixed(0)} MiB above the tensors` : "";
+    row(
+      "one large checkpoint, tensor by tensor: save to OPFS / load + verify",
+      String(LARGE_MIB),
+      `${saveMs.toFixed(0)} ms${mem(savePeak)} / ${loadMs.toFixed(0)} ms${mem(loadPeak)}`,
+      "",
+      "",
+    );
+  }
   await page.evaluate(() => m.cleanUp());
-} finally {
-  await session.close();
 }

@@ -12,7 +12,7 @@
 import { createRequire } from "node:module";
 import { basename, join } from "node:path";
 import { buildWeb, ROOT } from "../../web/build.ts";
-import { serveStatic, type StaticServer } from "../../web/serve.ts";
+import { type ServeOptions, serveStatic, type StaticServer } from "../../web/serve.ts";
 
 const WASM_FILES = ["tfjs-backend-wasm.wasm", "tfjs-backend-wasm-simd.wasm", "tfjs-backend-wasm-threaded-simd.wasm"];
 
@@ -27,11 +27,14 @@ export async function buildDemo(outDir: string): Promise<void> {
   }
 }
 
-/** Builds the demo into a temporary directory and serves it; close() stops it and removes the build. */
-export async function startDemo(port = 0): Promise<StaticServer> {
+/**
+ * Builds the demo into a temporary directory and serves it (on `port`, with the server's other
+ * `options`); close() stops it and removes the build.
+ */
+export async function startDemo(port = 0, options: Omit<ServeOptions, "port"> = {}): Promise<StaticServer> {
   const dir = await Deno.makeTempDir({ prefix: "ckpt-web-demo-" });
   await buildDemo(dir);
-  const server = serveStatic({ "": dir }, { port });
+  const server = serveStatic({ "": dir }, { ...options, port });
   return {
     url: server.url,
     async close() {

@@ -7,6 +7,7 @@
 
 import type { Hash } from "./_hash.ts";
 import { type ByteReader, isByteReader, readerChunks, readFull } from "./_byte_reader.ts";
+import { iteratorOf } from "./_streams.ts";
 
 /** Chunk size for small reads from a file. */
 const FILE_CHUNK = 64 * 1024;
@@ -66,7 +67,7 @@ export class ChunkReader {
       this.#file = source;
       this.#it = readerChunks(source, FILE_CHUNK);
     } else {
-      this.#it = source[Symbol.asyncIterator]();
+      this.#it = iteratorOf(source) as AsyncIterator<Uint8Array>;
     }
     this.#label = label;
   }

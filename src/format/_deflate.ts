@@ -7,7 +7,7 @@
 // else the standard `DecompressionStream("deflate-raw")` (a browser).
 
 import { inflateLiterals } from "./_inflate_literals.ts";
-import { readableFrom } from "./_streams.ts";
+import { iterate, readableFrom } from "./_streams.ts";
 
 type Zlib = typeof import("node:zlib");
 type Pair = ReadableWritablePair<Uint8Array, Uint8Array>;
@@ -77,7 +77,7 @@ export async function inflateRaw(
   let have = 0;
   try {
     const inflated = readableFrom([bytes]).pipeThrough(new DecompressionStream("deflate-raw") as Pair);
-    for await (const chunk of inflated) {
+    for await (const chunk of iterate(inflated)) {
       if (have + chunk.byteLength > size) bad(`inflates to more than ${size} bytes`);
       out.set(chunk, have);
       have += chunk.byteLength;

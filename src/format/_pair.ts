@@ -1,6 +1,6 @@
 // Builds a stream pair whose readable side is an async generator over what is written to the
 // writable side: output is produced only when the reader pulls, so backpressure comes free.
-import { readableFrom } from "./_streams.ts";
+import { readableFrom, streamIterator } from "./_streams.ts";
 
 export function generatorPair<I, O>(
   body: (input: AsyncIterable<I>) => AsyncGenerator<O>,
@@ -9,7 +9,7 @@ export function generatorPair<I, O>(
   // waits here at a time. The writable side holds that one (highWaterMark 1): with 0, Chromium
   // never lets a pipe write into the stream and every pipeTo/pipeThrough hangs.
   const pass = new TransformStream<I, I>({}, { highWaterMark: 1 }, { highWaterMark: 0 });
-  const it = pass.readable[Symbol.asyncIterator]();
+  const it = streamIterator(pass.readable);
   async function* run(): AsyncGenerator<O> {
     try {
       yield* body({ [Symbol.asyncIterator]: () => it });

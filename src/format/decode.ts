@@ -9,7 +9,7 @@ import { binaryCodec, decodeRecords, FLAG_BYTEGROUP, HEADER_BYTES } from "./code
 import { BUILTIN_CODECS, type Compression } from "./encode.ts";
 import type { CheckpointRecord } from "./types.ts";
 import { settled } from "./_pair.ts";
-import { readableFrom } from "./_streams.ts";
+import { iterate, readableFrom } from "./_streams.ts";
 import { type DecodeLimits, resolveLimits } from "./limits.ts";
 // safetensors is a codec of the core (mod.ts exports it) kept beside its interop helpers; that
 // module imports only from src/format, so reading it by default here makes no cycle.
@@ -169,7 +169,9 @@ async function* gunzip(bytes: ReadableStream<Uint8Array>, limits: Required<Decod
   const ratio = limits.maxCompressionRatio;
   try {
     for await (
-      const c of counted.pipeThrough(new DecompressionStream("gzip") as ReadableWritablePair<Uint8Array, Uint8Array>)
+      const c of iterate(
+        counted.pipeThrough(new DecompressionStream("gzip") as ReadableWritablePair<Uint8Array, Uint8Array>),
+      )
     ) {
       out += c.byteLength;
       if (out > RATIO_GRACE && out > ratio * read) {
@@ -192,7 +194,7 @@ async function* gunzip(bytes: ReadableStream<Uint8Array>, limits: Required<Decod
 /** The bytes unchanged, failing once more than `max` have passed. */
 async function* capped(bytes: ReadableStream<Uint8Array>, max: number, gzip: boolean): AsyncGenerator<Uint8Array> {
   let n = 0;
-  for await (const c of bytes) {
+  for await (const c of iterate(bytes)) {
     n += c.byteLength;
     if (n > max) {
       await bytes.cancel().catch(() => {});
@@ -340,7 +342,7 @@ export function decodeWithDigest(
         return;
       }
       const decoder = codec.decoder(options);
-      yield* bytes.pipeThrough(decoder);
+      yield* iterate(bytes.pipeThrough(decoder));
       digest.resolve(decoder.digest ? await decoder.digest : undefined);
     } finally {
       digest.reject(new Error("Cannot give the checkpoint digest: the stream did not end intact"));

@@ -8,7 +8,7 @@ import type { Codec, EncoderOptions } from "./codec.ts";
 import { binaryCodec } from "./codecs/binary.ts";
 import { jsonCodec } from "./codecs/json.ts";
 import type { CheckpointInput, CheckpointRecord, Tensor } from "./types.ts";
-import { readableFrom } from "./_streams.ts";
+import { isReadableStream, iterate, readableFrom } from "./_streams.ts";
 
 /** Names of the built-in codecs. */
 export type CodecName = "binary" | "json";
@@ -86,11 +86,11 @@ async function* recordsOf(checkpoint: CheckpointInput): AsyncGenerator<Checkpoin
   const tensors = checkpoint.tensors;
   if (
     tensors === null || typeof tensors !== "object" ||
-    !(Symbol.iterator in tensors || Symbol.asyncIterator in tensors)
+    !(Symbol.iterator in tensors || Symbol.asyncIterator in tensors || isReadableStream(tensors))
   ) {
     throw new TypeError("Cannot encode checkpoint: tensors must be an array or an (async) iterable");
   }
-  for await (const t of tensors) {
+  for await (const t of iterate(tensors)) {
     yield { type: "tensor", tensor: { ...t, group: t.group ?? "params" } as Tensor };
   }
 }

@@ -19,6 +19,7 @@ import type { LocalFiles, ObjectStore } from "../storage/types.ts";
 import { OsErrors } from "../runtime/errors.ts";
 import { type FileHandle, type FileInfo, files } from "../runtime/files.ts";
 import { thisProcess } from "../runtime/process.ts";
+import { iterate } from "../format/_streams.ts";
 
 /** The largest piece a shard is read in. */
 const SHARD_READ_BYTES = 4 * 2 ** 20;
@@ -118,7 +119,7 @@ export function shardKey(modelKey: string, p: string): string {
 async function readCapped(body: ReadableStream<Uint8Array>, size: number, max: number): Promise<Uint8Array> {
   const parts: Uint8Array[] = [];
   let n = 0;
-  for await (const chunk of body) {
+  for await (const chunk of iterate(body)) {
     n += chunk.byteLength;
     if (n > max) throw tooLarge(Math.max(n, size), max); // leaving the loop cancels the body
     parts.push(chunk);

@@ -8,6 +8,7 @@ import { checkInteropOptions } from "./_option_names.ts";
 import { locate, type StorageOptions } from "../io/read.ts";
 import { toPath, writeFileAtomic } from "../io/save.ts";
 import type { StorageAddress, StoreObject } from "../storage/resolve.ts";
+import { iterate } from "../format/_streams.ts";
 import { files } from "../runtime/files.ts";
 
 const HEX64 = /^[0-9a-f]{64}$/;
@@ -117,7 +118,7 @@ async function readText(object: StoreObject, where: string): Promise<string> {
   }
   const parts: Uint8Array[] = [];
   let n = 0;
-  for await (const chunk of got.body) {
+  for await (const chunk of iterate(got.body)) {
     n += chunk.byteLength;
     if (n > MAX_SIDECAR_BYTES) {
       throw new RangeError(`Cannot read sha256 sidecar ${where}: over ${MAX_SIDECAR_BYTES} bytes`);

@@ -45,6 +45,7 @@ import {
   type WeightSpec,
   weightToTensor,
 } from "./tfjs_weights.ts";
+import { iterate } from "../format/_streams.ts";
 
 /** The `metadata.custom` key holding a model's TF.js fields. */
 export const TFJS_KEY = "tfjs.artifacts";
@@ -233,10 +234,10 @@ async function* tensorsOf(
 ): AsyncGenerator<TensorInput> {
   if (isCheckpointInput(source)) {
     meta(source.metadata);
-    yield* source.tensors as AsyncIterable<TensorInput>;
+    yield* iterate(source.tensors as AsyncIterable<TensorInput>);
     return;
   }
-  for await (const r of decodeCheckpoint(source, options)) {
+  for await (const r of iterate(decodeCheckpoint(source, options))) {
     if (r.type === "metadata") meta(r.metadata);
     else yield r.tensor;
   }

@@ -15,6 +15,7 @@ import { WORKER_HASH } from "../storage/file.ts";
 import { isAddress, type ResolveOptions, type StorageAddress } from "../storage/resolve.ts";
 import { locate } from "./read.ts";
 import type { ObjectStore, WriteOptions } from "../storage/types.ts";
+import { iterate } from "../format/_streams.ts";
 import { OsErrors } from "../runtime/errors.ts";
 import { type FileHandle, files } from "../runtime/files.ts";
 import { thisProcess } from "../runtime/process.ts";
@@ -266,7 +267,7 @@ export async function saveCheckpoint(
     let bytes = 0;
     try {
       // Each chunk is written (copied by the writer) before the next one is read.
-      for await (const chunk of readable) {
+      for await (const chunk of iterate(readable)) {
         hash?.update(chunk);
         bytes += chunk.byteLength;
         await writer.write(chunk);
@@ -304,7 +305,8 @@ function reuseKey(store: ObjectStore, key: string, reuse: string): string {
 const WORKER_HASH_BYTES = 64 * 2 ** 20;
 
 /** The bytes of tensor data when the tensors are an array; 0 when they come lazily. */
-function knownBytes(checkpoint: CheckpointInput): number {
+/** The bytes of a checkpoint's tensor data, when its tensors are an array (else 0): a size hint for stores. */
+export function knownBytes(checkpoint: CheckpointInput): number {
   const tensors = checkpoint?.tensors;
   if (!Array.isArray(tensors)) return 0;
   return tensors.reduce((n: number, t) => n + (t?.data?.byteLength ?? 0), 0);

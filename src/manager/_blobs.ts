@@ -19,7 +19,7 @@ import { metadataFromJson, metadataToJson } from "../format/metadata.ts";
 import type { Checkpoint, Metadata, Tensor, TensorInput } from "../format/types.ts";
 import { sha256 } from "../format/_hash.ts";
 import { BLOB_KEY } from "./_index.ts";
-import { readableFrom } from "../format/_streams.ts";
+import { iterate, readableFrom } from "../format/_streams.ts";
 import type { Location } from "./_location.ts";
 import { OsErrors } from "../runtime/errors.ts";
 
@@ -57,8 +57,10 @@ async function gunzip(bytes: Uint8Array, maxBytes: number, what: string): Promis
   let total = 0;
   try {
     for await (
-      const c of readableFrom([bytes]).pipeThrough(
-        new DecompressionStream("gzip") as ReadableWritablePair<Uint8Array, Uint8Array>,
+      const c of iterate(
+        readableFrom([bytes]).pipeThrough(
+          new DecompressionStream("gzip") as ReadableWritablePair<Uint8Array, Uint8Array>,
+        ),
       )
     ) {
       total += c.byteLength;

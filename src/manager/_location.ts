@@ -5,6 +5,7 @@
 
 import { join } from "node:path";
 import { type ObjectInfo, ObjectNotFoundError, type ObjectStore } from "../storage/types.ts";
+import { iterate } from "../format/_streams.ts";
 
 /** A checkpoint directory: a store rooted at it, and the local path when it is one. */
 export class Location {
@@ -55,7 +56,7 @@ export class Location {
     }
     const bytes = new Uint8Array(got.length);
     let at = 0;
-    for await (const chunk of got.body) {
+    for await (const chunk of iterate(got.body)) {
       if (at + chunk.byteLength > bytes.byteLength) {
         throw new SyntaxError(`Cannot read ${what} ${this.name(key)}: it grew while being read`);
       }
@@ -83,7 +84,7 @@ export class Location {
   /** The SHA-256 of a whole object, streamed; `hash` is a fresh incremental hash. */
   async digest(key: string, hash: { update(b: Uint8Array): unknown; digest(enc: "hex"): string }): Promise<string> {
     const { body } = await this.store.get(key);
-    for await (const chunk of body) hash.update(chunk);
+    for await (const chunk of iterate(body)) hash.update(chunk);
     return hash.digest("hex");
   }
 

@@ -36,7 +36,7 @@ import { readCheckpointIndex } from "../io/read.ts";
 import { bytesOf, validateTensor } from "../format/dtype.ts";
 import { ChecksumMismatchError } from "../format/errors.ts";
 import { validateMetadata } from "../format/metadata.ts";
-import { saveCheckpoint, type SaveOptions, type SaveResult } from "../io/save.ts";
+import { knownBytes, saveCheckpoint, type SaveOptions, type SaveResult } from "../io/save.ts";
 import type { Checkpoint, CheckpointInput, TensorInput } from "../format/types.ts";
 import { sha256 } from "../format/_hash.ts";
 import { SavePromise } from "../background/_protocol.ts";
@@ -65,6 +65,7 @@ import { adopt, MAX_MANIFEST_BYTES, startsWithBinary } from "./_recovery.ts";
 import { inProcessWriter, policyOf, type Resolved, resolveOptions } from "./_resolve.ts";
 import { resolveBestBy } from "./_option_names.ts";
 import { bestSteps, retention, type RetentionPolicy } from "./_retention.ts";
+import { iterate } from "../format/_streams.ts";
 import { OsErrors } from "../runtime/errors.ts";
 import { files, readDirAll } from "../runtime/files.ts";
 
@@ -96,7 +97,8 @@ async function saveToStore(
   checkpoint: CheckpointInput,
   options: SaveOptions,
 ): Promise<SaveResult> {
-  const writer = await store.writer(key, { sync: options.sync ?? true });
+  const known = knownBytes(checkpoint); // lets a store refuse early what it cannot hold (OPFS quota)
+  const writer = await store.writer(key, { sync: options.sync ?? true, ...(known > 0 ? { sizeHint: known } : {}) });
   let result: SaveResult;
   try {
     result = await saveCheckpoint(new WritableStream({ write: (chunk) => writer.write(chunk) }), checkpoint, options);
@@ -713,7 +715,7 @@ export class CheckpointManager {
       return list;
     }
     return (async function* () {
-      for await (const t of tensors) {
+      for await (const t of iterate(tensors)) {
         if (!keep(t)) continue;
         counter.n++;
         yield t;
@@ -749,7 +751,7 @@ export class CheckpointManager {
     if (this.#o.writer !== inProcessWriter && !Array.isArray(tensors)) {
       // A writer of its own (such as a worker) is given an array: collect the iterable first.
       const all: TensorInput[] = [];
-      for await (const t of tensors as AsyncIterable<TensorInput>) all.push(t);
+      for await (const t of iterate(tensors as AsyncIterable<TensorInput>)) all.push(t);
       tensors = all;
     }
     const input = { metadata: checkpoint.metadata, tensors };

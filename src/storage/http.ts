@@ -8,7 +8,7 @@ import { checkOptionNames } from "../format/_options.ts";
 import { connectFailure, endpointOf } from "./_network.ts";
 import { HTTP_OPTION_NAMES } from "./_storage_options.ts";
 import { checkKey, checkRange, clipRange } from "./_validate.ts";
-import { readableFrom } from "../format/_streams.ts";
+import { iterate, readableFrom } from "../format/_streams.ts";
 import {
   type ByteRange,
   type GetOptions,
@@ -159,7 +159,7 @@ async function lastBytes(body: ReadableStream<Uint8Array>, n: number): Promise<[
   const kept: Uint8Array[] = [];
   let keptBytes = 0;
   let total = 0;
-  for await (const c of body) {
+  for await (const c of iterate(body)) {
     total += c.byteLength;
     kept.push(c);
     keptBytes += c.byteLength;

@@ -40,17 +40,16 @@ import {
 } from "./types.ts";
 import { checkKey as checkKeyShape, checkPrefix, checkRange, clipRange } from "./_validate.ts";
 
+import { openWritable, type WritableEntry, type WritableFile } from "./_opfs_writable.ts";
+import { checkQuota } from "./quota.ts";
+
+export { persistStorage, type StorageEstimate, storageEstimate, StorageFullError } from "./quota.ts";
+
 // The parts of the File System Access API used here (Deno's type library has no DOM).
-interface WritableFile {
-  write(data: Uint8Array): Promise<void>;
-  close(): Promise<void>;
-  abort(reason?: unknown): Promise<void>;
-}
-interface FileEntry {
+interface FileEntry extends WritableEntry {
   readonly kind: "file";
   readonly name: string;
   getFile(): Promise<File>;
-  createWritable(options?: { keepExistingData?: boolean }): Promise<WritableFile>;
   move(parent: DirectoryEntry, name: string): Promise<void>;
 }
 /** A directory of the Origin Private File System (`FileSystemDirectoryHandle`). */
@@ -227,7 +226,7 @@ export class OpfsStore implements ObjectStore {
   /** Writes a small object atomically, honouring `mode`. */
   async put(key: string, data: Uint8Array, options: PutOptions = {}): Promise<ObjectInfo> {
     const mode = options.mode ?? "overwrite";
-    const w = await this.#start(key, options.signal, mode);
+    const w = await this.#start(key, options.signal, mode, data.byteLength);
     try {
       await w.write(data);
     } catch (e) {
@@ -239,23 +238,29 @@ export class OpfsStore implements ObjectStore {
 
   /** Starts a streaming atomic write. */
   async writer(key: string, options: WriteOptions = {}): Promise<ObjectWriter> {
-    return await this.#start(key, options.signal, "overwrite");
+    return await this.#start(key, options.signal, "overwrite", options.sizeHint);
   }
 
-  async #start(key: string, signal: AbortSignal | undefined, mode: PutOptions["mode"]): Promise<ObjectWriter> {
+  async #start(
+    key: string,
+    signal: AbortSignal | undefined,
+    mode: PutOptions["mode"],
+    size = 0,
+  ): Promise<ObjectWriter> {
     const parts = checkKey(key, this.url);
     if (mode !== "overwrite" && mode !== "create" && !(typeof mode === "object" && typeof mode?.ifMatch === "string")) {
       throw new TypeError(`Invalid put mode ${JSON.stringify(mode)}: use "overwrite", "create" or { ifMatch }`);
     }
     signal?.throwIfAborted();
     const url = this.url + key;
+    await checkQuota(url, size); // refused before anything is written
     const tempDir = await this.#dir.getDirectoryHandle(OPFS_TEMP_DIR, { create: true });
     const tempName = crypto.randomUUID();
     const temp = await tempDir.getFileHandle(tempName, { create: true });
     const removeTemp = () => tempDir.removeEntry(tempName).catch(() => {});
     let out: WritableFile;
     try {
-      out = await temp.createWritable();
+      out = await openWritable(temp, tempDir, url, size);
     } catch (e) {
       await removeTemp();
       throw e;

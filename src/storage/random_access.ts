@@ -7,6 +7,7 @@
  */
 import type { RandomAccessReader } from "../format/codec.ts";
 import type { ObjectStore } from "./types.ts";
+import { iterate } from "../format/_streams.ts";
 
 /** How many trailing bytes the first request fetches, by default. */
 export const DEFAULT_TAIL_BYTES = 64 * 1024;
@@ -37,7 +38,7 @@ export interface CountingReader extends RandomAccessReader {
 async function readBody(body: ReadableStream<Uint8Array>, length: number, url: string): Promise<Uint8Array> {
   const out = new Uint8Array(length);
   let at = 0;
-  for await (const chunk of body) {
+  for await (const chunk of iterate(body)) {
     if (at + chunk.byteLength > length) {
       await body.cancel().catch(() => {});
       throw new RangeError(`Cannot read ${url}: the store sent more than the ${length} bytes asked for`);

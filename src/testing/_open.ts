@@ -9,6 +9,7 @@ import type { Checkpoint, CheckpointInput, Metadata, Tensor, TensorInput } from 
 import { validateTensor } from "../format/dtype.ts";
 import { validateMetadata } from "../format/metadata.ts";
 import { loadCheckpoint } from "../io/load.ts";
+import { iterate, streamIterator } from "../format/_streams.ts";
 
 /** A checkpoint to compare: in memory, or anything `loadCheckpoint` reads (a path, a URL, bytes, a stream). */
 export type CheckpointLike = Checkpoint | CheckpointInput | CheckpointSource;
@@ -29,7 +30,7 @@ function full(t: TensorInput, where: string): Tensor {
 }
 
 async function* each(tensors: CheckpointInput["tensors"], where: string): AsyncGenerator<Tensor> {
-  for await (const t of tensors as AsyncIterable<TensorInput>) yield full(t, where);
+  for await (const t of iterate(tensors as AsyncIterable<TensorInput>)) yield full(t, where);
 }
 
 /** Whether a source can be read twice (so tensors can be read again by name). */
@@ -61,7 +62,7 @@ export async function openSide(
   }
   if (x === null || x === undefined) throw new TypeError(`Cannot compare checkpoints: ${where} is ${x}`);
   // One reused tensor buffer: the engine copies only what it must hold.
-  const records = decodeCheckpoint(x, { ...options, reuseBuffers: true })[Symbol.asyncIterator]();
+  const records = streamIterator(decodeCheckpoint(x, { ...options, reuseBuffers: true }));
   const first = await records.next();
   if (first.done || first.value.type !== "metadata") {
     throw new SyntaxError(`Cannot compare checkpoints: ${where} has no metadata record`);

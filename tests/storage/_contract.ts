@@ -32,6 +32,8 @@ export interface ContractOptions {
   sanitize?: boolean;
   /** Whether keys may hold a backslash (a file store on POSIX). @default {false} */
   backslashKeys?: boolean;
+  /** Rules this backend cannot keep, each with the reason (printed, and the rule skipped). */
+  cannot?: Record<string, string>;
 }
 
 /** Reads a body to the end. */
@@ -68,9 +70,11 @@ export function testObjectStore(
   const test = (rule: string, fn: (f: StoreFixture) => Promise<void>, only?: "write" | "list") => {
     if (only === "write" && readOnly) return;
     if (only === "list" && !canList) return;
+    const cannot = options.cannot?.[rule];
+    if (cannot && !options.ignore) console.log(`${name} ${rule}: not run: ${cannot}`);
     Deno.test({
       name: `${name} ${rule}`,
-      ignore: options.ignore ?? false,
+      ignore: (options.ignore ?? false) || cannot !== undefined,
       sanitizeOps: sanitize,
       sanitizeResources: sanitize,
       async fn() {

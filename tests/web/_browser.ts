@@ -1,51 +1,39 @@
-// The browser test harness: finds Chromium, builds a page entry with the web build, serves it on
-// 127.0.0.1 and drives headless Chromium through puppeteer-core (no browser download: it uses the
-// system's chromium). Without Chromium the tests skip with one line; in CI (CI=true) they fail.
-import puppeteer, { type Browser, type Page } from "puppeteer-core";
+// The browser test harness: builds page entries with the web build, serves them on 127.0.0.1 and
+// runs each test once per engine (Chromium, Firefox, WebKit) in that engine's one browser for the
+// whole test run (tests/web/_page.ts). Test bodies are engine-neutral: they drive the page through
+// `page.evaluate`. An engine that is not installed skips with one line; in CI (CI=true) it fails.
 import { join } from "node:path";
 import { buildWeb } from "../../web/build.ts";
 import { type Served, serveStatic, type StaticServer } from "../../web/serve.ts";
+import { type Engine, noteSkip, runs, SELECTED } from "./_engines.ts";
+import { connectBrowser, type EngineBrowser, type WebPage } from "./_page.ts";
+import type { HostKind } from "./_browser_host.ts";
 
-const CANDIDATES = ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"];
+export type { Engine, EngineBrowser, WebPage };
 
-function findChromium(): string | undefined {
-  const env = Deno.env.get("CHROMIUM");
-  for (const p of env ? [env] : CANDIDATES) {
-    try {
-      if (Deno.statSync(p).isFile) return p;
-    } catch { /* not here */ }
-  }
-  return undefined;
+/** What a browser test is given: the site, the engine's browser, and a page on the first entry. */
+export interface WebContext extends Omit<Site, "close"> {
+  engine: Engine;
+  browser: EngineBrowser;
+  page: WebPage;
+  /** Opens `path` (relative to the server) in a new page and waits for `window.ready`. */
+  open(path: string): Promise<WebPage>;
 }
 
-/** The Chromium executable, if there is one. */
-export const CHROMIUM: string | undefined = findChromium();
-const IN_CI = Deno.env.get("CI") === "true";
-let warned = false;
-
-/** Flags for headless Chromium here: no sandbox (root), SwiftShader WebGL, WebGPU when offered. */
-export const CHROMIUM_ARGS: readonly string[] = [
-  "--no-sandbox",
-  "--use-angle=swiftshader",
-  "--enable-unsafe-swiftshader",
-  "--enable-unsafe-webgpu",
-  "--disable-dev-shm-usage",
-];
-
-/** Launches headless Chromium with a long protocol timeout (this machine is slow and shared). */
-export async function launch(): Promise<Browser> {
-  return await puppeteer.launch({
-    executablePath: CHROMIUM!,
-    headless: true,
-    protocolTimeout: 600_000,
-    args: [...CHROMIUM_ARGS],
-  });
+/** Options for {@linkcode browserTest}. */
+export interface BrowserTestOptions {
+  /** Page bundles to build: output name to source file relative to the repository root. */
+  entries: Record<string, string>;
+  /** Extra HTML pages to serve, by file name. */
+  pages?: Record<string, string>;
+  /** Engines this test does not run in, each with the reason (printed once when skipped). */
+  notIn?: Partial<Record<Engine, string>>;
+  /** The browser to use for WebKit: Safari 26's features (default), or Safari before 26. */
+  webkit?: "webkit" | "webkit-legacy";
 }
 
-/** What a browser test is given. */
-export interface WebContext {
-  browser: Browser;
-  page: Page;
+/** A built and served site: pages, bundles and the test's own files. */
+export interface Site {
   /** The server's base URL, ending in `/`. */
   url: string;
   server: StaticServer;
@@ -59,37 +47,11 @@ export interface WebContext {
   filesDir: string;
   /** A temporary directory for the test's own output (screenshots). */
   tempDir: string;
-  /** Opens `path` (relative to the server) in a new page and waits for `window.ready`. */
-  open(path: string): Promise<Page>;
-}
-
-/** Options for {@linkcode browserTest}. */
-export interface BrowserTestOptions {
-  /** Page bundles to build: output name to source file relative to the repository root. */
-  entries: Record<string, string>;
-  /** Extra HTML pages to serve, by file name. */
-  pages?: Record<string, string>;
-}
-
-/** Whether browser tests should run: Chromium is here, or CI demands it (then they fail without it). */
-export const RUN_BROWSER_TESTS: boolean = CHROMIUM !== undefined || IN_CI;
-
-/** Prints, once, why the browser tests are skipped. */
-export function noteSkip(): void {
-  if (!warned && !RUN_BROWSER_TESTS) {
-    console.log("browser tests skipped: no chromium (apt-get install chromium, or set CHROMIUM=path)");
-  }
-  warned = true;
-}
-
-/** A running browser session: build, server and Chromium, with a page open on the first entry. */
-export interface WebSession extends WebContext {
   close(): Promise<void>;
 }
 
-/** Builds `entries`, serves them and launches Chromium with the first entry's page open. */
-export async function startWeb(options: BrowserTestOptions): Promise<WebSession> {
-  if (!CHROMIUM) throw new Error("Chromium is required in CI (CI=true) but was not found: apt-get install chromium");
+/** Builds `entries` and serves them, with `/upload/NAME` (PUT) and `/blob/NAME` (GET) for bytes. */
+export async function serveSite(options: BrowserTestOptions): Promise<Site> {
   const tempDir = await Deno.makeTempDir({ prefix: "ckpt-web-test-" });
   const bundleDir = join(tempDir, "bundle");
   const filesDir = join(tempDir, "files");
@@ -123,30 +85,7 @@ import * as m from "/bundle/${entry}.js"; window.m = m; window.ready = true;
       return undefined;
     },
   });
-  const browser = await launch();
-  const kill = () => browser.process()?.kill("SIGKILL");
-  globalThis.addEventListener("unload", kill);
-  const open = async (path: string) => {
-    const page = await browser.newPage();
-    page.on("pageerror", (e) => console.error(`[page error] ${e}`));
-    page.on("console", (msg) => {
-      if (msg.type() === "error") console.error(`[page console] ${msg.text()}`);
-    });
-    await page.goto(server.url + path);
-    await page.waitForFunction("window.ready === true", { timeout: 120_000 });
-    return page;
-  };
-  let page: Page;
-  try {
-    page = await open(`${Object.keys(options.entries)[0]!}.html`);
-  } catch (e) {
-    await browser.close();
-    await server.close();
-    throw e;
-  }
   return {
-    browser,
-    page,
     url: server.url,
     server,
     served,
@@ -154,32 +93,86 @@ import * as m from "/bundle/${entry}.js"; window.m = m; window.ready = true;
     blobs,
     filesDir,
     tempDir,
-    open,
     async close() {
-      globalThis.removeEventListener("unload", kill);
-      await browser.close();
       await server.close();
       await Deno.remove(tempDir, { recursive: true }).catch(() => {});
     },
   };
 }
 
+/** A running session: the site, this run's browser of the engine, and a page on the first entry. */
+export interface WebSession extends WebContext {
+  close(): Promise<void>;
+}
+
+/** Connects to the engine's browser and opens the first entry's page on `site`. */
+export async function openSession(
+  engine: Engine,
+  site: Site,
+  options: BrowserTestOptions,
+  kind: HostKind = engine === "webkit" ? options.webkit ?? "webkit" : engine,
+): Promise<WebSession> {
+  const browser = await connectBrowser(kind);
+  const open = async (path: string) => {
+    const page = await browser.newPage(site.url + path);
+    await page.waitFor("window.ready === true", 120_000);
+    return page;
+  };
+  let page: WebPage;
+  try {
+    page = await open(`${Object.keys(options.entries)[0]!}.html`);
+  } catch (e) {
+    await browser.disconnect();
+    throw e;
+  }
+  return { ...site, engine, browser, page, open, close: () => browser.disconnect() };
+}
+
+/** Builds and serves `options.entries` once for all the engines' runs of a test file, and closes it after. */
+function sharedSite(options: BrowserTestOptions, users: number): { get(): Promise<Site>; done(): Promise<void> } {
+  let site: Promise<Site> | undefined;
+  let left = users;
+  return {
+    get: () => site ??= serveSite(options),
+    async done() {
+      if (--left === 0 && site) await (await site).close();
+    },
+  };
+}
+
 /**
- * Registers one Deno test that builds `entries`, serves them, launches Chromium and runs `fn`
- * (which runs its cases as steps). Skips with a line when there is no Chromium, unless CI=true.
+ * Registers one Deno test per engine (named `name [engine]`) that runs `fn` against a page on
+ * the first entry, in this run's browser of that engine. The build and server are shared by the
+ * engines. An engine that is not here skips with a line, unless CI=true; `notIn` names engines the
+ * test cannot run in, with the reason.
  */
 export function browserTest(
   name: string,
   options: BrowserTestOptions,
   fn: (t: Deno.TestContext, ctx: WebContext) => Promise<void>,
 ): void {
-  noteSkip();
-  Deno.test({ name, ignore: !RUN_BROWSER_TESTS, sanitizeOps: false, sanitizeResources: false }, async (t) => {
-    const session = await startWeb(options);
-    try {
-      await fn(t, session);
-    } finally {
-      await session.close();
-    }
-  });
+  const engines = SELECTED.filter((e) => runs(e) && !options.notIn?.[e]);
+  const site = sharedSite(options, engines.length);
+  for (const engine of SELECTED) {
+    noteSkip(engine);
+    const why = options.notIn?.[engine];
+    if (why && runs(engine)) console.log(`${name} [${engine}] not run: ${why}`);
+    Deno.test({
+      name: `${name} [${engine}]`,
+      ignore: !engines.includes(engine),
+      sanitizeOps: false,
+      sanitizeResources: false,
+    }, async (t) => {
+      try {
+        const session = await openSession(engine, await site.get(), options);
+        try {
+          await fn(t, session);
+        } finally {
+          await session.close();
+        }
+      } finally {
+        await site.done();
+      }
+    });
+  }
 }

@@ -1,4 +1,4 @@
-// Byte-grouped checkpoints in Chromium: planes Deno deflated load in the page, and the page
+// Byte-grouped checkpoints in every engine: planes Deno deflated load in the page, and the page
 // deflates its planes (the same JavaScript encoder, Huffman only) into the very bytes Deno writes,
 // which load in Deno, every tensor bit for bit.
 import assert from "node:assert/strict";
@@ -34,7 +34,7 @@ function weights(): CheckpointInput {
   };
 }
 
-browserTest("bytegroup in Chromium", { entries: { core: "tests/web/page/core_entry.ts" } }, async (t, ctx) => {
+browserTest("bytegroup", { entries: { core: "tests/web/page/core_entry.ts" } }, async (t, ctx) => {
   const { page, filesDir, uploads } = ctx;
   const ckpt = weights();
   const bytes = new Uint8Array(await new Response(encodeCheckpoint(ckpt, { compression: "bytegroup" })).arrayBuffer());

@@ -1,4 +1,4 @@
-// Reading a checkpoint over fetch with Range requests in headless Chromium: readCheckpointIndex
+// Reading a checkpoint over fetch with Range requests in Chromium, Firefox and WebKit: readCheckpointIndex
 // and loadCheckpoint(url, { only }) fetch the footer and index, the head, and the wanted records,
 // nothing else; the test's static server (Deno.serve, honouring Range) counts requests and bytes.
 import assert from "node:assert/strict";
@@ -28,7 +28,7 @@ const hex = (t: TensorInput) =>
   sha256().update(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)).digest("hex");
 
 browserTest(
-  "Range reads over fetch in Chromium",
+  "Range reads over fetch",
   { entries: { core: "tests/web/page/core_entry.ts" } },
   async (t, ctx) => {
     const { page, filesDir, served } = ctx;

@@ -1,6 +1,6 @@
-// The CheckpointManager on the Origin Private File System, in headless Chromium: retention,
-// best-by-metric, latest() that verifies and falls back, and a page closed in the middle of a
-// save, then reopened.
+// The CheckpointManager on the Origin Private File System, in Chromium, Firefox and WebKit:
+// retention, best-by-metric, latest() that verifies and falls back, checkpoints that survive a
+// reload, and a page closed in the middle of a save, then reopened.
 import assert from "node:assert/strict";
 import { browserTest } from "./_browser.ts";
 
@@ -8,7 +8,7 @@ type Lib = typeof import("./page/core_entry.ts");
 declare const m: Lib;
 
 browserTest(
-  "CheckpointManager on OPFS in Chromium",
+  "CheckpointManager on OPFS",
   { entries: { core: "tests/web/page/core_entry.ts" } },
   async (t, ctx) => {
     const { page } = ctx;
@@ -63,6 +63,31 @@ browserTest(
       assert.match(r.path, /^opfs:\/\/\/mgr\/by-address\/.*\.ckpt$/);
       assert.ok(r.keys.some((k) => r.path.endsWith(k)), `objects: ${r.keys.join(", ")}`);
       assert.deepEqual(r.w, [1, 2]);
+    });
+
+    await t.step("the checkpoints survive a reload: the reloaded page's manager lists and loads them", async () => {
+      await page.evaluate(async () => {
+        const mgr = await m.CheckpointManager.open("opfs:///mgr/reload", { maxToKeep: 3 });
+        for (const step of [5, 6]) {
+          await mgr.save({
+            metadata: { step },
+            tensors: [{ name: "w", dtype: "float32", shape: [3], data: new Float32Array([step, 1, 2]) }],
+          });
+        }
+        await mgr.close();
+        (globalThis as { beforeReload?: boolean }).beforeReload = true;
+      });
+      const url = await page.evaluate(() => location.href);
+      await page.goto(url);
+      await page.waitFor("window.ready === true");
+      const r = await page.evaluate(async () => {
+        const mgr = await m.CheckpointManager.open("opfs:///mgr/reload", { maxToKeep: 3 });
+        const steps = (await mgr.list()).map((e) => e.step);
+        const latest = await mgr.latest();
+        await mgr.close();
+        return { steps, w: [...latest!.tensors[0]!.data as Float32Array], reloaded: !("beforeReload" in globalThis) };
+      });
+      assert.deepEqual(r, { steps: [5, 6], w: [6, 1, 2], reloaded: true });
     });
 
     await t.step("latest() verifies: a corrupted newest checkpoint is skipped for the one before", async () => {

@@ -1,0 +1,140 @@
+// Opens the stream an OpfsStore write goes through, the same in every engine:
+// - createWritable() where the engine has it (Chromium, Firefox, Safari 26);
+// - else a sync access handle, which only a dedicated Web Worker gets (Safari before 26 has
+//   those in workers; a page there gets a TypeError naming the missing API and what to do);
+// - WebKitGTK 2.50's FileSystemWritableFileStream.write(view) writes the view's whole buffer,
+//   not the view: probed once per realm, and there a view that is not its whole buffer is copied;
+// - the browser's QuotaExceededError becomes a StorageFullError naming the quota and usage.
+import { storageEstimate, StorageFullError } from "./quota.ts";
+
+/** The parts of FileSystemWritableFileStream used here. */
+export interface WritableFile {
+  write(data: Uint8Array): Promise<void>;
+  close(): Promise<void>;
+  abort(reason?: unknown): Promise<void>;
+}
+
+interface SyncAccessHandle {
+  write(data: Uint8Array, options: { at: number }): number;
+  flush(): void;
+  close(): void;
+}
+
+/** The parts of FileSystemFileHandle used here (both ways of writing may be absent). */
+export interface WritableEntry {
+  createWritable?(options?: { keepExistingData?: boolean }): Promise<WritableFile>;
+  createSyncAccessHandle?(): Promise<SyncAccessHandle>;
+}
+
+interface ProbeDir {
+  getFileHandle(name: string, options?: { create?: boolean }): Promise<WritableEntry & { getFile(): Promise<File> }>;
+  removeEntry(name: string): Promise<void>;
+}
+
+function isQuota(e: unknown): boolean {
+  return e !== null && typeof e === "object" && (e as { name?: unknown }).name === "QuotaExceededError";
+}
+
+/** A StorageFullError for the browser's `QuotaExceededError` `e` after `written` bytes, else `e`. */
+async function quotaError(e: unknown, url: string, needed: number, written: number): Promise<unknown> {
+  if (!isQuota(e)) return e;
+  const estimate = await storageEstimate().catch(() => undefined);
+  return new StorageFullError(url, needed, { ...(estimate ? { estimate } : {}), cause: e, written });
+}
+
+let wholeBuffers: Promise<boolean> | undefined;
+
+/** Whether this engine's write(view) writes the view's whole buffer (WebKitGTK 2.50 does). */
+function writesWholeBuffers(dir: ProbeDir): Promise<boolean> {
+  return wholeBuffers ??= (async () => {
+    const name = `probe-${crypto.randomUUID()}`;
+    try {
+      const file = await dir.getFileHandle(name, { create: true });
+      const out = await file.createWritable!();
+      await out.write(new Uint8Array([1, 2, 3, 4]).subarray(1, 3));
+      await out.close();
+      return (await file.getFile()).size !== 2;
+    } finally {
+      await dir.removeEntry(name).catch(() => {});
+    }
+  })();
+}
+
+function syncWriter(handle: SyncAccessHandle): WritableFile {
+  let at = 0;
+  let open = true;
+  const close = () => {
+    if (open) handle.close();
+    open = false;
+  };
+  return {
+    write(data) {
+      let done = 0;
+      while (done < data.byteLength) {
+        const n = handle.write(data.subarray(done), { at: at + done });
+        if (!(n > 0)) throw new Error(`a sync access handle wrote ${n} of ${data.byteLength - done} bytes`);
+        done += n;
+      }
+      at += done;
+      return Promise.resolve();
+    },
+    close() {
+      handle.flush();
+      close();
+      return Promise.resolve();
+    },
+    abort() {
+      close();
+      return Promise.resolve();
+    },
+  };
+}
+
+/**
+ * The writable stream for `file` (a fresh file in the store's temp directory `dir`) of the
+ * object at `url`; `sizeHint` is the bytes the write expects, for quota messages.
+ */
+export async function openWritable(
+  file: WritableEntry,
+  dir: ProbeDir,
+  url: string,
+  sizeHint = 0,
+): Promise<WritableFile> {
+  let out: WritableFile;
+  let written = 0;
+  const fail = async (e: unknown, pending = 0) => {
+    throw await quotaError(e, url, Math.max(sizeHint, written + pending), written);
+  };
+  let copyViews = false;
+  if (typeof file.createWritable === "function") {
+    copyViews = await writesWholeBuffers(dir);
+    out = await file.createWritable().catch(fail);
+  } else if (typeof file.createSyncAccessHandle === "function") {
+    try {
+      out = syncWriter(await file.createSyncAccessHandle());
+    } catch (e) {
+      if (isQuota(e)) return await fail(e);
+      const why = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+      throw new TypeError(
+        `Cannot write ${url}: this browser's OPFS has no createWritable() and its createSyncAccessHandle() failed (${why})`,
+        { cause: e },
+      );
+    }
+  } else {
+    throw new TypeError(
+      `Cannot write ${url}: this browser's OPFS has no createWritable() (Safari before 26), and createSyncAccessHandle() ` +
+        "works only in a Web Worker: save through a BackgroundWriter (its worker writes with sync access handles)",
+    );
+  }
+  return {
+    async write(chunk) {
+      const data = copyViews && (chunk.byteOffset !== 0 || chunk.byteLength !== chunk.buffer.byteLength)
+        ? chunk.slice()
+        : chunk;
+      await out.write(data).catch((e) => fail(e, chunk.byteLength));
+      written += chunk.byteLength;
+    },
+    close: () => out.close().catch(fail),
+    abort: (reason) => out.abort(reason),
+  };
+}
