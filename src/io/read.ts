@@ -26,6 +26,8 @@ import { settled } from "../format/_pair.ts";
 import { fileReader, readFull } from "../storage/_file_io.ts";
 import { FileStore } from "../storage/file.ts";
 import { type CountingReader, openRandomAccess } from "../storage/random_access.ts";
+import { openObjectReader } from "../storage/object_reader.ts";
+import { freshBuffer } from "../storage/_huge_pages.ts";
 import {
   isAddress,
   isStoreObject,
@@ -195,6 +197,18 @@ export function sourceRecords(
         }
       } finally {
         file.close();
+      }
+    }
+    if (store.url.startsWith("s3://")) {
+      // Binary objects in S3: large bodies fetched by parallel ranged GETs straight into their buffers.
+      const object = await openObjectReader(store, key, { allocate: freshBuffer });
+      try {
+        if (detectCodec(object.head.subarray(0, DETECT_BYTES), options.codecs) === binaryCodec) {
+          yield* decodeRecords(object, options, undefined, digest, bodies);
+          return;
+        }
+      } finally {
+        object.close();
       }
     }
     const decoded = decodeWithDigest(openSource(source, options), options, bodies);

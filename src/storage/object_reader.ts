@@ -1,0 +1,293 @@
+/**
+ * One object of any {@linkcode ObjectStore} read front to back as a decoder's byte source
+ * ({@linkcode ByteReader}), by ranged GETs: a load of a large checkpoint from `s3://` fetches each
+ * large tensor body in parallel ranges written straight into the tensor's own buffer, and what
+ * lies between bodies (record headers, small tensors) through a small window.
+ *
+ * - **Straight into the buffer.** A decoder announces where a body goes
+ *   ({@linkcode ByteReader.target}); the reader then splits the body into ranges of at most
+ *   `partSize` bytes and fetches them, `concurrency` at a time, each response copied from the
+ *   transport's chunks into its place in that buffer: no intermediate buffer, no join.
+ * - **Bounded memory.** Besides the caller's buffers, the reader holds one window of
+ *   {@linkcode OBJECT_READER_WINDOW} bytes (the bytes right after a body are fetched with it, so
+ *   the next record's header costs no round trip of its own).
+ * - **One version.** Every range must come from the version the first request saw: a response of
+ *   another version (the object was overwritten mid-load) is an error naming both, never a splice
+ *   of two versions. A range that ends short, or runs long, is a `SyntaxError`.
+ * - **Retries** are the store's, per range: `S3Store` retries a failed request and resumes a
+ *   broken body from the byte where it stopped, with `If-Match`.
+ *
+ * @module
+ */
+import type { ByteReader } from "../format/_byte_reader.ts";
+import type { ObjectStore } from "./types.ts";
+
+/** Default bytes per ranged GET of a large body: 8 MiB (S3's own guidance for ranged reads is 8–16 MiB). */
+export const DEFAULT_OBJECT_READER_PART_SIZE = 8 * 2 ** 20;
+/** Default ranged GETs in flight at once. */
+export const DEFAULT_OBJECT_READER_CONCURRENCY = 4;
+/** Bytes fetched at once for what lies between large bodies (headers, small tensors). */
+export const OBJECT_READER_WINDOW = 1 * 2 ** 20;
+
+/** Options for {@linkcode openObjectReader}. */
+export interface ObjectReaderOptions {
+  /** The most bytes one ranged GET of a body fetches. @default {DEFAULT_OBJECT_READER_PART_SIZE} */
+  partSize?: number;
+  /** The most ranged GETs in flight at once. @default {DEFAULT_OBJECT_READER_CONCURRENCY} */
+  concurrency?: number;
+  /** A fresh buffer for a body (huge pages where a platform module offers them). @default {new Uint8Array(n)} */
+  allocate?: (n: number) => Uint8Array;
+  /** Cancels the requests. */
+  signal?: AbortSignal;
+}
+
+/** An {@linkcode ObjectReader}'s counts, for tests and benchmarks. */
+export interface ObjectReaderStats {
+  /** Ranged GETs sent (the first included). */
+  requests: number;
+  /** Bytes the store sent. */
+  bytesFetched: number;
+  /** Of those, bytes that went straight into a buffer a decoder announced (no copy after the transport's). */
+  bytesDirect: number;
+  /** The most ranged GETs that were in flight at once. */
+  peakInFlight: number;
+}
+
+/** A {@linkcode ByteReader} over one object, with its counts; `close` stops what is in flight. */
+export interface ObjectReader extends ByteReader {
+  /** The object's address. */
+  readonly url: string;
+  /** The object's version (ETag), as the first response gave it. */
+  readonly version: string;
+  /** The object's size. */
+  readonly size: number;
+  /** The object's first bytes (up to {@linkcode OBJECT_READER_WINDOW}), as the first request fetched them: a format's magic. */
+  readonly head: Uint8Array;
+  /** What it fetched so far. */
+  readonly stats: Readonly<ObjectReaderStats>;
+  /** Stops the requests in flight (their buffers then hold partial bytes); later reads reject. */
+  close(): void;
+}
+
+function positiveInt(value: number, name: string): number {
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new RangeError(`Invalid ObjectReaderOptions.${name}: expected an integer >= 1, got ${value}`);
+  }
+  return value;
+}
+
+/** A counting semaphore: `concurrency` ranged GETs in flight at most. */
+class Slots {
+  #free: number;
+  #waiting: (() => void)[] = [];
+  constructor(n: number) {
+    this.#free = n;
+  }
+  async take(): Promise<void> {
+    if (this.#free > 0) {
+      this.#free--;
+      return;
+    }
+    await new Promise<void>((resolve) => this.#waiting.push(resolve));
+  }
+  give(): void {
+    const next = this.#waiting.shift();
+    if (next) next();
+    else this.#free++;
+  }
+}
+
+/** A range being fetched into `into` (its bytes `[start, start + into.byteLength)` of the object). */
+interface Flight {
+  start: number;
+  into: Uint8Array;
+  done: Promise<void>;
+}
+
+/**
+ * Opens `key` for a front-to-back read; the first request fetches the first window and tells the
+ * object's size and version.
+ *
+ * @example Read an object whole through the reader
+ * ```ts
+ * import { OBJECT_READER_WINDOW, openObjectReader } from "./object_reader.ts";
+ * import { MemoryStore } from "./memory.ts";
+ * import assert from "node:assert/strict";
+ * const store = new MemoryStore();
+ * const bytes = new Uint8Array(3 * 2 ** 20).map((_, i) => i * 7);
+ * await store.put("x.bin", bytes);
+ * const r = await openObjectReader(store, "x.bin", { partSize: 2 ** 20 });
+ * const body = new Uint8Array(bytes.byteLength);
+ * r.target!(body); // a decoder says where the next bytes go
+ * let at = 0;
+ * for (let n; at < body.byteLength && (n = await r.read(body.subarray(at))) !== null;) at += n;
+ * assert.deepEqual(body, bytes);
+ * assert.equal(await r.read(new Uint8Array(1)), null);
+ * // The first request fetched the first window; the rest went straight into `body`, in two ranges.
+ * assert.equal(r.stats.bytesDirect, bytes.byteLength - OBJECT_READER_WINDOW);
+ * assert.equal(r.stats.requests, 3);
+ * ```
+ */
+export async function openObjectReader(
+  store: ObjectStore,
+  key: string,
+  options: ObjectReaderOptions = {},
+): Promise<ObjectReader> {
+  const partSize = positiveInt(options.partSize ?? DEFAULT_OBJECT_READER_PART_SIZE, "partSize");
+  const concurrency = positiveInt(options.concurrency ?? DEFAULT_OBJECT_READER_CONCURRENCY, "concurrency");
+  const url = store.url + key;
+  const abort = new AbortController();
+  const signal = options.signal ? AbortSignal.any([options.signal, abort.signal]) : abort.signal;
+  const slots = new Slots(concurrency);
+  const stats: ObjectReaderStats = { requests: 0, bytesFetched: 0, bytesDirect: 0, peakInFlight: 0 };
+  let inFlight = 0;
+  let closed = false;
+
+  /** Copies a response body into `into`, which must be filled exactly. */
+  const fill = async (body: ReadableStream<Uint8Array>, into: Uint8Array, start: number): Promise<void> => {
+    let at = 0;
+    for await (const chunk of body) {
+      if (at + chunk.byteLength > into.byteLength) {
+        await body.cancel().catch(() => {});
+        throw new SyntaxError(
+          `Cannot read ${url}: the store sent more than the ${into.byteLength} bytes asked for at offset ${start}`,
+        );
+      }
+      into.set(chunk, at);
+      at += chunk.byteLength;
+    }
+    stats.bytesFetched += at;
+    if (at !== into.byteLength) {
+      throw new SyntaxError(
+        `Cannot read ${url}: the store sent ${at} of the ${into.byteLength} bytes asked for at offset ${start}`,
+      );
+    }
+  };
+
+  // The first window: the object's size and version.
+  stats.requests++;
+  const first = await store.get(key, { range: { offset: 0, length: OBJECT_READER_WINDOW }, signal });
+  const size = first.info.size;
+  const version = first.info.version;
+  let window: Uint8Array = new Uint8Array(first.length);
+  let windowAt = 0;
+  await fill(first.body, window, 0);
+  const head = window;
+
+  /** Fetches `into.byteLength` bytes from `start` into `into`, in one ranged GET, once a slot is free. */
+  const fetchRange = (start: number, into: Uint8Array): Promise<void> => {
+    const run = async () => {
+      await slots.take();
+      try {
+        if (closed) throw new Error(`Cannot read ${url}: the reader was closed`);
+        stats.peakInFlight = Math.max(stats.peakInFlight, ++inFlight);
+        stats.requests++;
+        const r = await store.get(key, { range: { offset: start, length: into.byteLength }, signal });
+        if (r.info.version !== version) {
+          await r.body.cancel().catch(() => {});
+          throw new Error(
+            `Cannot read ${url}: the object changed while being read (version ${version}, now ${r.info.version})`,
+          );
+        }
+        if (r.offset !== start || r.length !== into.byteLength) {
+          await r.body.cancel().catch(() => {});
+          throw new SyntaxError(
+            `Cannot read ${url}: asked for ${into.byteLength} bytes at ${start}, got ${r.length} at ${r.offset}`,
+          );
+        }
+        await fill(r.body, into, start);
+      } finally {
+        inFlight--;
+        slots.give();
+      }
+    };
+    const p = run();
+    p.catch(() => {}); // awaited by the read that needs it
+    return p;
+  };
+
+  let pos = 0;
+  /** The ranges of the body a decoder announced, in order; empty when none is being read. */
+  let flights: Flight[] = [];
+  /** The window after the announced body, fetched with it. */
+  let next: { at: number; bytes: Uint8Array; done: Promise<void> } | undefined;
+
+  const fromWindow = (into: Uint8Array): number => {
+    const n = Math.min(into.byteLength, windowAt + window.byteLength - pos);
+    into.set(window.subarray(pos - windowAt, pos - windowAt + n));
+    pos += n;
+    return n;
+  };
+
+  const reader: ObjectReader = {
+    url,
+    version,
+    size,
+    head,
+    stats,
+    close() {
+      closed = true;
+      abort.abort(new Error(`Cannot read ${url}: the reader was closed`));
+    },
+    stat: () => Promise.resolve({ size }),
+    ...(options.allocate ? { allocate: options.allocate } : {}),
+    target(into: Uint8Array): void {
+      // The window may already hold the body's first bytes: the decoder takes those by `read`;
+      // the rest is fetched straight into place.
+      const have = Math.max(0, Math.min(into.byteLength, windowAt + window.byteLength - pos));
+      const start = pos + have;
+      const length = Math.min(into.byteLength - have, size - start);
+      if (length <= 0 || closed) return;
+      // Ranges of partSize (fewer requests cost less CPU: each one is signed and set up), split
+      // evenly, so the last is not a sliver.
+      const step = Math.ceil(length / Math.ceil(length / partSize));
+      flights = [];
+      for (let at = 0; at < length; at += step) {
+        const n = Math.min(step, length - at);
+        const part = into.subarray(have + at, have + at + n);
+        flights.push({ start: start + at, into: part, done: fetchRange(start + at, part) });
+      }
+      // The window after the body, fetched meanwhile: the next record's header.
+      const after = start + length;
+      if (after < size) {
+        const bytes = new Uint8Array(Math.min(OBJECT_READER_WINDOW, size - after));
+        next = { at: after, bytes, done: fetchRange(after, bytes) };
+      } else next = undefined;
+    },
+    async read(into: Uint8Array): Promise<number | null> {
+      if (closed) throw new Error(`Cannot read ${url}: the reader was closed`);
+      if (into.byteLength === 0) return 0;
+      if (pos >= size) return null;
+      if (pos < windowAt + window.byteLength && pos >= windowAt) return fromWindow(into);
+      // Inside the announced body: wait for the range that holds `pos`.
+      const f = flights.find((f) => pos >= f.start && pos < f.start + f.into.byteLength);
+      if (f) {
+        await f.done;
+        const off = pos - f.start;
+        const n = Math.min(into.byteLength, f.into.byteLength - off);
+        const same = into.buffer === f.into.buffer && into.byteOffset === f.into.byteOffset + off;
+        if (same) stats.bytesDirect += n;
+        else into.set(f.into.subarray(off, off + n));
+        pos += n;
+        if (pos >= flights[flights.length - 1]!.start + flights[flights.length - 1]!.into.byteLength) flights = [];
+        return n;
+      }
+      flights = [];
+      if (next && pos >= next.at && pos < next.at + next.bytes.byteLength) {
+        await next.done;
+        window = next.bytes;
+        windowAt = next.at;
+        next = undefined;
+        return fromWindow(into);
+      }
+      // Anywhere else (a small body, no announcement): one window from here.
+      next = undefined;
+      const bytes = new Uint8Array(Math.min(Math.max(OBJECT_READER_WINDOW, into.byteLength), size - pos));
+      await fetchRange(pos, bytes);
+      window = bytes;
+      windowAt = pos;
+      return fromWindow(into);
+    },
+  };
+  return reader;
+}
