@@ -81,6 +81,7 @@ export {
 } from "./src/background/writer.ts";
 export { type DTypeInfo, DTYPES, type TypedArrayConstructor, validateTensor } from "./src/format/dtype.ts";
 export {
+  type BestBy,
   type BestPolicy,
   type CheckpointEntry,
   type CheckpointFileWriter,
@@ -113,6 +114,7 @@ export {
   type ByteRange,
   type GetOptions,
   type GetResult,
+  type LocalFiles,
   type ObjectInfo,
   ObjectNotFoundError,
   type ObjectStore,
@@ -120,8 +122,10 @@ export {
   PreconditionFailedError,
   type PutMode,
   type PutOptions,
+  StoreUnreachableError,
   type WriteOptions,
 } from "./src/storage/types.ts";
+export type { FileHandle, FileInfo, SeekWhence } from "./src/runtime/files.ts";
 export { FileStore, type FileStoreOptions } from "./src/storage/file.ts";
 export { HttpStatusError, HttpStore, type HttpStoreOptions } from "./src/storage/http.ts";
 export { type CountingReader, openRandomAccess, type RandomAccessOptions } from "./src/storage/random_access.ts";

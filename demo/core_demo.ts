@@ -48,7 +48,7 @@ if (args.values.role === "reader") {
 const dir = args.values.dir ?? await Deno.makeTempDir({ prefix: "ckpt-demo-" });
 await Deno.mkdir(dir, { recursive: true });
 console.log(`Writing a sample checkpoint in every codec to ${dir}\n`);
-console.log("file                      codec   gzip  bytes    sha256            verified");
+console.log("file                      codec   gzip  bytes    stream digest     verified");
 for (const codec of ["binary", "json"] as const) {
   for (const compression of ["none", "gzip"] as const) {
     const file = `sample.${codec}${compression === "gzip" ? ".gz" : ""}.ckpt`;
@@ -66,6 +66,11 @@ for (const codec of ["binary", "json"] as const) {
     if (!ok) Deno.exit(1);
   }
 }
+
+console.log(
+  "\nstream digest: the SHA-256 ckpt stores in the file over its records (what `ckpt inspect` prints);\n" +
+    "`sha256sum FILE` hashes the file's bytes and prints another value (`ckpt verify --sha256` takes either)",
+);
 
 const only = await loadCheckpoint(join(dir, "sample.binary.ckpt"), { only: ["dense_2/kernel"] });
 console.log(`\nRandom access: loaded only ${only.tensors.map((t) => t.name)} through the index`);

@@ -14,13 +14,22 @@
  * @module
  */
 import * as tf from "@tensorflow/tfjs";
-import "@tensorflow/tfjs-backend-wasm";
-import "@tensorflow/tfjs-backend-webgpu";
 import { parseArgs } from "node:util";
 import { saveCheckpoint } from "../mod.ts";
 import { CheckpointManager } from "../src/manager/mod.ts";
 import { CheckpointMismatchError, CheckpointWriter, restore, snapshot } from "../src/tfjs/mod.ts";
 import { loadTfjsNode } from "../src/tfjs/_tfjs_node.ts";
+
+/**
+ * Backends the demo loads only when asked for (`--backend wasm|webgpu`), by full specifier and a
+ * computed import, so that Deno neither prefetches them nor records them in deno.lock: a first
+ * `deno task train` on the CPU downloads only what it runs. Same versions as tools.imports.json
+ * (tests/dependencies_test.ts checks it).
+ */
+export const OPTIONAL_BACKENDS: Readonly<Record<string, string>> = {
+  wasm: "npm:@tensorflow/tfjs-backend-wasm@4.22.0",
+  webgpu: "npm:@tensorflow/tfjs-backend-webgpu@4.22.0",
+};
 
 const USAGE = `Usage: deno task train [options]
 
@@ -231,6 +240,7 @@ async function main(args: string[]): Promise<number> {
 
   if (config.backend === "tensorflow") await loadTfjsNode(); // registers it; throws how to set it up if it cannot
   tf.env().set("PROD", true); // no "install tfjs-node" banner
+  if (config.backend in OPTIONAL_BACKENDS) await import(OPTIONAL_BACKENDS[config.backend]!);
   if (!(await tf.setBackend(config.backend).catch(() => false))) {
     console.error(
       `train: cannot start the ${config.backend} backend${config.backend === "webgpu" ? " (no WebGPU adapter?)" : ""}`,

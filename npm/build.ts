@@ -139,6 +139,22 @@ async function npmImports(): Promise<Record<string, string>> {
   return deps;
 }
 
+/**
+ * The modules the library starts as workers (`new URL("./x.ts", import.meta.url)`): no import
+ * reaches them, so they are compiled as entries of their own.
+ */
+async function workerModules(): Promise<string[]> {
+  const out = new Set<string>();
+  for (const f of await inputs()) {
+    if (!f.endsWith(".ts") || !f.startsWith("src/")) continue;
+    const text = await Deno.readTextFile(join(ROOT, f));
+    for (const m of text.matchAll(/new URL\("(\.\.?\/[^"]+\.ts)", import\.meta\.url\)/g)) {
+      out.add(relative(ROOT, join(ROOT, dirname(f), m[1]!)));
+    }
+  }
+  return [...out].sort();
+}
+
 /** The package.json of the build. */
 export async function packageJson(): Promise<Record<string, unknown>> {
   const config = JSON.parse(await Deno.readTextFile(join(ROOT, "deno.json")));
@@ -184,7 +200,7 @@ export async function buildNpm(outDir: string = join(ROOT, "dist", "npm")): Prom
   await Deno.remove(keyFile).catch(() => {});
   await Deno.remove(outDir, { recursive: true }).catch(() => {});
   await Deno.mkdir(join(outDir, "bin"), { recursive: true });
-  const entries = Object.values(config.exports as Record<string, string>);
+  const entries = [...Object.values(config.exports as Record<string, string>), ...await workerModules()];
   await run("node", [join(ROOT, "npm/_compile.mjs"), tools, outDir, ...entries], ROOT);
   await Deno.writeTextFile(join(outDir, "package.json"), JSON.stringify(await packageJson(), null, 2) + "\n");
   await Deno.writeTextFile(join(outDir, "bin", "ckpt.js"), BIN);

@@ -250,3 +250,12 @@ export async function jsonChild<T>(path: string, flags: string[], args: string[]
   assert.ok(out.success, new TextDecoder().decode(out.stderr));
   return JSON.parse(new TextDecoder().decode(out.stdout).trim()) as T;
 }
+
+/** An `assert.rejects`/`assert.throws` check: a `TypeError` whose message matches `pattern`. */
+export function typeError(pattern: RegExp): (e: unknown) => boolean {
+  return (e: unknown) => {
+    if (!(e instanceof TypeError)) throw new Error(`expected a TypeError, got ${String(e)}`);
+    if (!pattern.test(e.message)) throw new Error(`${JSON.stringify(e.message)} does not match ${pattern}`);
+    return true;
+  };
+}

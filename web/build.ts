@@ -65,7 +65,8 @@ async function gzipSize(bytes: Uint8Array): Promise<number> {
 export async function buildWeb(outDir: string, options: BuildOptions = {}): Promise<BuiltFile[]> {
   const entries = { ...(options.entries ?? LIBRARY_ENTRIES), [WORKER_ENTRY]: "src/background/_worker.ts" };
   const external = options.external ?? ["@tensorflow/tfjs-core"];
-  const config = JSON.parse(await Deno.readTextFile(join(ROOT, "deno.json")));
+  // The tools' import map: deno.json's imports and the packages only builds and tests load.
+  const config = JSON.parse(await Deno.readTextFile(join(ROOT, "tools.imports.json")));
   const importMap = {
     imports: {
       ...config.imports,
@@ -97,6 +98,7 @@ export async function buildWeb(outDir: string, options: BuildOptions = {}): Prom
       "--format=esm",
       "--code-splitting",
       `--import-map=${mapPath}`,
+      `--lock=${join(ROOT, "tools.lock")}`,
       `--outdir=${outDir}`,
       ...external.map((e) => `--external=${e}`),
       ...inputs,

@@ -2,6 +2,7 @@
 // and the promise type that knows whether a caller is listening.
 
 import type { Metadata, TensorInput } from "../format/types.ts";
+import { type OsErrorKind, OsErrors } from "../runtime/errors.ts";
 import type { SaveResult } from "../io/save.ts";
 
 /** The save options that can cross to a worker (a Codec object cannot: it holds functions). */
@@ -71,13 +72,10 @@ const BUILTIN_ERRORS: Readonly<Record<string, ErrorClass>> = {
 
 function errorClass(name: string): ErrorClass {
   if (Object.hasOwn(BUILTIN_ERRORS, name)) return BUILTIN_ERRORS[name]!;
-  // Deno's I/O errors (NotFound, PermissionDenied, NoSpaceLeft...) keep their class so callers
-  // can test `instanceof Deno.errors.NotFound`.
-  // (In a browser there is no Deno: those are plain Errors, and DOMExceptions such as OPFS's
-  // QuotaExceededError keep their name in the message: see rebuildError.)
-  const errors = (globalThis as { Deno?: { errors?: Record<string, ErrorClass | undefined> } }).Deno?.errors;
-  const deno = errors?.[name];
-  if (errors && Object.hasOwn(errors, name) && typeof deno === "function") return deno;
+  // The OS's errors (NotFound, PermissionDenied...) keep their class so callers can test
+  // `instanceof OsErrors.NotFound` (Deno.errors.NotFound in Deno). DOMExceptions such as OPFS's
+  // QuotaExceededError keep their name in the message: see rebuildError.
+  if (Object.hasOwn(OsErrors, name)) return OsErrors[name as OsErrorKind];
   return Error;
 }
 

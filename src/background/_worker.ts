@@ -13,11 +13,9 @@ import type { resolveDirectory as ResolveDirectory } from "../storage/resolve.ts
 import { type SaveReply, type SaveRequest, serializeError } from "./_protocol.ts";
 import { SaveQueue } from "./_queue.ts";
 import { buffersOf } from "./_transfer.ts";
+import { type WorkerMessage, workerScope } from "../runtime/workers.ts";
 
-const port = globalThis as unknown as {
-  postMessage(message: SaveReply, transfer: Transferable[]): void;
-  addEventListener(type: "message", listener: (e: MessageEvent<SaveRequest>) => void): void;
-};
+const port = workerScope;
 
 function send(reply: SaveReply): void {
   try {
@@ -50,4 +48,4 @@ const queue = new SaveQueue<SaveRequest>(save, (old, by) => {
   send({ id: old.id, status: "superseded", by: { step: by.metadata.step, path: by.path }, tensors: old.tensors });
 });
 
-port.addEventListener("message", (e) => queue.push(e.data, e.data.whenBusy === "coalesce"));
+port.addEventListener("message", (e: WorkerMessage<SaveRequest>) => queue.push(e.data, e.data.whenBusy === "coalesce"));

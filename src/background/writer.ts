@@ -6,6 +6,9 @@
  *
  * @module
  */
+import { checkCheckpointObject } from "../format/_checkpoint_input.ts";
+import { checkOptionNames, optionNames } from "../format/_options.ts";
+import { startWorker, type WorkerFailure, type WorkerHandle, type WorkerMessage } from "../runtime/workers.ts";
 import { isAbsolute, resolve } from "node:path";
 import { validateTensor } from "../format/dtype.ts";
 import { validateMetadata } from "../format/metadata.ts";
@@ -170,10 +173,17 @@ function checkTarget(target: string | URL | StoreObject): Target {
   return { path: isAbsolute(path) ? path : resolve(path) };
 }
 
+/** What a background save takes of {@linkcode SaveOptions}; the others are refused by name. */
+const WORKER_OPTION_NAMES = ["codec", "compression", "sync", "sha256sum", "reuse"] as const;
+const WRITER_OPTION_NAMES = optionNames<BackgroundWriterOptions>()(["whenBusy", "idleTimeout", "onReturn"]);
+const SAVE_ONLY_HINTS: Readonly<Record<string, string>> = {
+  preventClose: "a background save writes to a path, never to a stream of yours",
+  storage: "a background save writes to a local path or an opfs: address",
+  signal: "a background save cannot be aborted; await flush() or close()",
+};
+
 function checkOptions(options: SaveOptions): WorkerSaveOptions {
-  if (typeof options !== "object" || options === null) {
-    throw new TypeError("Cannot save checkpoint in the background: options must be an object");
-  }
+  checkOptionNames(options, WORKER_OPTION_NAMES, "Cannot save checkpoint in the background", SAVE_ONLY_HINTS);
   const { codec = "binary", compression = "none", sync = true, sha256sum = false, reuse } = options;
   if (codec !== "binary" && codec !== "json") {
     throw new TypeError(
@@ -293,7 +303,7 @@ export class BackgroundWriter implements AsyncDisposable {
   #onReturn: ((tensors: TensorInput[]) => void) | undefined;
   #idleTimeout: number;
   #workerUrl: URL;
-  #worker: Worker | undefined;
+  #worker: WorkerHandle | undefined;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
   /** Saves handed to the worker and not settled yet, oldest first. */
   #jobs = new Map<number, Job>();
@@ -309,6 +319,7 @@ export class BackgroundWriter implements AsyncDisposable {
    * @param options See {@linkcode BackgroundWriterOptions}.
    */
   constructor(options: BackgroundWriterOptions = {}) {
+    checkOptionNames(options, WRITER_OPTION_NAMES, "Cannot start BackgroundWriter");
     const whenBusy = options.whenBusy ?? DEFAULT_WHEN_BUSY;
     if (whenBusy !== "wait" && whenBusy !== "coalesce") {
       throw new TypeError(`Invalid option whenBusy: ${JSON.stringify(whenBusy)}, expected "wait" or "coalesce"`);
@@ -389,9 +400,7 @@ export class BackgroundWriter implements AsyncDisposable {
     const where = checkTarget(target);
     const path = where.path;
     const workerOptions = checkOptions(options);
-    if (typeof checkpoint !== "object" || checkpoint === null) {
-      throw new TypeError("Cannot save checkpoint in the background: expected { metadata, tensors }");
-    }
+    checkCheckpointObject(checkpoint, "Cannot save checkpoint in the background");
     validateMetadata(checkpoint.metadata);
     const metadata = structuredClone(checkpoint.metadata);
     const owned = takeOwnership(checkTensors(checkpoint.tensors));
@@ -475,10 +484,10 @@ export class BackgroundWriter implements AsyncDisposable {
     }
   }
 
-  #spawn(): Worker {
-    const worker = new Worker(this.#workerUrl, { type: "module" });
-    worker.onmessage = (e: MessageEvent<SaveReply>) => this.#onReply(worker, e.data);
-    worker.onerror = (e: ErrorEvent) => {
+  #spawn(): WorkerHandle {
+    const worker = startWorker(this.#workerUrl);
+    worker.onmessage = (e: WorkerMessage<SaveReply>) => this.#onReply(worker, e.data);
+    worker.onerror = (e: WorkerFailure) => {
       e.preventDefault(); // handled here: must not take the whole process down
       this.#onCrash(worker, e.message || "unknown error");
     };
@@ -486,7 +495,7 @@ export class BackgroundWriter implements AsyncDisposable {
     return worker;
   }
 
-  #onReply(worker: Worker, reply: SaveReply): void {
+  #onReply(worker: WorkerHandle, reply: SaveReply): void {
     const job = this.#jobs.get(reply?.id);
     if (worker !== this.#worker || !job) return;
     this.#jobs.delete(reply.id);
@@ -498,7 +507,7 @@ export class BackgroundWriter implements AsyncDisposable {
   }
 
   /** The worker died: every save it held fails (their buffers went down with it). */
-  #onCrash(worker: Worker, why: string): void {
+  #onCrash(worker: WorkerHandle, why: string): void {
     if (worker !== this.#worker) return;
     this.#stopWorker();
     const jobs = [...this.#jobs.values()];

@@ -2,8 +2,11 @@
 // codes, progress on a terminal, and human-readable numbers.
 
 import { createHash, type Hash } from "node:crypto";
-import { resolveObject } from "../storage/resolve.ts";
+import { isUrlAddress, resolveObject } from "../storage/resolve.ts";
 import type { GetResult } from "../storage/types.ts";
+import { OsErrors } from "../runtime/errors.ts";
+import { thisProcess } from "../runtime/process.ts";
+import { type FileHandle, type FileInfo, files } from "../runtime/files.ts";
 
 /** Exit codes, documented in `docs/cli.md` and every command's help. */
 export const EXIT = Object.freeze({
@@ -42,12 +45,12 @@ export interface CliIO {
 /** The process's own standard streams. */
 export function processIO(): CliIO {
   return {
-    stdin: () => Deno.stdin.readable,
-    stdout: Deno.stdout.writable,
-    stderr: Deno.stderr.writable,
-    stdinIsTerminal: Deno.stdin.isTerminal(),
-    stdoutIsTerminal: Deno.stdout.isTerminal(),
-    stderrIsTerminal: Deno.stderr.isTerminal(),
+    stdin: () => thisProcess.stdin.stream(),
+    stdout: thisProcess.stdout.stream(),
+    stderr: thisProcess.stderr.stream(),
+    stdinIsTerminal: thisProcess.stdin.isTerminal(),
+    stdoutIsTerminal: thisProcess.stdout.isTerminal(),
+    stderrIsTerminal: thisProcess.stderr.isTerminal(),
   };
 }
 
@@ -111,19 +114,52 @@ export function safeText(text: string): string {
  * a directory where a file was expected reads "it is a directory" whichever call found it.
  */
 export function osReason(e: unknown): string {
-  if (e instanceof Deno.errors.IsADirectory) return "it is a directory";
+  if (e instanceof OsErrors.IsADirectory) return "it is a directory";
   const message = e instanceof Error ? e.message : String(e);
   return message.replace(/\s*\(os error \d+\)/, "").replace(/:\s*\w+ '.*'$/s, "").trim();
 }
 
+/** Errors of the stores: their messages already say what could not be done and name the object. */
+const STORE_ERRORS = new Set([
+  "ObjectNotFoundError",
+  "StoreUnreachableError",
+  "S3Error",
+  "HttpStatusError",
+  "PreconditionFailedError",
+]);
+
+/** Whether `e` is a store's error (object missing, store unreachable, request refused). */
+export function isStoreError(e: unknown): e is Error {
+  return e instanceof Error && STORE_ERRORS.has(e.name);
+}
+
+/**
+ * The error to report for a failed read of `spec`, wrapped once: the CLI's own errors as they
+ * are; a store's error, which names the object already, as a {@linkcode FileError} with its
+ * message; an OS error as `Cannot read "SPEC": REASON`.
+ */
+export function readFailure(spec: string, e: unknown): Error {
+  if (e instanceof FileError || e instanceof UsageError || e instanceof BadCheckpointError) return e;
+  if (isStoreError(e)) {
+    // A local file is named as the command line named it; any other object by its address.
+    const local = e.name === "ObjectNotFoundError" && /^file:/.test((e as { url?: string }).url ?? "");
+    const message = local ? `Cannot read ${JSON.stringify(spec)}: No such file or directory` : e.message;
+    return new FileError(message, { cause: e });
+  }
+  // A TypeError from the library is a setting or an address it refused (S3 credentials, a
+  // malformed address); its message names the address already.
+  if (e instanceof TypeError && !isOsError(e)) return new FileError(e.message, { cause: e });
+  return new FileError(`Cannot read ${JSON.stringify(spec)}: ${osReason(e)}`, { cause: e });
+}
+
 /** Whether an error came from the operating system (file, pipe, permission). */
 export function isOsError(e: unknown): boolean {
-  return e instanceof Deno.errors.NotFound || e instanceof Deno.errors.PermissionDenied ||
-    e instanceof Deno.errors.AlreadyExists || e instanceof Deno.errors.IsADirectory ||
-    e instanceof Deno.errors.NotADirectory || e instanceof Deno.errors.BrokenPipe ||
-    e instanceof Deno.errors.WriteZero || e instanceof Deno.errors.UnexpectedEof ||
-    e instanceof Deno.errors.NotCapable || e instanceof Deno.errors.Interrupted ||
-    e instanceof Deno.errors.FilesystemLoop || e instanceof Deno.errors.InvalidData ||
+  return e instanceof OsErrors.NotFound || e instanceof OsErrors.PermissionDenied ||
+    e instanceof OsErrors.AlreadyExists || e instanceof OsErrors.IsADirectory ||
+    e instanceof OsErrors.NotADirectory || e instanceof OsErrors.BrokenPipe ||
+    e instanceof OsErrors.WriteZero || e instanceof OsErrors.UnexpectedEof ||
+    e instanceof OsErrors.NotCapable || e instanceof OsErrors.Interrupted ||
+    e instanceof OsErrors.FilesystemLoop || e instanceof OsErrors.InvalidData ||
     (e instanceof Error && /\(os error \d+\)/.test(e.message));
 }
 
@@ -141,7 +177,7 @@ export interface Input {
    * A local regular file, open at offset 0, for readers that read it directly instead of through
    * `stream` (only one of the two may be used; cancelling `stream` closes it).
    */
-  readonly file?: Deno.FsFile;
+  readonly file?: FileHandle;
 }
 
 /** File reads of this size; each chunk is a fresh buffer, since decoded tensors may view it. */
@@ -149,7 +185,7 @@ const READ_CHUNK = 4 * 2 ** 20;
 
 /** Whether a command-line argument is an object-storage or HTTP address rather than a local path. */
 export function isRemote(spec: string): boolean {
-  return /^(s3|https?):\/\//i.test(spec);
+  return isUrlAddress(spec);
 }
 
 /** An object named by a remote address, opened for reading; failures are a {@linkcode FileError}. */
@@ -158,7 +194,7 @@ async function openRemote(spec: string, range?: { offset: number; length: number
     const { store, key } = resolveObject(spec);
     return await store.get(key, range ? { range } : {});
   } catch (e) {
-    throw new FileError(`Cannot read ${JSON.stringify(spec)}: ${(e as Error).message ?? String(e)}`, { cause: e });
+    throw readFailure(spec, e);
   }
 }
 
@@ -178,13 +214,13 @@ export async function openInput(spec: string, io: CliIO): Promise<Input> {
     }
     return { label: "stdin", stream: io.stdin() };
   }
-  let file: Deno.FsFile;
+  let file: FileHandle;
   try {
-    file = await Deno.open(spec, { read: true });
+    file = await files.open(spec, { read: true });
   } catch (e) {
     throw new FileError(`Cannot read ${JSON.stringify(spec)}: ${osReason(e)}`, { cause: e });
   }
-  let info: Deno.FileInfo;
+  let info: FileInfo;
   try {
     info = await file.stat();
   } catch (e) {
@@ -240,7 +276,7 @@ export async function readHead(path: string, n: number): Promise<Uint8Array> {
     const got = await openRemote(path, { offset: 0, length: n });
     return new Uint8Array(await new Response(got.body).arrayBuffer());
   }
-  const file = await Deno.open(path, { read: true });
+  const file = await files.open(path, { read: true });
   try {
     const head = new Uint8Array(n);
     let filled = 0;

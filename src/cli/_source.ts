@@ -26,13 +26,15 @@ import {
   FileError,
   type Input,
   isOsError,
+  isStoreError,
   meter,
   openInput,
-  osReason,
   Progress,
+  readFailure,
   readHead,
   UsageError,
 } from "./_io.ts";
+import type { FileHandle } from "../runtime/files.ts";
 
 /**
  * Codecs recognised besides the built-in ones: safetensors (from the interop module, which
@@ -82,7 +84,7 @@ export interface OpenCheckpoint {
  */
 export function readError(label: string, e: unknown): unknown {
   if (e instanceof FileError || e instanceof UsageError || e instanceof BadCheckpointError) return e;
-  if (isOsError(e)) return new FileError(`Cannot read ${JSON.stringify(label)}: ${osReason(e)}`, { cause: e });
+  if (isOsError(e) || isStoreError(e)) return readFailure(label, e);
   if (e instanceof ChecksumMismatchError || e instanceof SyntaxError || e instanceof RangeError) {
     return new BadCheckpointError(`${label}: ${(e as Error).message}`, { cause: e });
   }
@@ -198,7 +200,7 @@ async function fromRecords(
  */
 async function openBinaryFile(
   input: Input,
-  file: Deno.FsFile,
+  file: FileHandle,
   progress: Progress,
   options: { hash?: boolean; reuseBuffers?: boolean; bodies?: "keep" | "hash" },
 ): Promise<OpenCheckpoint> {
@@ -261,7 +263,7 @@ export async function indexedKind(path: string): Promise<"index" | "header" | un
   try {
     head = await readHead(path, DETECT_BYTES);
   } catch (e) {
-    throw new FileError(`Cannot read ${JSON.stringify(path)}: ${osReason(e)}`, { cause: e });
+    throw readFailure(path, e);
   }
   if (head.byteLength >= BINARY_MAGIC.byteLength && BINARY_MAGIC.every((b, i) => head[i] === b)) return "index";
   if (head[0] === 0x1f && head[1] === 0x8b) return undefined;

@@ -7,12 +7,10 @@ import type { Checkpoint } from "../../mod.ts";
 import { readTfjsArtifactsChecked, type ShardRead } from "../interop/tfjs_artifacts.ts";
 import { resolveDirectory, resolveObject } from "../storage/resolve.ts";
 import { ObjectNotFoundError } from "../storage/types.ts";
-import { FileError, isRemote, osReason, UsageError } from "./_io.ts";
+import { FileError, isRemote, osReason, readFailure, UsageError } from "./_io.ts";
 import { readError } from "./_source.ts";
-
-function cannotRead(spec: string, e: unknown): FileError {
-  return new FileError(`Cannot read ${JSON.stringify(spec)}: ${osReason(e)}`, { cause: e });
-}
+import { OsErrors } from "../runtime/errors.ts";
+import { type FileInfo, files } from "../runtime/files.ts";
 
 /** Whether a store has the object `key`; failures to ask are a {@linkcode FileError} naming `spec`. */
 async function has(spec: string, ask: () => Promise<unknown>): Promise<boolean> {
@@ -21,7 +19,7 @@ async function has(spec: string, ask: () => Promise<unknown>): Promise<boolean> 
   } catch (e) {
     if (e instanceof ObjectNotFoundError) return false;
     if (e instanceof TypeError && /^Invalid (address|object key|directory)/.test(e.message)) return false;
-    throw cannotRead(spec, e);
+    throw readFailure(spec, e);
   }
 }
 
@@ -45,16 +43,16 @@ async function has(spec: string, ask: () => Promise<unknown>): Promise<boolean> 
 export async function findTfjsArtifacts(spec: string): Promise<string | undefined> {
   if (spec === "-") return undefined;
   if (!isRemote(spec)) {
-    let info: Deno.FileInfo;
+    let info: FileInfo;
     try {
-      info = await Deno.stat(spec);
+      info = await files.stat(spec);
     } catch {
       return undefined;
     }
     if (!info.isDirectory) return basename(spec) === "model.json" ? spec : undefined;
     const inside = join(spec, "model.json");
     try {
-      return (await Deno.stat(inside)).isFile ? inside : undefined;
+      return (await files.stat(inside)).isFile ? inside : undefined;
     } catch {
       return undefined;
     }
@@ -69,8 +67,11 @@ export async function findTfjsArtifacts(spec: string): Promise<string | undefine
   const folder = url.pathname === "" || url.pathname.endsWith("/");
   if (!folder) {
     // An object at that address is a checkpoint, not a folder.
-    const object = resolveObject(spec);
-    if (await has(spec, () => object.store.head(object.key))) return undefined;
+    const head = () => {
+      const object = resolveObject(spec); // a malformed address: the checkpoint reader names what is wrong
+      return object.store.head(object.key);
+    };
+    if (await has(spec, head)) return undefined;
   }
   const dir = new URL(url.href);
   if (!folder) dir.pathname = `${url.pathname}/`;
@@ -97,7 +98,7 @@ export async function readArtifactsChecked(
   try {
     read = await readTfjsArtifactsChecked(modelJson);
   } catch (e) {
-    if (e instanceof ObjectNotFoundError) throw cannotRead(modelJson, e);
+    if (e instanceof ObjectNotFoundError) throw readFailure(modelJson, e);
     if (e instanceof TypeError) {
       throw new FileError(`Cannot read ${JSON.stringify(modelJson)}: ${e.message}`, { cause: e });
     }
@@ -125,7 +126,7 @@ export async function checkTfjsTarget(dir: string): Promise<void> {
     return;
   }
   try {
-    const info = await Deno.stat(dir);
+    const info = await files.stat(dir);
     if (!info.isDirectory) {
       throw new FileError(
         `Cannot write ${JSON.stringify(dir)}: it is not a directory (TF.js artifacts are model.json and shards in one)`,
@@ -133,7 +134,7 @@ export async function checkTfjsTarget(dir: string): Promise<void> {
     }
   } catch (e) {
     if (e instanceof FileError) throw e;
-    if (!(e instanceof Deno.errors.NotFound)) {
+    if (!(e instanceof OsErrors.NotFound)) {
       throw new FileError(`Cannot write ${JSON.stringify(dir)}: ${osReason(e)}`, { cause: e });
     }
   }

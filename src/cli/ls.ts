@@ -26,6 +26,8 @@ import {
   UsageError,
   write,
 } from "./_io.ts";
+import { OsErrors } from "../runtime/errors.ts";
+import { type FileInfo, files } from "../runtime/files.ts";
 
 /** `METRIC[:min|max]` as the manager's best policy. */
 function bestOption(values: Values): { metric: string; mode: "min" | "max"; keep: number } | undefined {
@@ -80,17 +82,17 @@ async function listDir(dir: string, values: Values, warnings: string[]): Promise
     }
     return await listManager(dir, target, rules, warnings);
   }
-  let info: Deno.FileInfo;
+  let info: FileInfo;
   try {
-    info = await Deno.stat(dir);
+    info = await files.stat(dir);
   } catch (e) {
     throw new FileError(`Cannot read ${JSON.stringify(dir)}: ${osReason(e)}`, { cause: e });
   }
   if (!info.isDirectory) throw new FileError(`Cannot list ${JSON.stringify(dir)}: it is not a directory`);
   try {
-    await Deno.stat(join(dir, INDEX_FILE));
+    await files.stat(join(dir, INDEX_FILE));
   } catch (e) {
-    if (e instanceof Deno.errors.NotFound) {
+    if (e instanceof OsErrors.NotFound) {
       throw new FileError(
         `Cannot list ${JSON.stringify(dir)}: not a checkpoint manager directory (no ${INDEX_FILE})`,
       );

@@ -49,6 +49,8 @@ import { diffCommand } from "./diff.ts";
 import { inspectCommand } from "./inspect.ts";
 import { lsCommand } from "./ls.ts";
 import { verifyCommand } from "./verify.ts";
+import { OsErrors } from "../runtime/errors.ts";
+import { thisProcess } from "../runtime/process.ts";
 
 export type { CliIO } from "./_io.ts";
 
@@ -103,8 +105,8 @@ function topHelp(): string {
 /** The exit code for an error a command raised. */
 function exitCodeOf(e: unknown): number {
   if (e instanceof UsageError) return EXIT.usage;
-  if (e instanceof Deno.errors.BrokenPipe) return EXIT.pipe;
-  if (e instanceof FileError) return e.cause instanceof Deno.errors.BrokenPipe ? EXIT.pipe : EXIT.io;
+  if (e instanceof OsErrors.BrokenPipe) return EXIT.pipe;
+  if (e instanceof FileError) return e.cause instanceof OsErrors.BrokenPipe ? EXIT.pipe : EXIT.io;
   if (isOsError(e)) return EXIT.io;
   if (
     e instanceof BadCheckpointError || e instanceof ChecksumMismatchError || e instanceof SyntaxError ||
@@ -198,4 +200,4 @@ export async function main(args: readonly string[], io: Partial<CliIO> = {}): Pr
   }
 }
 
-if (import.meta.main) Deno.exit(await main(Deno.args));
+if (import.meta.main) thisProcess.exit(await main(thisProcess.args));

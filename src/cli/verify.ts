@@ -14,7 +14,7 @@ import {
   EXIT,
   FileError,
   humanBytes,
-  osReason,
+  readFailure,
   safeText,
   stackTrace,
   UsageError,
@@ -22,6 +22,7 @@ import {
 } from "./_io.ts";
 import { hasDigests, openCheckpoint } from "./_source.ts";
 import { findTfjsArtifacts, readArtifactsChecked } from "./_tfjs.ts";
+import { OsErrors } from "../runtime/errors.ts";
 
 /** What verifying one input found. */
 interface Outcome {
@@ -55,9 +56,9 @@ async function sidecarDigest(path: string): Promise<string | undefined> {
   try {
     return await readSha256Sidecar(path);
   } catch (e) {
-    if (e instanceof Deno.errors.NotFound || e instanceof ObjectNotFoundError) return undefined;
+    if (e instanceof OsErrors.NotFound || e instanceof ObjectNotFoundError) return undefined;
     if (e instanceof SyntaxError || e instanceof RangeError) throw new BadCheckpointError(e.message);
-    throw new FileError(`Cannot read ${JSON.stringify(`${path}.sha256`)}: ${osReason(e)}`, { cause: e });
+    throw readFailure(`${path}.sha256`, e);
   }
 }
 

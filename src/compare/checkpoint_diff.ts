@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { checkDiffOptions } from "./_option_names.ts";
 import type { DType, Metadata, Tensor } from "../format/types.ts";
 import { compareTensors, type EqualityOptions, type TensorDifference, type Tolerance } from "./tensor_diff.ts";
 
@@ -339,6 +340,7 @@ export async function diffCheckpoints(
   expected: DiffSource,
   options: DiffOptions = {},
 ): Promise<CheckpointDiff> {
+  checkDiffOptions(options, "Cannot compare checkpoints");
   const m = new Matcher(options);
   const metadata = metadataChanges(actual.metadata, expected.metadata, options);
   const ta = actual.tensors();

@@ -13,7 +13,7 @@
 // 0.85-1.06 s with it against 0.58-0.72 s on one thread, and 50 MiB more peak RSS).
 
 import { type HashThread, WorkerHashThread } from "./_hash_thread.ts";
-import { offThreadSha256, offThreadSha256Available } from "./_sha256_ffi.ts";
+import { offThreadSha256, offThreadSha256Available } from "../runtime/_sha256_ffi.ts";
 
 export type { HashThread };
 
@@ -150,7 +150,7 @@ export function startHashThread(): HashThread | undefined {
   if (hashThreadFactory) return hashThreadFactory();
   if (!isServerRuntime() || typeof Worker !== "function") return undefined;
   try {
-    return new WorkerHashThread(new URL("./_hash_thread_worker.ts", import.meta.url));
+    return new WorkerHashThread(new URL("../runtime/_hash_thread_worker.ts", import.meta.url));
   } catch {
     return undefined;
   }
@@ -163,7 +163,7 @@ let nativeFactory:
 
 /**
  * SHA-256 of `parts`, one after another, on a thread that needs no start-up (libcrypto through
- * Deno's FFI, where the process was granted it: `_sha256_ffi.ts`); `undefined` where there is
+ * Deno's FFI, where the process was granted it: `../runtime/_sha256_ffi.ts`); `undefined` where there is
  * none. The parts must stay unchanged until the promise settles. An async iterable's parts are
  * made on this thread (decoded, say) while the one before is hashed there.
  */

@@ -3,6 +3,8 @@
 // it) terminates the Worker and rejects every call in flight and after; with `idleMs`, the Worker
 // also ends itself that long after its last reply (an idle Worker keeps a Deno process alive, so
 // an owner abandoned without closing it must not), on a timer that alone keeps nothing alive.
+import { startWorker, type WorkerFailure, type WorkerHandle, type WorkerMessage } from "../runtime/workers.ts";
+import { thisProcess } from "../runtime/process.ts";
 
 /** A reply to a call: the call's number, and whatever the Worker answers. */
 export interface Reply {
@@ -28,7 +30,7 @@ export interface WorkerCallsOptions {
 
 /** A module Worker spoken to by numbered calls; see the module comment. */
 export class WorkerCalls<R extends Reply> {
-  #worker: Worker;
+  #worker: WorkerHandle;
   #seq = 0;
   #waiting = new Map<number, Waiter<R>>();
   #failure: Error | undefined;
@@ -37,8 +39,8 @@ export class WorkerCalls<R extends Reply> {
 
   constructor(url: URL, options: WorkerCallsOptions) {
     this.#options = options;
-    this.#worker = new Worker(url, { type: "module" });
-    this.#worker.onmessage = (e: MessageEvent<unknown>) => {
+    this.#worker = startWorker(url);
+    this.#worker.onmessage = (e: WorkerMessage<unknown>) => {
       const seq = (e.data as Partial<Reply> | null)?.seq;
       if (typeof seq !== "number") return options.onOther?.(e.data);
       const w = this.#waiting.get(seq);
@@ -46,7 +48,7 @@ export class WorkerCalls<R extends Reply> {
       w?.resolve(e.data as R); // none after a failure: that call was rejected then
       this.idle();
     };
-    this.#worker.onerror = (e: ErrorEvent) => {
+    this.#worker.onerror = (e: WorkerFailure) => {
       e.preventDefault();
       this.fail(new Error(`${options.what} failed (${e.message})`));
     };
@@ -84,7 +86,7 @@ export class WorkerCalls<R extends Reply> {
     if (ms === undefined || this.#failure || this.busy) return;
     clearTimeout(this.#timer);
     this.#timer = setTimeout(() => this.close(), ms);
-    (globalThis as { Deno?: { unrefTimer?(id: number): void } }).Deno?.unrefTimer?.(this.#timer as unknown as number);
+    thisProcess.unrefTimer(this.#timer);
   }
 
   /** Ends the Worker; calls in flight and after reject with `e` (the first failure is kept). */

@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { checkCheckpointObject } from "./_checkpoint_input.ts";
 import type { Codec, EncoderOptions } from "./codec.ts";
 import { binaryCodec } from "./codecs/binary.ts";
 import { jsonCodec } from "./codecs/json.ts";
@@ -80,9 +81,7 @@ function checkCompression(c: Compression, codec: Codec): void {
 }
 
 async function* recordsOf(checkpoint: CheckpointInput): AsyncGenerator<CheckpointRecord> {
-  if (typeof checkpoint !== "object" || checkpoint === null) {
-    throw new TypeError("Cannot encode checkpoint: expected { metadata, tensors }");
-  }
+  checkCheckpointObject(checkpoint, "Cannot encode checkpoint");
   yield { type: "metadata", metadata: checkpoint.metadata };
   const tensors = checkpoint.tensors;
   if (

@@ -7,7 +7,6 @@
 import { dirname, join, sep as SEP } from "node:path";
 import { locate, type StorageOptions } from "../io/read.ts";
 import { writeFileAtomic } from "../io/save.ts";
-import { FileStore } from "../storage/file.ts";
 import {
   describeAddress,
   type DirectoryAddress,
@@ -15,8 +14,11 @@ import {
   type StorageAddress,
   type StoreObject,
 } from "../storage/resolve.ts";
-import { requireFiles } from "../format/_runtime.ts";
-import type { ObjectStore } from "../storage/types.ts";
+import { requireFiles } from "../runtime/files.ts";
+import type { LocalFiles, ObjectStore } from "../storage/types.ts";
+import { OsErrors } from "../runtime/errors.ts";
+import { type FileHandle, type FileInfo, files } from "../runtime/files.ts";
+import { thisProcess } from "../runtime/process.ts";
 
 /** The largest piece a shard is read in. */
 const SHARD_READ_BYTES = 4 * 2 ** 20;
@@ -45,12 +47,12 @@ function tooLarge(size: number, max: number): RangeError {
  * from `model.json` (`fromManifest`), a name the file system refuses (too long, say) is reported
  * as a bad name; a missing file stays `Deno.errors.NotFound`.
  */
-async function regularFile(path: string, what: string, fromManifest = false): Promise<Deno.FileInfo> {
-  let info: Deno.FileInfo;
+async function regularFile(path: string, what: string, fromManifest = false): Promise<FileInfo> {
+  let info: FileInfo;
   try {
-    info = await Deno.stat(path);
+    info = await files.stat(path);
   } catch (e) {
-    if (!fromManifest || e instanceof Deno.errors.NotFound) throw e;
+    if (!fromManifest || e instanceof OsErrors.NotFound) throw e;
     throw new SyntaxError(`Cannot decode TF.js artifacts: ${what} cannot be read (${(e as Error).message})`, {
       cause: e,
     });
@@ -60,8 +62,8 @@ async function regularFile(path: string, what: string, fromManifest = false): Pr
 }
 
 /** Artifacts in a local directory: regular files only, shards kept inside it unless allowed. */
-function fileSource(object: StoreObject, label: string, allowOutside: boolean): ArtifactsSource {
-  const path = (object.store as FileStore).path(object.key);
+function fileSource(object: StoreObject, local: LocalFiles, label: string, allowOutside: boolean): ArtifactsSource {
+  const path = local.path(object.key);
   const root = dirname(path);
   let realRoot: Promise<string> | undefined;
   return {
@@ -70,13 +72,13 @@ function fileSource(object: StoreObject, label: string, allowOutside: boolean): 
     async modelJson(maxBytes) {
       const size = (await regularFile(path, label)).size;
       if (size > maxBytes) throw tooLarge(size, maxBytes);
-      return await Deno.readFile(path);
+      return await files.readFile(path);
     },
     async *shard(p) {
       const file = join(root, p);
       const { size } = await regularFile(file, `shard ${JSON.stringify(p)}`, true);
-      const real = await Deno.realPath(file);
-      const inside = await (realRoot ??= Deno.realPath(root));
+      const real = await files.realPath(file);
+      const inside = await (realRoot ??= files.realPath(root));
       if (!allowOutside && !real.startsWith(inside.endsWith(SEP) ? inside : inside + SEP)) {
         throw new SyntaxError(
           `Cannot decode TF.js artifacts: shard ${
@@ -84,7 +86,7 @@ function fileSource(object: StoreObject, label: string, allowOutside: boolean): 
           } resolves to ${real}, outside the artifacts directory ${inside} (allowOutsideShards permits it)`,
         );
       }
-      const handle = await Deno.open(file, { read: true });
+      const handle = await files.open(file, { read: true });
       try {
         let bytes = 0;
         for (;;) {
@@ -181,10 +183,11 @@ export function artifactsSource(
 ): ArtifactsSource {
   const object = locate(address, options, "read TF.js artifacts from");
   const given = address instanceof URL && address.protocol === "file:"
-    ? (object.store as FileStore).path(object.key)
+    ? object.store.files?.path(object.key) ?? describeAddress(address)
     : describeAddress(address);
-  if (object.store instanceof FileStore) {
-    return fileSource(object, given, options.allowOutsideShards ?? false);
+  const local = object.store.files;
+  if (local) {
+    return fileSource(object, local, given, options.allowOutsideShards ?? false);
   }
   return objectSource(object, given);
 }
@@ -218,7 +221,7 @@ export interface ArtifactsTarget {
   name(file: string): string;
 }
 
-async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
+async function writeAll(file: FileHandle, bytes: Uint8Array): Promise<void> {
   let off = 0;
   while (off < bytes.byteLength) off += await file.write(bytes.subarray(off));
 }
@@ -228,20 +231,20 @@ async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
  * flushed, and renamed to their names only when all are written; then `model.json` is replaced
  * atomically (temporary file, fsync, rename, fsync of the directory).
  */
-function fileTarget(store: FileStore, sync: boolean): ArtifactsTarget {
-  const root = store.root;
-  const tag = `${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`;
+function fileTarget(store: ObjectStore, local: LocalFiles, sync: boolean): ArtifactsTarget {
+  const root = local.root;
+  const tag = `${thisProcess.pid}-${crypto.randomUUID().slice(0, 8)}`;
   const temps: string[] = [];
-  const open: Deno.FsFile[] = [];
+  const open: FileHandle[] = [];
   let made: Promise<void> | undefined;
   return {
     store,
     renames: true,
     async open(index) {
-      await (made ??= Deno.mkdir(root, { recursive: true }));
+      await (made ??= files.mkdir(root, { recursive: true }));
       const tmp = join(root, `.weights.tmp-${tag}-${index}`);
       temps.push(tmp);
-      const file = await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
+      const file = await files.open(tmp, { write: true, createNew: true, mode: 0o644 });
       open.push(file);
       const forget = () => open.splice(open.indexOf(file), 1);
       return {
@@ -261,8 +264,8 @@ function fileTarget(store: FileStore, sync: boolean): ArtifactsTarget {
       };
     },
     async commit(names, modelJson) {
-      await (made ??= Deno.mkdir(root, { recursive: true }));
-      for (let i = 0; i < names.length; i++) await Deno.rename(temps[i]!, join(root, names[i]!));
+      await (made ??= files.mkdir(root, { recursive: true }));
+      for (let i = 0; i < names.length; i++) await files.rename(temps[i]!, join(root, names[i]!));
       temps.length = 0;
       await writeFileAtomic(join(root, "model.json"), (f) => writeAll(f, modelJson), { sync });
     },
@@ -272,7 +275,7 @@ function fileTarget(store: FileStore, sync: boolean): ArtifactsTarget {
           f.close();
         } catch { /* already closed */ }
       }
-      for (const t of temps.splice(0)) await Deno.remove(t).catch(() => {});
+      for (const t of temps.splice(0)) await files.remove(t).catch(() => {});
     },
     name: (file) => join(root, file),
   };
@@ -325,7 +328,7 @@ function objectTarget(store: ObjectStore, sync: boolean): ArtifactsTarget {
  * store. An HTTP store is read-only: a `TypeError`.
  */
 export function artifactsTarget(store: ObjectStore, sync: boolean): ArtifactsTarget {
-  if (store instanceof FileStore) return fileTarget(store, sync);
+  if (store.files) return fileTarget(store, store.files, sync);
   if (!store.writable) {
     throw new TypeError(`Cannot export to TF.js: ${store.url} is read-only (write to a path, s3://, OPFS or memory)`);
   }

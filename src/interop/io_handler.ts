@@ -6,19 +6,21 @@
  *
  * @module
  */
+import { checkInteropOptions } from "./_option_names.ts";
 import type { io } from "@tensorflow/tfjs-core";
 import { basename, dirname, join } from "node:path";
 import type { DecodeOptions } from "../format/decode.ts";
 import { loadCheckpoint } from "../io/load.ts";
 import { locate } from "../io/read.ts";
 import { saveCheckpoint, type SaveOptions, type SaveResult, toPath } from "../io/save.ts";
-import { FileStore } from "../storage/file.ts";
 import { describeAddress, type StorageAddress } from "../storage/resolve.ts";
 import type { Metadata } from "../format/types.ts";
 import { LIMIT_OPTION_NAMES } from "../format/_options.ts";
 import { readSha256Sidecar, writeSha256Sidecar } from "./sidecar.ts";
 import { artifactsToCheckpoint, checkpointToArtifacts } from "./tfjs_artifacts.ts";
 import type { WeightOptions } from "./tfjs_weights.ts";
+import { files } from "../runtime/files.ts";
+import { thisProcess } from "../runtime/process.ts";
 
 /** Options for {@linkcode ckptHandler}. */
 export interface CkptHandlerOptions extends SaveOptions, DecodeOptions, WeightOptions {
@@ -130,17 +132,19 @@ function saveResult(artifacts: io.ModelArtifacts): io.SaveResult {
  * ```
  */
 export function ckptHandler(address: StorageAddress, options: CkptHandlerOptions = {}): CkptHandler {
+  checkInteropOptions("handler", options, "Cannot make a TF.js handler");
   const object = locate(address, options, "use a TF.js handler on");
-  const local = object.store instanceof FileStore;
+  const local = object.store.files;
   const file = local && (typeof address === "string" || address instanceof URL)
     ? toPath(address)
     : local
-    ? (object.store as FileStore).path(object.key)
+    ? local.path(object.key)
     : describeAddress(object);
   const verify = options.verify ?? true;
   // Each function gets only the options it knows (they reject others). A codec object used to
   // save must also be recognised when loading.
   const save: SaveOptions = { codec: options.codec, compression: options.compression, sync: options.sync };
+  const sidecarOptions = { sync: options.sync, ...(options.storage ? { storage: options.storage } : {}) };
   const read: DecodeOptions = {
     codecs: [...(options.codecs ?? []), ...(typeof options.codec === "object" ? [options.codec] : [])],
   };
@@ -157,27 +161,27 @@ export function ckptHandler(address: StorageAddress, options: CkptHandlerOptions
         // No rename: the store publishes the object whole, then it is read back.
         const result = await saveCheckpoint(object, ckpt, { ...save, sha256sum: options.sidecar ?? false });
         if (verify) await loadCheckpoint(object, { ...read, sha256: result.digest });
-        if (options.sidecar) await writeSha256Sidecar(object, result.sha256!, options);
+        if (options.sidecar) await writeSha256Sidecar(object, result.sha256!, sidecarOptions);
         lastSave = result;
         return saveResult(artifacts);
       }
-      const tmp = join(dirname(file), `.${basename(file)}.save-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`);
+      const tmp = join(dirname(file), `.${basename(file)}.save-${thisProcess.pid}-${crypto.randomUUID().slice(0, 8)}`);
       try {
         const result = await saveCheckpoint(tmp, ckpt, { ...save, sha256sum: options.sidecar ?? false });
         if (verify) await loadCheckpoint(tmp, { ...read, sha256: result.digest });
-        await Deno.rename(tmp, file);
+        await files.rename(tmp, file);
         if (options.sync ?? true) {
-          const d = await Deno.open(dirname(file), { read: true });
+          const d = await files.open(dirname(file), { read: true });
           try {
             await d.sync();
           } finally {
             d.close();
           }
         }
-        if (options.sidecar) await writeSha256Sidecar(file, result.sha256!, options);
+        if (options.sidecar) await writeSha256Sidecar(file, result.sha256!, sidecarOptions);
         lastSave = result;
       } catch (e) {
-        await Deno.remove(tmp).catch(() => {});
+        await files.remove(tmp).catch(() => {});
         throw e;
       }
       return saveResult(artifacts);

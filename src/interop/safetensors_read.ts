@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { checkInteropOptions } from "./_option_names.ts";
 import type { DecodeLimits } from "../format/limits.ts";
 import type { Checkpoint } from "../format/types.ts";
 import { openAddress, type StorageOptions } from "../io/read.ts";
@@ -40,6 +41,7 @@ export async function readSafetensorsHeader(
   address: StorageAddress,
   options: ReadSafetensorsOptions = {},
 ): Promise<SafetensorsHeader> {
+  checkInteropOptions("safetensors", options, "Cannot read safetensors header");
   return await readSafetensorsHeaderFrom(await openAddress(address, options), options);
 }
 
@@ -75,6 +77,7 @@ export async function readSafetensorsTensors(
   names: readonly string[],
   options: ReadSafetensorsOptions = {},
 ): Promise<Checkpoint> {
+  checkInteropOptions("safetensors", options, "Cannot load safetensors");
   if (!Array.isArray(names) || names.some((n) => typeof n !== "string")) {
     throw new TypeError("Cannot load safetensors: names must be an array of strings");
   }

@@ -4,10 +4,11 @@
  *
  * @module
  */
+import { checkInteropOptions } from "./_option_names.ts";
 import { locate, type StorageOptions } from "../io/read.ts";
 import { toPath, writeFileAtomic } from "../io/save.ts";
-import { FileStore } from "../storage/file.ts";
 import type { StorageAddress, StoreObject } from "../storage/resolve.ts";
+import { files } from "../runtime/files.ts";
 
 const HEX64 = /^[0-9a-f]{64}$/;
 
@@ -45,8 +46,9 @@ function fileName(object: StoreObject): string {
  * `undefined` for other stores.
  */
 function localPath(address: StorageAddress, object: StoreObject): string | undefined {
-  if (!(object.store instanceof FileStore)) return undefined;
-  return typeof address === "string" || address instanceof URL ? toPath(address) : object.store.path(object.key);
+  const local = object.store.files;
+  if (!local) return undefined;
+  return typeof address === "string" || address instanceof URL ? toPath(address) : local.path(object.key);
 }
 
 /**
@@ -87,6 +89,7 @@ export async function writeSha256Sidecar(
   sha256: string,
   options: SidecarOptions = {},
 ): Promise<string> {
+  checkInteropOptions("sidecar", options, "Cannot write sha256 sidecar");
   if (typeof sha256 !== "string" || !HEX64.test(sha256.toLowerCase())) {
     throw new TypeError("Cannot write sha256 sidecar: sha256 must be 64 hex digits");
   }
@@ -153,10 +156,11 @@ async function readText(object: StoreObject, where: string): Promise<string> {
  * ```
  */
 export async function readSha256Sidecar(address: StorageAddress, options: StorageOptions = {}): Promise<string> {
+  checkInteropOptions("sidecar", options, "Cannot read sha256 sidecar");
   const object = locate(address, options, "read sha256 sidecar beside");
   const file = localPath(address, object);
   const sidecar = file === undefined ? `${object.store.url}${object.key}.sha256` : `${file}.sha256`;
-  const text = file === undefined ? await readText(object, sidecar) : await Deno.readTextFile(sidecar);
+  const text = file === undefined ? await readText(object, sidecar) : await files.readTextFile(sidecar);
   const lines = text.split("\n").filter((l) => l.length > 0);
   const base = fileName(object);
   const { prefix, name } = escapeName(base);

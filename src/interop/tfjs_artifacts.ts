@@ -11,6 +11,7 @@
  *
  * @module
  */
+import { checkInteropOptions } from "./_option_names.ts";
 import type { io } from "@tensorflow/tfjs-core";
 import type { DecodeOptions } from "../format/decode.ts";
 import { type CheckpointSource, decodeCheckpoint, readCheckpointIndex, type StorageOptions } from "../io/read.ts";
@@ -343,6 +344,7 @@ export async function writeTfjsArtifacts(
   checkpoint: CheckpointInput | CheckpointSource,
   options: WriteTfjsOptions = {},
 ): Promise<WriteTfjsResult> {
+  checkInteropOptions("writeTfjs", options, "Cannot write TF.js artifacts");
   const shardBytes = options.shardBytes ?? DEFAULT_SHARD_BYTES;
   if (!Number.isSafeInteger(shardBytes) || shardBytes <= 0) throw new RangeError(`Invalid shardBytes: ${shardBytes}`);
   const target = artifactsTarget(artifactsDirectory(dir, options), options.sync ?? true);
@@ -693,6 +695,7 @@ export async function readTfjsArtifactsChecked(
   modelJson: StorageAddress,
   options: ReadTfjsOptions = {},
 ): Promise<{ checkpoint: Checkpoint; shards: ShardRead[] }> {
+  checkInteropOptions("readTfjs", options, "Cannot read TF.js artifacts");
   const lim = resolveLimits(options);
   const source = artifactsSource(modelJson, options);
   const label = source.label;

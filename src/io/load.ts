@@ -10,9 +10,9 @@ import { binaryCodec, decodeFooter, decodeRecords, FOOTER_BYTES } from "../forma
 import { type Hash, sha256, toHex } from "../format/_hash.ts";
 import { settled } from "../format/_pair.ts";
 import { fileReader, readFull } from "../storage/_file_io.ts";
-import { checkOptionNames, LIMIT_OPTION_NAMES } from "../format/_options.ts";
+import { checkStorageOptions } from "../storage/_storage_options.ts";
+import { checkOptionNames, LIMIT_OPTION_NAMES, optionNames } from "../format/_options.ts";
 import { checkInto, placeInto } from "../format/_read_into.ts";
-import { FileStore } from "../storage/file.ts";
 import { isAddress } from "../storage/resolve.ts";
 import { openRandomAccess } from "../storage/random_access.ts";
 import {
@@ -24,6 +24,7 @@ import {
   sourceRecords,
   type StorageOptions,
 } from "./read.ts";
+import { type FileHandle, SeekMode } from "../runtime/files.ts";
 
 /** Options for {@linkcode loadCheckpoint}. */
 export interface LoadOptions extends DecodeOptions, StorageOptions {
@@ -64,7 +65,7 @@ export interface LoadOptions extends DecodeOptions, StorageOptions {
 }
 
 /** Every option {@linkcode loadCheckpoint} takes; any other name is a `TypeError`. */
-const LOAD_OPTION_NAMES = [
+const LOAD_OPTION_NAMES = optionNames<LoadOptions>()([
   "codecs",
   "only",
   "sha256",
@@ -73,12 +74,7 @@ const LOAD_OPTION_NAMES = [
   "storage",
   "into",
   ...LIMIT_OPTION_NAMES,
-] as const satisfies readonly (
-  keyof LoadOptions
-)[];
-// A compile error here means LoadOptions gained an option LOAD_OPTION_NAMES does not list.
-const _everyLoadOption: Exclude<keyof LoadOptions, typeof LOAD_OPTION_NAMES[number]> extends never ? true : never =
-  true;
+]);
 
 const LOAD_HINTS: Readonly<Record<string, string>> = {
   codec: "a load recognises the format from the bytes (ckpt binary, ckpt JSON, safetensors, gzip); " +
@@ -87,11 +83,11 @@ const LOAD_HINTS: Readonly<Record<string, string>> = {
 };
 
 /** The stream digest stored in an open binary file's footer (hex), undefined if it has none; leaves the position at 0. */
-async function storedDigest(file: Deno.FsFile): Promise<string | undefined> {
+async function storedDigest(file: FileHandle): Promise<string | undefined> {
   try {
     const size = (await file.stat()).size;
     if (size < FOOTER_BYTES) return undefined;
-    await file.seek(size - FOOTER_BYTES, Deno.SeekMode.Start);
+    await file.seek(size - FOOTER_BYTES, SeekMode.Start);
     const footer = new Uint8Array(FOOTER_BYTES);
     if (await readFull(file, footer) < FOOTER_BYTES) return undefined;
     return toHex(decodeFooter(footer, size - FOOTER_BYTES).digest);
@@ -99,7 +95,7 @@ async function storedDigest(file: Deno.FsFile): Promise<string | undefined> {
     if (e instanceof SyntaxError) return undefined; // the full read says what is wrong
     throw e;
   } finally {
-    await file.seek(0, Deno.SeekMode.Start);
+    await file.seek(0, SeekMode.Start);
   }
 }
 
@@ -157,13 +153,14 @@ export async function verifiedRecords(
   let records: AsyncIterable<CheckpointRecord>;
   let streamDigest: Promise<string | undefined>;
   let tap: Hash | undefined;
-  let file: Deno.FsFile | undefined;
+  let file: FileHandle | undefined;
   let path: string | undefined;
-  if (at?.store instanceof FileStore && wantedDigest !== undefined) {
-    const opened = await at.store.openFile(at.key);
+  const local = at?.store.files;
+  if (at && local && wantedDigest !== undefined) {
+    const opened = await local.open(at.key);
     if (await fileCodec(opened, options.codecs) === binaryCodec) {
       file = opened;
-      path = at.store.path(at.key);
+      path = local.path(at.key);
     } else opened.close();
   }
   if (file) {
@@ -185,9 +182,13 @@ export async function verifiedRecords(
   } else if (wantedDigest !== undefined) {
     // From a stream, the bytes' SHA-256 is computed as well, in case that is what was given.
     tap = sha256();
-    ({ records, digest: streamDigest } = decodeWithDigest(tapped(openSource(source, options), tap), options, bodies));
+    ({ records, digest: streamDigest } = decodeWithDigest(
+      tapped(openSource(at ?? source, options), tap),
+      options,
+      bodies,
+    ));
   } else {
-    ({ records, digest: streamDigest } = sourceRecords(source, options, bodies));
+    ({ records, digest: streamDigest } = sourceRecords(at ?? source, options, bodies));
   }
   const checkDigest = async () => {
     if (wantedDigest === undefined) return;
@@ -232,6 +233,7 @@ export async function verifiedRecords(
  */
 export async function loadCheckpoint(source: CheckpointSource, options: LoadOptions = {}): Promise<Checkpoint> {
   checkOptionNames(options, LOAD_OPTION_NAMES, "Cannot load checkpoint", LOAD_HINTS);
+  checkStorageOptions(options.storage, "Cannot load checkpoint");
   const { only, into } = options;
   if (into !== undefined) checkInto(into);
   const expected = wantedSha256(options);
@@ -245,7 +247,7 @@ export async function loadCheckpoint(source: CheckpointSource, options: LoadOpti
       return { ...some, tensors: placeInto(some.tensors, into) };
     }
   }
-  const { records, checkDigest } = await verifiedRecords(source, { ...options, reuseBuffers: false }, "keep");
+  const { records, checkDigest } = await verifiedRecords(at ?? source, { ...options, reuseBuffers: false }, "keep");
   const wanted = only ? new Set(only) : undefined;
   let metadata: Metadata | undefined;
   const tensors: Tensor[] = [];

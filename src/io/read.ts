@@ -24,7 +24,6 @@ import { type CheckpointIndex, readBinaryIndex } from "../format/codecs/binary_f
 import { readableFrom } from "../format/_streams.ts";
 import { settled } from "../format/_pair.ts";
 import { fileReader, readFull } from "../storage/_file_io.ts";
-import { FileStore } from "../storage/file.ts";
 import { type CountingReader, openRandomAccess } from "../storage/random_access.ts";
 import { openObjectReader } from "../storage/object_reader.ts";
 import { freshBuffer } from "../storage/_huge_pages.ts";
@@ -36,7 +35,8 @@ import {
   type StorageAddress,
   type StoreObject,
 } from "../storage/resolve.ts";
-import { requireFiles } from "../format/_runtime.ts";
+import { requireFiles } from "../runtime/files.ts";
+import { type FileHandle, SeekMode } from "../runtime/files.ts";
 
 /**
  * Where checkpoint bytes come from: an address (a path, a `file:`, `http(s):` or `s3:` URL,
@@ -72,10 +72,11 @@ export function locate(
 export function openSource(source: CheckpointSource, options: StorageOptions = {}): ReadableStream<Uint8Array> {
   if (!isAddress(source)) return bytesStream(source);
   const { store, key } = locate(source, options);
-  if (store instanceof FileStore) {
-    // A path: the file itself (errors as the file system gives them).
+  const local = store.files;
+  if (local) {
+    // A local file: the file itself (errors as the file system gives them).
     return readableFrom((async function* () {
-      const file = await store.openFile(key);
+      const file = await local.open(key);
       try {
         let left = (await file.stat()).size;
         for (;;) {
@@ -115,10 +116,10 @@ export function openSource(source: CheckpointSource, options: StorageOptions = {
 const FILE_CHUNK = 4 * 2 ** 20;
 
 /** The codec a local file starts with, or `undefined` (gzip, or nothing recognised); leaves it at 0. */
-export async function fileCodec(file: Deno.FsFile, codecs?: readonly Codec[]): Promise<Codec | undefined> {
+export async function fileCodec(file: FileHandle, codecs?: readonly Codec[]): Promise<Codec | undefined> {
   const head = new Uint8Array(DETECT_BYTES);
   const n = await readFull(file, head);
-  await file.seek(0, Deno.SeekMode.Start);
+  await file.seek(0, SeekMode.Start);
   return detectCodec(head.subarray(0, n), codecs);
 }
 
@@ -186,22 +187,23 @@ export function sourceRecords(
   if (!isAddress(source)) return decodeWithDigest(source, options, bodies);
   const digest = settled<string | undefined>();
   async function* records(): AsyncGenerator<CheckpointRecord> {
-    const { store, key } = locate(source as StorageAddress, options);
-    if (store instanceof FileStore) {
+    const at = locate(source as StorageAddress, options);
+    const local = at.store.files;
+    if (local) {
       // Fast path for binary files: bodies read straight into their final buffers.
-      const file = await store.openFile(key);
+      const file = await local.open(at.key);
       try {
         if (await fileCodec(file, options.codecs) === binaryCodec) {
-          yield* decodeRecords(fileReader(file, store.path(key)), options, undefined, digest, bodies);
+          yield* decodeRecords(fileReader(file, local.path(at.key)), options, undefined, digest, bodies);
           return;
         }
       } finally {
         file.close();
       }
     }
-    if (store.url.startsWith("s3://")) {
+    if (at.store.url.startsWith("s3://")) {
       // Binary objects in S3: large bodies fetched by parallel ranged GETs straight into their buffers.
-      const object = await openObjectReader(store, key, { allocate: freshBuffer });
+      const object = await openObjectReader(at.store, at.key, { allocate: freshBuffer });
       try {
         if (detectCodec(object.head.subarray(0, DETECT_BYTES), options.codecs) === binaryCodec) {
           yield* decodeRecords(object, options, undefined, digest, bodies);
@@ -211,7 +213,7 @@ export function sourceRecords(
         object.close();
       }
     }
-    const decoded = decodeWithDigest(openSource(source, options), options, bodies);
+    const decoded = decodeWithDigest(openSource(at, options), options, bodies);
     yield* decoded.records;
     digest.resolve(await decoded.digest);
   }

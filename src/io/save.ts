@@ -9,12 +9,15 @@ import type { CheckpointInput } from "../format/types.ts";
 import { sha256 } from "../format/_hash.ts";
 import { WorkerHash } from "../storage/_worker_hash.ts";
 import { toPath } from "../storage/_path.ts";
-import { isDenoError } from "../format/_runtime.ts";
-import { checkOptionNames } from "../format/_options.ts";
-import { FileStore, WORKER_HASH } from "../storage/file.ts";
+import { checkStorageOptions } from "../storage/_storage_options.ts";
+import { checkOptionNames, optionNames } from "../format/_options.ts";
+import { WORKER_HASH } from "../storage/file.ts";
 import { isAddress, type ResolveOptions, type StorageAddress } from "../storage/resolve.ts";
 import { locate } from "./read.ts";
 import type { ObjectStore, WriteOptions } from "../storage/types.ts";
+import { OsErrors } from "../runtime/errors.ts";
+import { type FileHandle, files } from "../runtime/files.ts";
+import { thisProcess } from "../runtime/process.ts";
 
 export { toPath };
 
@@ -73,7 +76,7 @@ export interface SaveOptions extends EncodeOptions {
 }
 
 /** Every option {@linkcode saveCheckpoint} takes; any other name is a `TypeError`. */
-const SAVE_OPTION_NAMES = [
+export const SAVE_OPTION_NAMES = optionNames<SaveOptions>()([
   "codec",
   "compression",
   "sync",
@@ -82,12 +85,7 @@ const SAVE_OPTION_NAMES = [
   "reuse",
   "storage",
   "signal",
-] as const satisfies readonly (
-  keyof SaveOptions
-)[];
-// A compile error here means SaveOptions gained an option SAVE_OPTION_NAMES does not list.
-const _everySaveOption: Exclude<keyof SaveOptions, typeof SAVE_OPTION_NAMES[number]> extends never ? true : never =
-  true;
+]);
 
 /** What {@linkcode saveCheckpoint} wrote. */
 export interface SaveResult {
@@ -126,20 +124,20 @@ export interface SaveResult {
  */
 export async function writeFileAtomic<T>(
   path: string,
-  write: (file: Deno.FsFile) => Promise<T>,
+  write: (file: FileHandle) => Promise<T>,
   options: { sync?: boolean } = {},
 ): Promise<T> {
   const sync = options.sync ?? true;
   const dir = dirname(path);
-  const tmp = join(dir, `.${basename(path)}.tmp-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`);
-  const file = await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
+  const tmp = join(dir, `.${basename(path)}.tmp-${thisProcess.pid}-${crypto.randomUUID().slice(0, 8)}`);
+  const file = await files.open(tmp, { write: true, createNew: true, mode: 0o644 });
   let closed = false;
   try {
     const result = await write(file);
     if (sync) await file.syncData();
     file.close();
     closed = true;
-    await Deno.rename(tmp, path);
+    await files.rename(tmp, path);
     if (sync) await syncDir(dir);
     return result;
   } catch (e) {
@@ -148,13 +146,13 @@ export async function writeFileAtomic<T>(
         file.close();
       } catch { /* already closed */ }
     }
-    await Deno.remove(tmp).catch(() => {});
+    await files.remove(tmp).catch(() => {});
     throw e;
   }
 }
 
 async function syncDir(dir: string): Promise<void> {
-  const d = await Deno.open(dir, { read: true });
+  const d = await files.open(dir, { read: true });
   try {
     await d.sync();
   } finally {
@@ -196,6 +194,7 @@ export async function saveCheckpoint(
   options: SaveOptions = {},
 ): Promise<SaveResult> {
   checkOptionNames(options, SAVE_OPTION_NAMES, "Cannot save checkpoint");
+  checkStorageOptions(options.storage, "Cannot save checkpoint");
   const askedFile = options.sha256sum ?? false;
   if (typeof askedFile !== "boolean") throw new TypeError("Cannot save checkpoint: sha256sum must be a boolean");
   if (options.reuse !== undefined && typeof options.reuse !== "string") {
@@ -221,8 +220,8 @@ export async function saveCheckpoint(
     try {
       await counted.pipeTo(target, { preventClose: keepOpen, preventAbort: keepOpen });
     } catch (e) {
-      if (!isDenoError(e, "BrokenPipe")) throw e;
-      throw new Deno.errors.BrokenPipe(
+      if (!(e instanceof OsErrors.BrokenPipe)) throw e;
+      throw new OsErrors.BrokenPipe(
         `Cannot save checkpoint: the stream's reader went away after ${bytes} bytes had been handed to it (broken pipe; e.g. piped into head)`,
         { cause: e },
       );
@@ -243,14 +242,15 @@ export async function saveCheckpoint(
   // A file digest asked for of a large save to a file is computed on another thread, over the
   // writer's shared staging buffers, while this one encodes and computes the per-tensor digests;
   // small ones do both here (a worker costs ~0.1 s to start).
-  const worker = askedFile && store instanceof FileStore && knownBytes(checkpoint) >= WORKER_HASH_BYTES &&
+  const staged = store.files?.stagedWrites === true;
+  const worker = askedFile && staged && knownBytes(checkpoint) >= WORKER_HASH_BYTES &&
       options.compression !== "gzip"
     ? new WorkerHash()
     : undefined;
   try {
-    // A local file's writer copies each chunk into its staging buffers before the next is read
-    // (the loop below reads one chunk at a time), so the encoder may reuse its buffers.
-    const transientChunks = store instanceof FileStore;
+    // A staging writer (a local file's) copies each chunk into its staging buffers before the next
+    // is read (the loop below reads one chunk at a time), so the encoder may reuse its buffers.
+    const transientChunks = staged;
     const encoded = encodeWithDigest(checkpoint, options, { digest: askedFile && !worker, transientChunks });
     const { readable } = encoded;
     const hash = !worker && encoded.sha256 === undefined && (askedFile || encoded.digest === undefined)
@@ -290,10 +290,11 @@ function result(bytes: number, digest: string, sha256: string | undefined): Save
 
 /** The `reuse` option as a key of the target's store: a path made relative to a local store's root. */
 function reuseKey(store: ObjectStore, key: string, reuse: string): string {
-  if (!(store instanceof FileStore)) return reuse;
-  const rel = relative(store.root, resolve(reuse)).split(sep).join("/");
+  const root = store.files?.root;
+  if (root === undefined) return reuse;
+  const rel = relative(root, resolve(reuse)).split(sep).join("/");
   if (rel === "" || rel.startsWith("../") || rel === ".." || isAbsolute(rel)) {
-    throw new TypeError(`Cannot save checkpoint: reuse ${JSON.stringify(reuse)} is outside ${store.root}`);
+    throw new TypeError(`Cannot save checkpoint: reuse ${JSON.stringify(reuse)} is outside ${root}`);
   }
   if (rel === key) throw new TypeError(`Cannot save checkpoint: reuse must name another file than the target`);
   return rel;

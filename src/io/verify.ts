@@ -7,7 +7,8 @@ import type { Codec } from "../format/codec.ts";
 import { DTYPES, elementCount } from "../format/dtype.ts";
 import type { DecodeLimits } from "../format/limits.ts";
 import type { DType, Metadata } from "../format/types.ts";
-import { checkOptionNames, LIMIT_OPTION_NAMES } from "../format/_options.ts";
+import { checkStorageOptions } from "../storage/_storage_options.ts";
+import { checkOptionNames, LIMIT_OPTION_NAMES, optionNames } from "../format/_options.ts";
 import { verifiedRecords } from "./load.ts";
 import type { CheckpointSource, StorageOptions } from "./read.ts";
 
@@ -57,18 +58,13 @@ export interface VerifyResult {
 }
 
 /** Every option {@linkcode verifyCheckpoint} takes; any other name is a `TypeError`. */
-const VERIFY_OPTION_NAMES = [
+const VERIFY_OPTION_NAMES = optionNames<VerifyOptions>()([
   "codecs",
   "sha256",
   "parallelHash",
   "storage",
   ...LIMIT_OPTION_NAMES,
-] as const satisfies readonly (
-  keyof VerifyOptions
-)[];
-// A compile error here means VerifyOptions gained an option VERIFY_OPTION_NAMES does not list.
-const _everyVerifyOption: Exclude<keyof VerifyOptions, typeof VERIFY_OPTION_NAMES[number]> extends never ? true
-  : never = true;
+]);
 
 /**
  * Verifies a checkpoint from any source `loadCheckpoint` reads, as a load would (every record
@@ -98,6 +94,7 @@ const _everyVerifyOption: Exclude<keyof VerifyOptions, typeof VERIFY_OPTION_NAME
  */
 export async function verifyCheckpoint(source: CheckpointSource, options: VerifyOptions = {}): Promise<VerifyResult> {
   checkOptionNames(options, VERIFY_OPTION_NAMES, "Cannot verify checkpoint");
+  checkStorageOptions(options.storage, "Cannot verify checkpoint");
   const { records, digest, checkDigest } = await verifiedRecords(source, { ...options, reuseBuffers: true }, "hash");
   let metadata: Metadata | undefined;
   const tensors: VerifiedTensor[] = [];

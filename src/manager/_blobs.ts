@@ -21,6 +21,7 @@ import { sha256 } from "../format/_hash.ts";
 import { BLOB_KEY } from "./_index.ts";
 import { readableFrom } from "../format/_streams.ts";
 import type { Location } from "./_location.ts";
+import { OsErrors } from "../runtime/errors.ts";
 
 /** The blob store's directory inside a checkpoint directory. */
 export const BLOBS_DIR = "blobs";
@@ -191,7 +192,7 @@ export async function readBlobTensor(loc: Location, t: ManifestTensor): Promise<
   // A blob larger than its tensor could be (gzip adds little) is refused before it is read.
   const got = await loc.read(blobKey(t.blob), 2 * t.bytes + 1024, "blob");
   if (got === undefined) {
-    throw new Deno.errors.NotFound(`Cannot load tensor ${JSON.stringify(t.name)}: its blob ${path} is missing`);
+    throw new OsErrors.NotFound(`Cannot load tensor ${JSON.stringify(t.name)}: its blob ${path} is missing`);
   }
   const raw = got.bytes;
   const data = t.blob.endsWith(".gz") ? await gunzip(raw, t.bytes, what) : raw;

@@ -2,24 +2,19 @@
 
 import { ChecksumMismatchError } from "../format/errors.ts";
 import { ObjectNotFoundError } from "../storage/types.ts";
-import { isDenoError } from "../format/_runtime.ts";
+import { OsErrors } from "../runtime/errors.ts";
 
-/** "Missing": `Deno.errors.NotFound` in Deno; elsewhere (a browser) an Error named `NotFound`. */
+/** "Missing": `OsErrors.NotFound` (Deno's `Deno.errors.NotFound` in Deno). */
 export function notFound(message: string, options?: ErrorOptions): Error {
-  const cls = (globalThis as { Deno?: { errors?: { NotFound?: new (m: string, o?: ErrorOptions) => Error } } }).Deno
-    ?.errors?.NotFound;
-  if (cls) return new cls(message, options);
-  const e = new Error(message, options);
-  e.name = "NotFound";
-  return e;
+  return new OsErrors.NotFound(message, options);
 }
 
 /** Whether `e` says "missing" ({@linkcode notFound}). */
 export function isNotFound(e: unknown): boolean {
-  return isDenoError(e, "NotFound") || (e instanceof Error && e.name === "NotFound");
+  return e instanceof OsErrors.NotFound || (e instanceof Error && e.name === "NotFound");
 }
 
-/** Rewraps an I/O error with a message saying what failed, keeping its class (`Deno.errors.*`) and `code`. */
+/** Rewraps an I/O error with a message saying what failed, keeping its class (`OsErrors.*`) and `code`. */
 export function ioError(what: string, e: unknown): Error {
   if (!(e instanceof Error)) return new Error(`${what}: ${String(e)}`, { cause: e });
   if (e instanceof TypeError || e instanceof RangeError || e instanceof SyntaxError) return e;

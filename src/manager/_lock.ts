@@ -4,6 +4,10 @@
 // names the dead owner. The pid in the file is what the error shown to a second manager names.
 
 import { join } from "node:path";
+import { OsErrors } from "../runtime/errors.ts";
+import { type FileHandle, files, SeekMode } from "../runtime/files.ts";
+import { thisProcess } from "../runtime/process.ts";
+import { readLockText, tryLockFile } from "../runtime/locks.ts";
 
 /** The lock file's name inside a checkpoint directory. */
 export const LOCK_FILE = "ckpt.lock";
@@ -68,47 +72,20 @@ function parseOwner(text: string): LockOwner | undefined {
   return undefined;
 }
 
-async function readText(file: Deno.FsFile): Promise<string> {
-  await file.seek(0, Deno.SeekMode.Start);
-  const buf = new Uint8Array(4096);
-  let n = 0;
-  while (n < buf.byteLength) {
-    const r = await file.read(buf.subarray(n));
-    if (r === null) break;
-    n += r;
-  }
-  return new TextDecoder().decode(buf.subarray(0, n));
-}
-
-function hostname(): string | undefined {
-  try {
-    return Deno.hostname();
-  } catch {
-    return undefined;
-  }
-}
-
 /**
  * Whether a process with this pid runs on this machine: `true`, `false`, or `undefined` when it
- * cannot be told (no /proc, as on macOS and Windows).
+ * cannot be told.
  */
 export function processAlive(pid: number): boolean | undefined {
-  if (Deno.build.os !== "linux") return undefined;
-  try {
-    Deno.statSync(`/proc/${pid}`);
-    return true;
-  } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return false;
-    return undefined;
-  }
+  return thisProcess.alive(pid);
 }
 
 /** An acquired directory lock; `release()` removes the lock file and lets go of it. */
 export class DirectoryLock {
-  #file: Deno.FsFile | undefined;
+  #file: FileHandle | undefined;
   #path: string;
 
-  private constructor(file: Deno.FsFile, path: string) {
+  private constructor(file: FileHandle, path: string) {
     this.#file = file;
     this.#path = path;
   }
@@ -125,15 +102,15 @@ export class DirectoryLock {
   static async acquire(dir: string, onWarning: (message: string) => void): Promise<DirectoryLock> {
     const path = join(dir, LOCK_FILE);
     for (let attempt = 0; attempt < 16; attempt++) {
-      const file = await Deno.open(path, { read: true, write: true, create: true });
+      const file = await tryLockFile(path);
+      if (!file) throw new DirectoryLockedError(path, parseOwner(await files.readTextFile(path).catch(() => "")));
       let kept = false;
       try {
-        if (!(await file.tryLock(true))) throw new DirectoryLockedError(path, parseOwner(await readText(file)));
         // The holder we waited on may have removed the file before we got its flock: then our
         // lock is on an unlinked file, and we must try again on the new one.
-        const [held, now] = [await file.stat(), await Deno.stat(path).catch(() => undefined)];
+        const [held, now] = [await file.stat(), await files.stat(path).catch(() => undefined)];
         if (!now || now.ino !== held.ino || now.dev !== held.dev) continue;
-        const stale = parseOwner(await readText(file));
+        const stale = parseOwner(await readLockText(file));
         if (stale || held.size > 0) {
           const alive = stale ? processAlive(stale.pid) : undefined;
           onWarning(
@@ -143,11 +120,11 @@ export class DirectoryLock {
               "its interrupted work is cleaned up",
           );
         }
-        const me: LockOwner = { pid: Deno.pid, since: new Date().toISOString() };
-        const host = hostname();
+        const me: LockOwner = { pid: thisProcess.pid, since: new Date().toISOString() };
+        const host = thisProcess.hostname();
         if (host !== undefined) me.hostname = host;
         await file.truncate(0);
-        await file.seek(0, Deno.SeekMode.Start);
+        await file.seek(0, SeekMode.Start);
         const bytes = new TextEncoder().encode(JSON.stringify(me) + "\n");
         let off = 0;
         while (off < bytes.byteLength) off += await file.write(bytes.subarray(off));
@@ -167,8 +144,8 @@ export class DirectoryLock {
     if (!file) return;
     this.#file = undefined;
     try {
-      await Deno.remove(this.#path).catch((e) => {
-        if (!(e instanceof Deno.errors.NotFound)) throw e;
+      await files.remove(this.#path).catch((e) => {
+        if (!(e instanceof OsErrors.NotFound)) throw e;
       });
     } finally {
       file.close();

@@ -8,6 +8,8 @@ import type { StoredEntry } from "./_index.ts";
 import type { Location } from "./_location.ts";
 import { MANIFEST_SUFFIX } from "./_pattern.ts";
 import type { Resolved } from "./_resolve.ts";
+import { OsErrors } from "../runtime/errors.ts";
+import { files } from "../runtime/files.ts";
 
 /** The binary codec's magic bytes. */
 const MAGIC = [0x89, 0x43, 0x4b, 0x50, 0x54, 0x0d, 0x0a, 0x1a];
@@ -44,7 +46,7 @@ export async function adopt(loc: Location, o: Resolved): Promise<StoredEntry[]> 
       return;
     }
     o.onWarning(`Not adopting ${loc.name(name)}: ${why}; it is renamed to .${name}.unverified`);
-    await Deno.rename(loc.name(name), loc.name(`.${name}.unverified`)).catch(() => {});
+    await files.rename(loc.name(name), loc.name(`.${name}.unverified`)).catch(() => {});
   };
   for (const f of found) {
     const path = loc.name(f.name);
@@ -54,18 +56,18 @@ export async function adopt(loc: Location, o: Resolved): Promise<StoredEntry[]> 
     }
     try {
       const info = await loc.store.head(f.name);
-      if (info === undefined) throw new Deno.errors.NotFound(`${path} is gone`);
+      if (info === undefined) throw new OsErrors.NotFound(`${path} is gone`);
       const savedAt = info.lastModified?.toISOString() ?? new Date().toISOString();
       const digest = await loc.digest(f.name, sha256());
       let entry: StoredEntry;
       if (f.manifest) {
         const got = await loc.read(f.name, MAX_MANIFEST_BYTES, "checkpoint manifest");
-        if (got === undefined) throw new Deno.errors.NotFound(`${path} is gone`);
+        if (got === undefined) throw new OsErrors.NotFound(`${path} is gone`);
         const manifest = decodeManifest(got.bytes, path, o.limits);
         const blobs = new Map<string, number>();
         for (const t of manifest.tensors) {
           const size = await loc.size(blobKey(t.blob));
-          if (size === undefined) throw new Deno.errors.NotFound(`blob ${loc.name(blobKey(t.blob))} is missing`);
+          if (size === undefined) throw new OsErrors.NotFound(`blob ${loc.name(blobKey(t.blob))} is missing`);
           blobs.set(t.blob, size);
         }
         const checkpoint = await readIncremental(loc, manifest);

@@ -11,6 +11,7 @@ import {
   DEFAULT_MAX_TO_KEEP,
 } from "./options.ts";
 import type { ResolveOptions } from "../storage/resolve.ts";
+import { checkNames } from "./_option_names.ts";
 import { compilePattern, type FilenamePattern } from "./_pattern.ts";
 import type { RetentionPolicy } from "./_retention.ts";
 
@@ -53,6 +54,7 @@ function positiveInteger(v: unknown, name: string, allowInfinity = false): void 
 
 export function resolveOptions(options: CheckpointManagerOptions): Resolved {
   if (typeof options !== "object" || options === null) throw new TypeError("Invalid options: expected an object");
+  checkNames(options);
   const maxToKeep = options.maxToKeep ?? DEFAULT_MAX_TO_KEEP;
   positiveInteger(maxToKeep, "maxToKeep", true);
   if (options.keepEvery !== undefined) positiveInteger(options.keepEvery, "keepEvery");

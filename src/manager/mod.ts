@@ -28,6 +28,7 @@
  *
  * @module
  */
+import { checkCheckpointObject } from "../format/_checkpoint_input.ts";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadCheckpoint } from "../io/load.ts";
@@ -53,7 +54,7 @@ import {
   writeBlob,
 } from "./_blobs.ts";
 import type { CheckpointEntry, ListedCheckpoint, TensorSummary } from "./entry.ts";
-import type { CheckpointManagerOptions } from "./options.ts";
+import type { BestBy, CheckpointManagerOptions } from "./options.ts";
 import { ioError, isDamage, isNotFound, notFound } from "./_errors.ts";
 import { INDEX_FILE, readIndex, type StoredEntry, writeIndex } from "./_index.ts";
 import { Location } from "./_location.ts";
@@ -61,10 +62,14 @@ import { DirectoryLock } from "./_lock.ts";
 import { MANIFEST_SUFFIX, saveToken } from "./_pattern.ts";
 import { adopt, MAX_MANIFEST_BYTES, startsWithBinary } from "./_recovery.ts";
 import { inProcessWriter, policyOf, type Resolved, resolveOptions } from "./_resolve.ts";
+import { resolveBestBy } from "./_option_names.ts";
 import { bestSteps, retention, type RetentionPolicy } from "./_retention.ts";
+import { OsErrors } from "../runtime/errors.ts";
+import { files, readDirAll } from "../runtime/files.ts";
 
 export type { CheckpointEntry, ListedCheckpoint, TensorSummary } from "./entry.ts";
 export {
+  type BestBy,
   type BestPolicy,
   type CheckpointFileWriter,
   type CheckpointManagerOptions,
@@ -198,7 +203,7 @@ export class CheckpointManager {
         throw ioError(`Cannot create checkpoint directory ${path}`, e);
       }
     }
-    const info = await Deno.stat(path).catch((e) => {
+    const info = await files.stat(path).catch((e) => {
       throw ioError(`Cannot open checkpoint directory ${path}`, e);
     });
     if (!info.isDirectory) throw new TypeError(`Cannot open checkpoint directory ${path}: it is not a directory`);
@@ -406,6 +411,41 @@ export class CheckpointManager {
   }
 
   /**
+   * The step of the best committed checkpoint by a metric (as Orbax's `best_step()`): `by`, or
+   * when omitted the manager's own `best` rule. Checkpoints without the metric, or with NaN, do
+   * not count; between equal values the newer wins. `undefined` when none has the metric.
+   *
+   * @example
+   * ```ts
+   * import { CheckpointManager } from "./mod.ts";
+   * import assert from "node:assert/strict";
+   * const dir = await Deno.makeTempDir();
+   * const manager = await CheckpointManager.open(dir, { best: { metric: "val_loss", mode: "min" } });
+   * for (const [step, val_loss] of [[1, 0.5], [2, 0.2], [3, 0.3]] as const) {
+   *   await manager.save({ metadata: { step, metrics: { val_loss } }, tensors: [] });
+   * }
+   * assert.equal(await manager.bestStep(), 2);
+   * assert.equal(await manager.bestStep({ metric: "val_loss", mode: "max" }), 1);
+   * assert.equal((await manager.best())?.metadata.step, 2);
+   * await manager.close();
+   * await Deno.remove(dir, { recursive: true });
+   * ```
+   */
+  async bestStep(by?: BestBy): Promise<number | undefined> {
+    const rule = resolveBestBy(by, this.#policy().best);
+    return bestSteps(await this.#current(), { ...rule, keep: 1 })[0];
+  }
+
+  /**
+   * The best committed checkpoint by a metric (see {@linkcode CheckpointManager.bestStep}),
+   * loaded and verified as `load(step)` loads it; `undefined` when none has the metric.
+   */
+  async best(by?: BestBy): Promise<Checkpoint | undefined> {
+    const step = await this.bestStep(by);
+    return step === undefined ? undefined : await this.load(step);
+  }
+
+  /**
    * Loads a committed checkpoint, verified: the given step, or when omitted the newest that loads
    * (as `latest()`, but throwing a `RangeError` when there is none). A step that is not committed
    * is a `RangeError`; a missing file `Deno.errors.NotFound`; corrupt bytes
@@ -580,10 +620,10 @@ export class CheckpointManager {
       const from = this.#loc.name(entry.file);
       const to = this.#loc.name(`.${entry.file.replaceAll("/", "_")}.damaged`);
       try {
-        await Deno.rename(from, to);
+        await files.rename(from, to);
         return to;
       } catch (e) {
-        if (!(e instanceof Deno.errors.NotFound)) {
+        if (!(e instanceof OsErrors.NotFound)) {
           this.#o.onWarning(`Cannot move damaged ${from} aside: ${(e as Error).message}`);
         }
         return null;
@@ -692,9 +732,7 @@ export class CheckpointManager {
 
   async #save(checkpoint: CheckpointInput): Promise<CheckpointEntry> {
     this.#assertWritable("save a checkpoint");
-    if (typeof checkpoint !== "object" || checkpoint === null) {
-      throw new TypeError("Cannot save checkpoint: expected { metadata, tensors }");
-    }
+    checkCheckpointObject(checkpoint, "Cannot save checkpoint");
     validateMetadata(checkpoint.metadata);
     const step = checkpoint.metadata.step;
     const last = this.#entries.at(-1);
@@ -719,7 +757,9 @@ export class CheckpointManager {
     let tensors = this.#filtered(checkpoint.tensors, counter);
     if (this.#o.writer !== inProcessWriter && !Array.isArray(tensors)) {
       // A writer of its own (such as a worker) is given an array: collect the iterable first.
-      tensors = await Array.fromAsync(tensors as AsyncIterable<TensorInput>);
+      const all: TensorInput[] = [];
+      for await (const t of tensors as AsyncIterable<TensorInput>) all.push(t);
+      tensors = all;
     }
     const input = { metadata: checkpoint.metadata, tensors };
     // Awaited only when there is a file to recycle: otherwise the writer gets the save at once.
@@ -835,7 +875,7 @@ export class CheckpointManager {
         await this.#removeKeys(created.map(blobKey));
         // Shard directories this save created are empty again; a non-empty one is not removed.
         for (const shard of touched) {
-          await Deno.remove(this.#loc.name(`${BLOBS_DIR}/${shard}`)).catch(() => {});
+          await files.remove(this.#loc.name(`${BLOBS_DIR}/${shard}`)).catch(() => {});
         }
       }
       throw e;
@@ -930,9 +970,9 @@ export class CheckpointManager {
       };
       if (this.#loc.dir !== undefined) {
         try {
-          await Deno.lstat(path);
+          await files.lstat(path);
         } catch (e) {
-          if (e instanceof Deno.errors.NotFound) throw new Deno.errors.NotFound(`its file ${path} is missing`);
+          if (e instanceof OsErrors.NotFound) throw new OsErrors.NotFound(`its file ${path} is missing`);
           throw e;
         }
         checkpoint = await loadCheckpoint(path, options);
@@ -1043,9 +1083,9 @@ export class CheckpointManager {
     }
     if (loc.dir !== undefined) {
       // Blob shard directories left empty go too.
-      for (const shard of await Array.fromAsync(Deno.readDir(loc.name(BLOBS_DIR))).catch(() => [])) {
+      for (const shard of await readDirAll(loc.name(BLOBS_DIR)).catch(() => [])) {
         if (shard.isDirectory && /^[0-9a-f]{2}$/.test(shard.name)) {
-          await Deno.remove(loc.name(`${BLOBS_DIR}/${shard.name}`)).catch(() => {});
+          await files.remove(loc.name(`${BLOBS_DIR}/${shard.name}`)).catch(() => {});
         }
       }
     }

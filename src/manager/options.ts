@@ -46,6 +46,9 @@ export interface BestPolicy {
   keep?: number;
 }
 
+/** What `best()` and `bestStep()` rank by: a metric, and whether lower or higher is better. */
+export type BestBy = Omit<BestPolicy, "keep">;
+
 /** Options for `CheckpointManager.open`. */
 export interface CheckpointManagerOptions {
   /**

@@ -15,6 +15,7 @@ import { freshBuffer } from "./_huge_pages.ts";
 import { DIRECT_ALIGN, type DirectFile } from "./_direct_io.ts";
 import type { Hash } from "../format/_hash.ts";
 import type { WorkerHash } from "./_worker_hash.ts";
+import { type FileHandle, SeekMode } from "../runtime/files.ts";
 
 /** Staging buffer size: the most one write to the file takes. */
 export const STAGING_BYTES = 8 * 2 ** 20;
@@ -29,7 +30,7 @@ export const STAGING_BYTES = 8 * 2 ** 20;
  */
 export const WRITE_MIN = 2 ** 20;
 
-async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
+async function writeAll(file: FileHandle, bytes: Uint8Array): Promise<void> {
   let off = 0;
   while (off < bytes.byteLength) off += await file.write(bytes.subarray(off));
 }
@@ -61,7 +62,7 @@ function givePair(pair: [Uint8Array, Uint8Array]): void {
  * optionally flushes them to disk as it goes.
  */
 export class StagedFileSink implements UnderlyingSink<Uint8Array> {
-  #file: Deno.FsFile;
+  #file: FileHandle;
   #hash: Hash | undefined;
   #worker: WorkerHash | undefined;
   #buffers: [Uint8Array, Uint8Array];
@@ -72,7 +73,7 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
   #writing = false;
   #writeMin: number;
   #released = false;
-  #flusher: Deno.FsFile | undefined;
+  #flusher: FileHandle | undefined;
   #flushing: Promise<void> | undefined;
   #flushFailure: { error: unknown } | undefined;
   #direct: DirectFile | undefined;
@@ -97,13 +98,13 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
    * flush behind follows only writes through `file`, never the last one.
    */
   constructor(
-    file: Deno.FsFile,
+    file: FileHandle,
     options: {
       hash?: Hash;
       worker?: WorkerHash;
       staging?: number;
       writeMin?: number;
-      flushBehind?: Deno.FsFile;
+      flushBehind?: FileHandle;
       direct?: DirectFile;
     } = {},
   ) {
@@ -169,7 +170,7 @@ export class StagedFileSink implements UnderlyingSink<Uint8Array> {
       }
     }
     if (done === buf.byteLength) return false;
-    if (this.#handleAt !== offset + done) await this.#file.seek(offset + done, Deno.SeekMode.Start);
+    if (this.#handleAt !== offset + done) await this.#file.seek(offset + done, SeekMode.Start);
     await writeAll(this.#file, buf.subarray(done));
     this.#handleAt = offset + buf.byteLength;
     return true;

@@ -34,7 +34,7 @@ function load(): Libc | null {
 
 /**
  * libc where FFI is granted on Linux, else `null`. Opened as the module loads (see
- * src/format/_sha256_ffi.ts: a library first opened inside a `deno test` test can be reported
+ * src/runtime/_sha256_ffi.ts: a library first opened inside a `deno test` test can be reported
  * there as a leak).
  */
 export const libc: Libc | null = load();

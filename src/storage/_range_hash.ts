@@ -17,7 +17,7 @@ type Done =
   | { seq: number; error: string; syntax?: boolean };
 
 /** The thread's first message: the identity of the file it opened, or why it could not. */
-type Opened = { ready: true; dev: number; ino: number | null } | { ready: false; error: string };
+type Opened = { ready: true; dev: number | null; ino: number | null } | { ready: false; error: string };
 
 /** A Worker that hashes ranges of one file; see the module comment. */
 export class FileRangeHasher implements RangeHasher {
@@ -26,7 +26,7 @@ export class FileRangeHasher implements RangeHasher {
   /** Settles once the thread is up (true) or will never be (false). */
   readonly up: Promise<boolean>;
 
-  constructor(path: string, identity: { dev: number; ino: number | null }) {
+  constructor(path: string, identity: { dev: number | null; ino: number | null }) {
     let settleUp!: (ok: boolean) => void;
     this.up = new Promise((r) => (settleUp = r));
     this.#calls = new WorkerCalls(new URL("./_range_hash_worker.ts", import.meta.url), {

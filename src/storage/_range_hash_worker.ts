@@ -8,6 +8,8 @@ import { createHash } from "node:crypto";
 import type { EncodedBody } from "../format/_byte_reader.ts";
 import { decodeByteGroups, PlaneScratch } from "../format/codecs/_bytegroup.ts";
 import { freshBuffer } from "./_huge_pages.ts";
+import { files, SeekMode, type SyncFileHandle } from "../runtime/files.ts";
+import { type WorkerMessage, workerScope as scope } from "../runtime/workers.ts";
 
 interface Open {
   path: string;
@@ -21,8 +23,7 @@ interface Job {
 }
 
 const PIECE = 2 ** 20;
-const scope = self as unknown as Worker;
-let file: Deno.FsFile | undefined;
+let file: SyncFileHandle | undefined;
 const buf = new Uint8Array(PIECE);
 /**
  * Reused by byte-grouped jobs (one at a time): the stored body (buffer 0), its inflated planes,
@@ -39,7 +40,7 @@ function readRange(
   use: (piece: Uint8Array, at: number) => void,
   into: Uint8Array = buf,
 ): void {
-  file!.seekSync(offset, Deno.SeekMode.Start);
+  file!.seekSync(offset, SeekMode.Start);
   for (let done = 0; done < length;) {
     const target = into === buf ? buf.subarray(0, Math.min(length - done, PIECE)) : into.subarray(done, length);
     const n = file!.readSync(target);
@@ -71,11 +72,11 @@ async function run(m: Job): Promise<void> {
   }
 }
 
-scope.onmessage = async (e: MessageEvent<Open | Job>) => {
+scope.onmessage = async (e: WorkerMessage<Open | Job>) => {
   const m = e.data;
   if ("path" in m) {
     try {
-      file = Deno.openSync(m.path, { read: true });
+      file = files.openSync(m.path, { read: true });
       const st = file.statSync();
       scope.postMessage({ ready: true, dev: st.dev, ino: st.ino });
     } catch (err) {

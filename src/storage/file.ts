@@ -4,6 +4,9 @@
  *
  * @module
  */
+import { createError } from "./_write_errors.ts";
+import { checkOptionNames } from "../format/_options.ts";
+import { FILE_STORE_OPTION_NAMES } from "./_storage_options.ts";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { StagedFileSink } from "./_file_sink.ts";
@@ -20,6 +23,7 @@ import type { WorkerHash } from "./_worker_hash.ts";
 import {
   type GetOptions,
   type GetResult,
+  type LocalFiles,
   type ObjectInfo,
   ObjectNotFoundError,
   type ObjectStore,
@@ -28,6 +32,10 @@ import {
   type PutOptions,
   type WriteOptions,
 } from "./types.ts";
+import { OsErrors } from "../runtime/errors.ts";
+import { withDirectoryLock } from "../runtime/locks.ts";
+import { type DirEntry, type FileHandle, type FileInfo, files, readDirAll, SeekMode } from "../runtime/files.ts";
+import { thisProcess } from "../runtime/process.ts";
 
 /**
  * A write option only {@linkcode FileStore} reads: a whole-file hash fed from its staging buffers
@@ -43,20 +51,20 @@ const GET_CHUNK = 4 * 2 ** 20;
 
 function tempPath(path: string): string {
   const name = path.slice(path.lastIndexOf("/") + 1);
-  return join(dirname(path), `.${name}.tmp-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`);
+  return join(dirname(path), `.${name}.tmp-${thisProcess.pid}-${crypto.randomUUID().slice(0, 8)}`);
 }
 
-function describeKind(st: Deno.FileInfo): string {
+function describeKind(st: FileInfo): string {
   if (st.isDirectory) return "a directory";
   if (st.isSymlink) return "a symbolic link";
   return "a device, socket or pipe";
 }
 
-async function statOrUndefined(path: string): Promise<Deno.FileInfo | undefined> {
+async function statOrUndefined(path: string): Promise<FileInfo | undefined> {
   try {
-    return await Deno.stat(path);
+    return await files.stat(path);
   } catch (e) {
-    if (e instanceof Deno.errors.NotFound || e instanceof Deno.errors.NotADirectory) return undefined;
+    if (e instanceof OsErrors.NotFound || e instanceof OsErrors.NotADirectory) return undefined;
     throw e;
   }
 }
@@ -83,9 +91,9 @@ export async function makeDirectory(path: string, sync: boolean): Promise<void> 
   }
   for (const p of missing.reverse()) {
     try {
-      await Deno.mkdir(p);
+      await files.mkdir(p);
     } catch (e) {
-      if (e instanceof Deno.errors.AlreadyExists) continue; // made meanwhile, by someone else
+      if (e instanceof OsErrors.AlreadyExists) continue; // made meanwhile, by someone else
       throw e;
     }
     if (sync) await syncDir(dirname(p));
@@ -93,7 +101,7 @@ export async function makeDirectory(path: string, sync: boolean): Promise<void> 
 }
 
 async function syncDir(dir: string): Promise<void> {
-  const d = await Deno.open(dir, { read: true });
+  const d = await files.open(dir, { read: true });
   try {
     await d.sync();
   } finally {
@@ -101,7 +109,7 @@ async function syncDir(dir: string): Promise<void> {
   }
 }
 
-function closeQuietly(file: Deno.FsFile): void {
+function closeQuietly(file: FileHandle): void {
   try {
     file.close();
   } catch { /* already closed */ }
@@ -179,6 +187,8 @@ export class FileStore implements ObjectStore {
    * `directWrites: false`, which a worker could not open as it is.
    */
   readonly address: string | undefined;
+  /** What this store can do beyond the interface: its objects are local files (see {@linkcode LocalFiles}). */
+  readonly files: LocalFiles;
   #directWrites: boolean;
 
   /**
@@ -188,6 +198,7 @@ export class FileStore implements ObjectStore {
    * @param options `directWrites`: whether a durable write may go around the page cache (see {@linkcode FileStoreOptions})
    */
   constructor(root: string | URL, options: FileStoreOptions = {}) {
+    checkOptionNames(options, FILE_STORE_OPTION_NAMES, "Cannot open a FileStore");
     if (root instanceof URL) {
       if (root.protocol !== "file:") throw new TypeError(`Cannot open a FileStore at ${root.href}: not a file: URL`);
       root = fileURLToPath(root);
@@ -200,6 +211,12 @@ export class FileStore implements ObjectStore {
     if (typeof direct !== "boolean") throw new TypeError("Cannot open a FileStore: directWrites must be a boolean");
     this.#directWrites = direct;
     this.address = direct ? this.url : undefined;
+    this.files = Object.freeze({
+      root: this.root,
+      path: (key: string) => this.path(key),
+      open: (key: string) => this.openFile(key),
+      stagedWrites: true,
+    });
   }
 
   /**
@@ -221,7 +238,7 @@ export class FileStore implements ObjectStore {
     return this.url + key.split("/").map(encodeURIComponent).join("/");
   }
 
-  #info(key: string, st: Deno.FileInfo): ObjectInfo {
+  #info(key: string, st: FileInfo): ObjectInfo {
     const mtime = st.mtime?.getTime() ?? 0;
     const info: ObjectInfo = { key, size: st.size, version: `${st.dev}-${st.ino}-${st.size}-${mtime}` };
     if (st.mtime) info.lastModified = st.mtime;
@@ -229,7 +246,7 @@ export class FileStore implements ObjectStore {
   }
 
   /** The file's status, refusing what is not a regular file; `undefined` when absent. */
-  async #stat(key: string, verb: string): Promise<Deno.FileInfo | undefined> {
+  async #stat(key: string, verb: string): Promise<FileInfo | undefined> {
     const st = await statOrUndefined(this.path(key));
     if (st && !st.isFile) {
       throw new TypeError(`Cannot ${verb} ${this.#url(key)}: not a regular file (${describeKind(st)})`);
@@ -239,7 +256,7 @@ export class FileStore implements ObjectStore {
 
   /**
    * Opens the object's file for reading, for callers that read it directly (a fast local path);
-   * errors are the file system's own classes (`Deno.errors.NotFound` for an absent file, saying
+   * errors are the file system's own classes (`OsErrors.NotFound` for an absent file, saying
    * `Cannot read "PATH": No such file or directory`, as the CLI does). The caller closes it.
    *
    * @example
@@ -249,26 +266,27 @@ export class FileStore implements ObjectStore {
    * const dir = await Deno.makeTempDir();
    * const store = new FileStore(dir);
    * await store.put("a", new Uint8Array([1]));
-   * using file = await store.openFile("a");
+   * const file = await store.openFile("a");
    * assert.equal((await file.stat()).size, 1);
+   * file.close();
    * await Deno.remove(dir, { recursive: true });
    * ```
    */
-  async openFile(key: string): Promise<Deno.FsFile> {
+  async openFile(key: string): Promise<FileHandle> {
     const path = this.path(key);
-    let st: Deno.FileInfo;
+    let st: FileInfo;
     try {
-      st = await Deno.stat(path);
+      st = await files.stat(path);
     } catch (e) {
       // Deno's own message ends "(os error 2): stat '/path'"; say it as the CLI does.
-      if (e instanceof Deno.errors.NotFound) {
-        throw new Deno.errors.NotFound(`Cannot read ${JSON.stringify(path)}: No such file or directory`, { cause: e });
+      if (e instanceof OsErrors.NotFound) {
+        throw new OsErrors.NotFound(`Cannot read ${JSON.stringify(path)}: No such file or directory`, { cause: e });
       }
       throw e;
     }
     if (st.isDirectory) throw new TypeError(`Cannot read ${JSON.stringify(path)}: it is a directory`); // as the CLI says
     if (!st.isFile) throw new TypeError(`Cannot read ${this.#url(key)}: not a regular file (${describeKind(st)})`);
-    return await Deno.open(path, { read: true });
+    return await files.open(path, { read: true });
   }
 
   /** Reads an object or a range of it, in chunks of up to 4 MiB. */
@@ -278,14 +296,14 @@ export class FileStore implements ObjectStore {
     const path = this.path(key);
     // stat first: opening a named pipe would block until a writer came.
     if (!(await this.#stat(key, "read"))) throw new ObjectNotFoundError(this.#url(key));
-    let file: Deno.FsFile;
+    let file: FileHandle;
     try {
-      file = await Deno.open(path, { read: true });
+      file = await files.open(path, { read: true });
     } catch (e) {
-      if (e instanceof Deno.errors.NotFound) throw new ObjectNotFoundError(this.#url(key), { cause: e });
+      if (e instanceof OsErrors.NotFound) throw new ObjectNotFoundError(this.#url(key), { cause: e });
       throw e;
     }
-    let st: Deno.FileInfo;
+    let st: FileInfo;
     try {
       st = await file.stat(); // the open file's own status: the object as it is read
       if (!st.isFile) throw new TypeError(`Cannot read ${this.#url(key)}: not a regular file (${describeKind(st)})`);
@@ -310,7 +328,7 @@ export class FileStore implements ObjectStore {
           return;
         }
         try {
-          await file.seek(offset, Deno.SeekMode.Start);
+          await file.seek(offset, SeekMode.Start);
         } catch (e) {
           finish();
           throw e;
@@ -373,7 +391,9 @@ export class FileStore implements ObjectStore {
     const dir = await this.#parent(key);
     const tmp = tempPath(path);
     let info: ObjectInfo;
-    const file = await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
+    const file = await files.open(tmp, { write: true, createNew: true, mode: 0o644 }).catch(async (e) => {
+      throw await createError(path, e);
+    });
     try {
       try {
         let off = 0;
@@ -386,18 +406,18 @@ export class FileStore implements ObjectStore {
       options.signal?.throwIfAborted();
       if (mode === "create") {
         try {
-          await Deno.link(tmp, path);
+          await files.link(tmp, path);
         } catch (e) {
-          if (e instanceof Deno.errors.AlreadyExists) {
+          if (e instanceof OsErrors.AlreadyExists) {
             throw new PreconditionFailedError(this.#url(key), "an object already exists there", { cause: e });
           }
           throw e;
         }
-        await Deno.remove(tmp);
+        await files.remove(tmp);
       } else if (mode === "overwrite") {
-        await Deno.rename(tmp, path);
+        await files.rename(tmp, path);
       } else {
-        await this.#locked(dir, async () => {
+        await withDirectoryLock(dir, async () => {
           const st = await this.#stat(key, "write");
           if (!st) {
             throw new PreconditionFailedError(
@@ -412,11 +432,11 @@ export class FileStore implements ObjectStore {
               `it changed since it was read (version ${now}, expected ${mode.ifMatch})`,
             );
           }
-          await Deno.rename(tmp, path);
+          await files.rename(tmp, path);
         });
       }
     } catch (e) {
-      await Deno.remove(tmp).catch(() => {});
+      await files.remove(tmp).catch(() => {});
       throw e;
     }
     await syncDir(dir);
@@ -431,15 +451,15 @@ export class FileStore implements ObjectStore {
     const segments = key.split("/").slice(0, -1);
     let dir = this.root;
     if (segments.length === 0) return dir;
-    if (!(await statOrUndefined(this.root))) await Deno.stat(this.root); // throws NotFound naming the root
+    if (!(await statOrUndefined(this.root))) await files.stat(this.root); // throws NotFound naming the root
     for (const s of segments) {
       const up = dir;
       dir = join(dir, s);
       let created = true;
       try {
-        await Deno.mkdir(dir);
+        await files.mkdir(dir);
       } catch (e) {
-        if (!(e instanceof Deno.errors.AlreadyExists)) throw e;
+        if (!(e instanceof OsErrors.AlreadyExists)) throw e;
         created = false;
       }
       // A new directory's entry lives in its parent: flush the parent, or a crash after a commit
@@ -447,17 +467,6 @@ export class FileStore implements ObjectStore {
       if (created && sync) await syncDir(up);
     }
     return dir;
-  }
-
-  /** Runs `fn` holding an exclusive lock on the directory (`flock`), across processes. */
-  async #locked<T>(dir: string, fn: () => Promise<T>): Promise<T> {
-    const d = await Deno.open(dir, { read: true });
-    try {
-      await d.lock(true);
-      return await fn();
-    } finally {
-      d.close(); // releases the lock
-    }
   }
 
   /**
@@ -478,30 +487,32 @@ export class FileStore implements ObjectStore {
     const sync = options.sync ?? true;
     const dir = await this.#parent(key, sync);
     const tmp = tempPath(path);
-    let file: Deno.FsFile | undefined;
+    let file: FileHandle | undefined;
     let reused = false;
     if (options.reuse !== undefined) {
       const old = this.path(options.reuse);
-      const st = await Deno.lstat(old).catch(() => undefined);
+      const st = await files.lstat(old).catch(() => undefined);
       if (st?.isFile) {
         try {
-          await Deno.rename(old, tmp);
-          file = await Deno.open(tmp, { write: true });
+          await files.rename(old, tmp);
+          file = await files.open(tmp, { write: true });
           reused = true;
         } catch {
           // Gone meanwhile, or on another file system: write a new file instead.
-          await Deno.remove(tmp).catch(() => {});
+          await files.remove(tmp).catch(() => {});
         }
       }
     }
-    file ??= await Deno.open(tmp, { write: true, createNew: true, mode: 0o644 });
+    file ??= await files.open(tmp, { write: true, createNew: true, mode: 0o644 }).catch(async (e) => {
+      throw await createError(path, e);
+    });
     // A second handle to flush through while the first one writes (see StagedFileSink).
-    let flushBehind: Deno.FsFile | undefined;
+    let flushBehind: FileHandle | undefined;
     try {
-      flushBehind = sync ? await Deno.open(tmp, { write: true }) : undefined;
+      flushBehind = sync ? await files.open(tmp, { write: true }) : undefined;
     } catch (e) {
       closeQuietly(file);
-      await Deno.remove(tmp).catch(() => {});
+      await files.remove(tmp).catch(() => {});
       throw e;
     }
     const worker = (options as { [WORKER_HASH]?: WorkerHash })[WORKER_HASH];
@@ -527,9 +538,9 @@ export class FileStore implements ObjectStore {
     const path = this.path(key);
     await this.#stat(key, "delete");
     try {
-      await Deno.remove(path);
+      await files.remove(path);
     } catch (e) {
-      if (!(e instanceof Deno.errors.NotFound)) throw e;
+      if (!(e instanceof OsErrors.NotFound)) throw e;
     }
   }
 
@@ -550,10 +561,10 @@ export class FileStore implements ObjectStore {
     for (const key of await this.#walk(prefix)) {
       if (!TEMP_NAME.test(key.slice(key.lastIndexOf("/") + 1))) continue;
       try {
-        await Deno.remove(this.path(key));
+        await files.remove(this.path(key));
         removed++;
       } catch (e) {
-        if (!(e instanceof Deno.errors.NotFound)) throw e;
+        if (!(e instanceof OsErrors.NotFound)) throw e;
       }
     }
     return removed;
@@ -566,11 +577,11 @@ export class FileStore implements ObjectStore {
     const keys: string[] = [];
     const visit = async (dirKey: string): Promise<void> => {
       const dir = dirKey === "" ? this.root : join(this.root, ...dirKey.slice(0, -1).split("/"));
-      let entries: Deno.DirEntry[];
+      let entries: DirEntry[];
       try {
-        entries = await Array.fromAsync(Deno.readDir(dir));
+        entries = await readDirAll(dir);
       } catch (e) {
-        if (e instanceof Deno.errors.NotFound || e instanceof Deno.errors.NotADirectory) return;
+        if (e instanceof OsErrors.NotFound || e instanceof OsErrors.NotADirectory) return;
         throw e;
       }
       for (const e of entries) {
@@ -595,14 +606,14 @@ export class FileStore implements ObjectStore {
 }
 
 interface FileWriterParts {
-  file: Deno.FsFile;
+  file: FileHandle;
   tmp: string;
   path: string;
   dir: string;
   reused: boolean;
   sync: boolean;
   sink: StagedFileSink;
-  info: (st: Deno.FileInfo) => ObjectInfo;
+  info: (st: FileInfo) => ObjectInfo;
   signal: AbortSignal | undefined;
 }
 
@@ -650,7 +661,7 @@ class FileWriter implements ObjectWriter {
       const info = this.#p.info(await file.stat());
       file.close();
       if (this.#failure !== undefined) throw this.#failure;
-      await Deno.rename(tmp, path);
+      await files.rename(tmp, path);
       this.#state = "done";
       this.#detach();
       if (sync) await syncDir(dir);
@@ -674,7 +685,7 @@ class FileWriter implements ObjectWriter {
     this.#detach();
     await this.#p.sink.abort();
     closeQuietly(this.#p.file);
-    await Deno.remove(this.#p.tmp).catch(() => {});
+    await files.remove(this.#p.tmp).catch(() => {});
   }
 
   #detach(): void {

@@ -4,6 +4,9 @@
  *
  * @module
  */
+import { checkOptionNames } from "../format/_options.ts";
+import { connectFailure, endpointOf } from "./_network.ts";
+import { HTTP_OPTION_NAMES } from "./_storage_options.ts";
 import { checkKey, checkRange, clipRange } from "./_validate.ts";
 import { readableFrom } from "../format/_streams.ts";
 import {
@@ -14,6 +17,7 @@ import {
   ObjectNotFoundError,
   type ObjectStore,
   type ObjectWriter,
+  StoreUnreachableError,
 } from "./types.ts";
 
 /** Options for {@linkcode HttpStore}. */
@@ -217,6 +221,7 @@ export class HttpStore implements ObjectStore {
    * @param base an `http:` or `https:` URL; a `/` is added when it lacks one
    */
   constructor(base: string | URL, options: HttpStoreOptions = {}) {
+    checkOptionNames(options, HTTP_OPTION_NAMES, "Cannot open an HttpStore");
     let url: URL;
     try {
       url = new URL(base);
@@ -260,6 +265,8 @@ export class HttpStore implements ObjectStore {
       return await this.#fetch(url, { method, headers, ...(signal ? { signal } : {}) });
     } catch (e) {
       if (signal?.aborted) throw e;
+      const unreachable = connectFailure(e);
+      if (unreachable !== undefined) throw new StoreUnreachableError(url, endpointOf(url), unreachable, { cause: e });
       throw new Error(`Cannot read ${url}: ${(e as Error)?.message ?? e}`, { cause: e });
     }
   }

@@ -16,6 +16,8 @@
  *
  * @module
  */
+import { checkOptionNames } from "../format/_options.ts";
+import { MEMORY_STORE_OPTION_NAMES } from "./_storage_options.ts";
 import { checkKey, checkPrefix, checkRange, clipRange } from "./_validate.ts";
 import {
   type GetOptions,
@@ -96,6 +98,7 @@ export class MemoryStore implements ObjectStore {
 
   /** Makes an empty store. */
   constructor(options: MemoryStoreOptions = {}) {
+    checkOptionNames(options, MEMORY_STORE_OPTION_NAMES, "Cannot make a MemoryStore");
     this.url = `memory://${encodeURIComponent(options.name ?? "store")}/`;
   }
 

@@ -11,6 +11,7 @@ import { FileStore } from "./file.ts";
 import { HttpStore, type HttpStoreOptions } from "./http.ts";
 import type { S3StoreOptions } from "./s3.ts";
 import type { ObjectInfo, ObjectStore } from "./types.ts";
+import { checkStorageOptions } from "./_storage_options.ts";
 
 /** One object in a store of your own. */
 export interface StoreObject {
@@ -71,6 +72,27 @@ export function isAddress(value: unknown): value is StorageAddress {
   return typeof value === "string" || value instanceof URL || isStoreObject(value);
 }
 
+/**
+ * Whether `address` names a store by URL (`s3:`, `https:`, `opfs:`, ...) rather than a local
+ * path: it starts with a scheme of two or more characters and a colon. `file:` URLs count as
+ * local. The one rule for the library and the CLI: `s3:/ckpt/x` is a (malformed) S3 address,
+ * not a file named so.
+ *
+ * @example
+ * ```ts
+ * import { isUrlAddress } from "./resolve.ts";
+ * import assert from "node:assert/strict";
+ * assert.ok(isUrlAddress("s3://ckpt/a.ckpt"));
+ * assert.ok(isUrlAddress("s3:/ckpt/a.ckpt"));
+ * assert.ok(!isUrlAddress("runs/a.ckpt"));
+ * assert.ok(!isUrlAddress("file:///tmp/a.ckpt"));
+ * ```
+ */
+export function isUrlAddress(address: string): boolean {
+  const scheme = SCHEME.exec(address)?.[1];
+  return scheme !== undefined && scheme.toLowerCase() !== "file";
+}
+
 function toUrl(address: string | URL): URL | undefined {
   if (address instanceof URL) return address;
   if (!SCHEME.test(address)) return undefined;
@@ -83,7 +105,7 @@ function toUrl(address: string | URL): URL | undefined {
 
 function s3Parts(url: URL): { bucket: string; key: string } {
   const bucket = url.hostname;
-  if (bucket === "") throw new TypeError(`Invalid address ${url.href}: no bucket`);
+  if (bucket === "") throw new TypeError(`Invalid address ${url.href}: no bucket (write s3://bucket/key)`);
   const key = decodeURIComponent(url.pathname.replace(/^\//, ""));
   return { bucket, key };
 }
@@ -168,6 +190,7 @@ function opfsStore(dir: string): ObjectStore {
  * ```
  */
 export function resolveObject(address: StorageAddress, options: ResolveOptions = {}): StoreObject {
+  checkStorageOptions(options, "Invalid storage options");
   if (isStoreObject(address)) return address;
   if (typeof address !== "string" && !(address instanceof URL)) {
     throw new TypeError("Invalid address: expected a path, a URL or { store, key }");
@@ -221,6 +244,7 @@ export function resolveObject(address: StorageAddress, options: ResolveOptions =
  * ```
  */
 export function resolveDirectory(address: DirectoryAddress, options: ResolveOptions = {}): ObjectStore {
+  checkStorageOptions(options, "Invalid storage options");
   if (isObjectStore(address)) return address;
   if (typeof address !== "string" && !(address instanceof URL)) {
     throw new TypeError("Invalid directory: expected a path, a URL or an ObjectStore");

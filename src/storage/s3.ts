@@ -18,9 +18,12 @@
  * @module
  */
 
+import { thisProcess } from "../runtime/process.ts";
 // deno-lint-ignore no-import-prefix -- by full specifier, so the module loads without this repo's deno.json
 import { AwsClient } from "npm:aws4fetch@1.0.20";
 import { type BodySender, nodeBodySender } from "./_node_http.ts";
+import { connectFailure, endpointOf } from "./_network.ts";
+import { checkS3Options } from "./_storage_options.ts";
 import { checkKey, checkPrefix, checkRange } from "./_validate.ts";
 import {
   type GetOptions,
@@ -31,6 +34,7 @@ import {
   type ObjectWriter,
   PreconditionFailedError,
   type PutOptions,
+  StoreUnreachableError,
   type WriteOptions,
 } from "./types.ts";
 
@@ -150,11 +154,33 @@ export class S3Error extends Error {
 }
 
 function env(name: string): string | undefined {
+  return thisProcess.env(name); // undefined without --allow-env
+}
+
+/** Whether the process may read the environment variable `name` (Deno asks; elsewhere it may). */
+function envReadable(name: string): boolean {
   try {
-    return globalThis.Deno?.env.get(name) ?? (globalThis as { process?: { env: Record<string, string> } }).process
-      ?.env[name];
+    const query = globalThis.Deno?.permissions.querySync;
+    return query === undefined || query({ name: "env", variable: name }).state === "granted";
   } catch {
-    return undefined; // no --allow-env
+    return true;
+  }
+}
+
+/** What a refused (403) request should make the caller check, by S3 error code. */
+function refusedHint(code: string): string {
+  switch (code) {
+    case "InvalidAccessKeyId":
+      return "the store does not know this access key id: check AWS_ACCESS_KEY_ID or storage.s3.credentials";
+    case "SignatureDoesNotMatch":
+      return "the signature does not match: check the secret key (AWS_SECRET_ACCESS_KEY or storage.s3.credentials) and the region";
+    case "RequestTimeTooSkewed":
+      return "this machine's clock is too far from the store's: set the clock right (requests are signed with the time)";
+    case "ExpiredToken":
+    case "InvalidToken":
+      return "the session token expired or is not valid: get fresh credentials (AWS_SESSION_TOKEN)";
+    default:
+      return "the store refused the request: check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), this machine's clock, and the bucket's policy";
   }
 }
 
@@ -218,6 +244,8 @@ class Attempt extends Error {
     readonly code: string,
     detail: string,
     options?: ErrorOptions,
+    /** Set when no connection could be made: why, in a few words. */
+    readonly unreachable?: string,
   ) {
     super(detail, options);
   }
@@ -294,6 +322,7 @@ export class S3Store implements ObjectStore {
    * @param options where the objects are and how to reach them
    */
   constructor(options: S3StoreOptions) {
+    checkS3Options(options, "Invalid S3StoreOptions");
     const { bucket } = options;
     if (typeof bucket !== "string" || !/^[a-z0-9][a-z0-9.\-_]{1,254}$/i.test(bucket)) {
       throw new TypeError(`Invalid S3StoreOptions.bucket: ${JSON.stringify(bucket)} is not a bucket name`);
@@ -334,7 +363,10 @@ export class S3Store implements ObjectStore {
     this.#credentials = options.credentials;
   }
 
-  /** The signer, made on first use so a store can be described without credentials. */
+  /**
+   * The signer, made on first use so a store can be described without credentials. Missing
+   * credentials are a configuration error: a `TypeError` at once, never retried.
+   */
   #signer(): AwsClient {
     if (this.#client) return this.#client;
     const c = this.#credentials ?? {
@@ -343,8 +375,16 @@ export class S3Store implements ObjectStore {
       sessionToken: env("AWS_SESSION_TOKEN"),
     };
     if (!c.accessKeyId || !c.secretAccessKey) {
+      const missing = [
+        ...(c.accessKeyId ? [] : ["AWS_ACCESS_KEY_ID"]),
+        ...(c.secretAccessKey ? [] : ["AWS_SECRET_ACCESS_KEY"]),
+      ];
+      const denied = missing.filter((name) => !envReadable(name));
+      const why = denied.length > 0
+        ? `this process may not read ${denied.join(" and ")} (run with --allow-env)`
+        : `${missing.join(" and ")} ${missing.length > 1 ? "are" : "is"} not set`;
       throw new TypeError(
-        `Cannot reach ${this.url}: no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or pass credentials)`,
+        `Cannot sign requests to ${this.url}: no credentials: ${why}; set them, or pass storage.s3.credentials (S3StoreOptions.credentials)`,
       );
     }
     this.#client = new AwsClient({
@@ -370,19 +410,24 @@ export class S3Store implements ObjectStore {
     const url = new URL(this.#base + encodeKey(spec.path));
     for (const [k, v] of Object.entries(spec.query ?? {})) url.searchParams.set(k, v);
     const where = this.#where(spec.path);
+    const signer = this.#signer(); // a configuration error throws here, before any attempt
     for (let attempt = 0;; attempt++) {
       spec.signal?.throwIfAborted();
       try {
-        return await this.#attempt(url, spec);
+        return await this.#attempt(signer, url, spec);
       } catch (e) {
         if (!(e instanceof Attempt)) throw e;
         if (!e.retryable || attempt >= (spec.retries ?? this.#retries)) {
           const tries = attempt > 0 ? ` (after ${attempt + 1} attempts)` : "";
+          if (e.unreachable !== undefined) {
+            throw new StoreUnreachableError(where, endpointOf(url), e.unreachable + tries, { cause: e.cause });
+          }
+          const detail = e.status === 403 ? [e.message, refusedHint(e.code)].filter((s) => s).join(": ") : e.message;
           throw new S3Error(where, {
             operation: spec.what,
             status: e.status,
             code: e.code,
-            detail: e.message + tries,
+            detail: detail + tries,
             cause: e.cause,
           });
         }
@@ -391,7 +436,7 @@ export class S3Store implements ObjectStore {
     }
   }
 
-  async #attempt(url: URL, spec: RequestSpec): Promise<Response> {
+  async #attempt(signer: AwsClient, url: URL, spec: RequestSpec): Promise<Response> {
     const timer = new AbortController();
     const timeout = setTimeout(() => timer.abort(), this.#timeout);
     const signal = spec.signal ? AbortSignal.any([spec.signal, timer.signal]) : timer.signal;
@@ -399,7 +444,7 @@ export class S3Store implements ObjectStore {
     try {
       // Signed without the body (S3 takes UNSIGNED-PAYLOAD), which then goes to fetch directly:
       // a Request made with it would hold one more copy of every part in flight.
-      const signed = await this.#signer().sign(url.href, {
+      const signed = await signer.sign(url.href, {
         method: spec.method,
         ...(spec.headers ? { headers: spec.headers } : {}),
       });
@@ -418,7 +463,8 @@ export class S3Store implements ObjectStore {
         throw new Attempt(true, 0, "", `no response within ${this.#timeout} ms`, { cause: e });
       }
       if (e instanceof TypeError) {
-        throw new Attempt(true, 0, "", `request failed (${e.message})`, { cause: e });
+        const unreachable = connectFailure(e);
+        throw new Attempt(true, 0, "", `request failed (${e.message})`, { cause: e }, unreachable);
       }
       throw e;
     }

@@ -19,6 +19,7 @@
  *
  * @module
  */
+import type { FileHandle } from "../runtime/files.ts";
 
 /** What a store knows about one object. */
 export interface ObjectInfo {
@@ -135,6 +136,13 @@ export interface ObjectStore {
   readonly address?: string;
   /** False for read-only stores (HTTP); their write methods throw a `TypeError`. */
   readonly writable: boolean;
+  /**
+   * Optional: present where the store's objects are files on this machine (the local file
+   * system's store), for the fast paths of readers and writers above storage: reads into reused
+   * buffers from an open file, the writer's staging buffers. Callers test for it; they never ask
+   * which store they have.
+   */
+  readonly files?: LocalFiles;
   /** Reads an object, or a range of it. An absent object is an {@linkcode ObjectNotFoundError}. */
   get(key: string, options?: GetOptions): Promise<GetResult>;
   /** Describes an object, or gives `undefined` when there is none. */
@@ -155,6 +163,25 @@ export interface ObjectStore {
   sweep?(prefix?: string): Promise<number>;
 }
 
+/** What a store whose objects are local files offers beyond the interface ({@linkcode ObjectStore.files}). */
+export interface LocalFiles {
+  /** The directory keys are relative to, absolute. */
+  readonly root: string;
+  /** The path of the object `key`. */
+  path(key: string): string;
+  /**
+   * Opens the object's file for reading (positional reads into the caller's buffers); errors are
+   * the file system's (`OsErrors.NotFound` for an absent file). The caller closes it.
+   */
+  open(key: string): Promise<FileHandle>;
+  /**
+   * Whether the store's writer copies each chunk into staging buffers of its own before `write`
+   * resolves (so a caller may reuse a chunk's buffer), and hashes those buffers on a second
+   * thread when given one.
+   */
+  readonly stagedWrites: boolean;
+}
+
 /**
  * A local file says what the CLI and the file system say (`Cannot read "/a/b.ckpt": No such file
  * or directory`); any other store names the address.
@@ -165,12 +192,12 @@ function notFoundMessage(url: string): string {
       return `Cannot read ${JSON.stringify(decodeURIComponent(new URL(url).pathname))}: No such file or directory`;
     } catch { /* not a well-formed file URL: name it as it is */ }
   }
-  return `Cannot read ${url}: no object at ${url}`;
+  return `Cannot read ${url}: no such object`;
 }
 
 /**
  * An object that is not there. A local file's message is the file system's wording,
- * `Cannot read "PATH": No such file or directory`; other stores say `no object at URL`.
+ * `Cannot read "PATH": No such file or directory`; other stores say `Cannot read URL: no such object`.
  *
  * @example
  * ```ts
@@ -178,7 +205,7 @@ function notFoundMessage(url: string): string {
  * import assert from "node:assert/strict";
  * const e = new ObjectNotFoundError("s3://bucket/run/a.ckpt");
  * assert.equal(e.url, "s3://bucket/run/a.ckpt");
- * assert.match(e.message, /no object at s3:\/\/bucket\/run\/a\.ckpt/);
+ * assert.equal(e.message, "Cannot read s3://bucket/run/a.ckpt: no such object");
  * assert.equal(new ObjectNotFoundError("file:///run/a.ckpt").message, 'Cannot read "/run/a.ckpt": No such file or directory');
  * ```
  */
@@ -222,5 +249,39 @@ export class PreconditionFailedError extends Error {
     super(`Cannot write ${url}: ${why}`, options);
     this.name = "PreconditionFailedError";
     this.url = url;
+  }
+}
+
+/**
+ * A store that could not be reached: no connection could be made to `endpoint` (refused, no
+ * such host, no route, connect timeout). The same class for every store that talks to a server
+ * (S3, HTTP), so a caller catches one thing; `cause` holds the runtime's own error.
+ *
+ * @example
+ * ```ts
+ * import { StoreUnreachableError } from "./types.ts";
+ * import assert from "node:assert/strict";
+ * const e = new StoreUnreachableError("s3://ckpt/a.ckpt", "http://127.0.0.1:65000", "connection refused");
+ * assert.equal(e.message, "Cannot reach http://127.0.0.1:65000 for s3://ckpt/a.ckpt: connection refused");
+ * assert.equal(e.endpoint, "http://127.0.0.1:65000");
+ * ```
+ */
+export class StoreUnreachableError extends Error {
+  /** The object's (or the store's) address. */
+  readonly url: string;
+  /** The server that was tried: scheme, host and port. */
+  readonly endpoint: string;
+  /**
+   * Names the server, the object and why no connection was made.
+   *
+   * @param url the object's address
+   * @param endpoint the server tried (`https://host:port`)
+   * @param why why no connection was made (`connection refused`, `no such host`)
+   */
+  constructor(url: string, endpoint: string, why: string, options?: ErrorOptions) {
+    super(`Cannot reach ${endpoint} for ${url}: ${why}`, options);
+    this.name = "StoreUnreachableError";
+    this.url = url;
+    this.endpoint = endpoint;
   }
 }

@@ -4,6 +4,8 @@
  *
  * @module
  */
+import { checkDiffOptions } from "../compare/_option_names.ts";
+import { ASSERT_OPTION_NAMES } from "./_option_names.ts";
 import { diffCheckpoints, differs, type DiffOptions } from "../compare/checkpoint_diff.ts";
 import { formatDiff } from "../compare/format.ts";
 import type { DecodeOptions } from "../format/decode.ts";
@@ -60,12 +62,14 @@ export async function assertCheckpointEquals(
   expected: CheckpointLike,
   options: AssertCheckpointOptions = {},
 ): Promise<void> {
+  checkDiffOptions(options, "Cannot compare checkpoints", ASSERT_OPTION_NAMES);
+  const { maxEntries: _maxEntries, message: _message, decode: _decode, ...compare } = options;
   const a = await openSide(actual, "actual", options.decode);
   let diff;
   try {
     const b = await openSide(expected, "expected", options.decode);
     try {
-      diff = await diffCheckpoints(a, b, options);
+      diff = await diffCheckpoints(a, b, compare);
     } finally {
       await b.close();
     }

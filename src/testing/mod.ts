@@ -16,7 +16,7 @@
  * @module
  */
 export { assertCheckpointEquals, type AssertCheckpointOptions, type CheckpointLike } from "./assert.ts";
-export { assertCheckpointSnapshot, type SnapshotAssertOptions } from "./snapshot.ts";
+export { assertCheckpointSnapshot, type SnapshotAssertOptions, type SnapshotTestContext } from "./snapshot.ts";
 export { AssertionError } from "./assertion_error.ts";
 export {
   type CheckpointDiff,

@@ -1,11 +1,13 @@
 /**
  * `assertCheckpointSnapshot`: golden-checkpoint testing in the manner of Deno std's
- * `assertSnapshot`. The first run with `deno test -A -- --update` writes the checkpoint beside
- * the test file; later runs compare against it, with the same tolerances and messages as
- * `assertCheckpointEquals`.
+ * `assertSnapshot`. The first run with `deno test -A -- --update` (in Node:
+ * `CKPT_UPDATE_SNAPSHOTS=1 node --test`) writes the checkpoint beside the test file; later runs
+ * compare against it, with the same tolerances and messages as `assertCheckpointEquals`.
  *
  * @module
  */
+import { checkDiffOptions } from "../compare/_option_names.ts";
+import { ASSERT_OPTION_NAMES, SNAPSHOT_OPTION_NAMES } from "./_option_names.ts";
 import { loadCheckpoint } from "../io/load.ts";
 import { saveCheckpoint } from "../io/save.ts";
 import { assertCheckpointEquals, type AssertCheckpointOptions } from "./assert.ts";
@@ -13,6 +15,9 @@ import { AssertionError } from "./assertion_error.ts";
 import type { CheckpointLike } from "./_open.ts";
 import type { Checkpoint, CheckpointInput } from "../format/types.ts";
 import type { Compression } from "../format/encode.ts";
+import { OsErrors } from "../runtime/errors.ts";
+import { files } from "../runtime/files.ts";
+import { thisProcess } from "../runtime/process.ts";
 
 /** Options for {@linkcode assertCheckpointSnapshot}. */
 export interface SnapshotAssertOptions extends AssertCheckpointOptions {
@@ -31,7 +36,7 @@ export interface SnapshotAssertOptions extends AssertCheckpointOptions {
   /**
    * Write (or rewrite) the golden file instead of comparing.
    *
-   * @default {true when the test was run with `-- --update` or `-- -u`}
+   * @default {true when the test was run with `-- --update` or `-- -u`, or with `CKPT_UPDATE_SNAPSHOTS=1` in the environment}
    */
   update?: boolean;
   /**
@@ -44,12 +49,39 @@ export interface SnapshotAssertOptions extends AssertCheckpointOptions {
   compression?: Compression;
 }
 
-const calls = new WeakMap<Deno.TestContext, number>();
+/**
+ * The test context a snapshot is taken in: Deno's `Deno.TestContext` or `node:test`'s
+ * `TestContext` (the part of either that names the test and its file).
+ */
+export interface SnapshotTestContext {
+  /** The test's (or step's) name. */
+  readonly name: string;
+  /** Deno: the test file's URL. */
+  readonly origin?: string;
+  /** Deno: the enclosing test of a step. */
+  readonly parent?: SnapshotTestContext;
+  /** Node: the test's name with its parents', joined with " > ". */
+  readonly fullName?: string;
+  /** Node 22.6 and later: the test file's path (earlier, the process's main module is the test file). */
+  readonly filePath?: string;
+}
 
-function testName(t: Deno.TestContext): string {
+const calls = new WeakMap<SnapshotTestContext, number>();
+
+function testName(t: SnapshotTestContext): string {
+  if (typeof t.fullName === "string") return t.fullName;
   const names: string[] = [];
-  for (let c: Deno.TestContext | undefined = t; c; c = c.parent) names.unshift(c.name);
+  for (let c: SnapshotTestContext | undefined = t; c; c = c.parent) names.unshift(c.name);
   return names.join(" > ");
+}
+
+/** The test file's URL: Deno's `origin`, Node's `filePath`, else the main module (`node --test` runs each file as one). */
+function testFile(t: SnapshotTestContext): string | undefined {
+  if (typeof t.origin === "string") return t.origin;
+  if (typeof t.filePath === "string") {
+    return new URL(`file://${t.filePath.split("/").map(encodeURIComponent).join("/")}`).href;
+  }
+  return thisProcess.mainModule;
 }
 
 /** A file name from a test name: path separators and control characters become `_`. */
@@ -59,12 +91,13 @@ function fileSafe(name: string): string {
 }
 
 function updating(): boolean {
-  return Deno.args.includes("--update") || Deno.args.includes("-u");
+  return thisProcess.args.includes("--update") || thisProcess.args.includes("-u") ||
+    thisProcess.env("CKPT_UPDATE_SNAPSHOTS") === "1";
 }
 
 /** Where `t`'s golden file for `name` lives: `<test dir>/__snapshots__/<test file>.<name>.ckpt`. */
-function goldenPath(t: Deno.TestContext, name: string, dir: string): { path: string; test: string } {
-  const test = new URL(t.origin);
+function goldenPath(origin: string, name: string, dir: string): { path: string; test: string } {
+  const test = new URL(origin);
   if (test.protocol !== "file:") {
     throw new TypeError(`Cannot use checkpoint snapshots: the test file ${test.href} is not a local file`);
   }
@@ -75,9 +108,9 @@ function goldenPath(t: Deno.TestContext, name: string, dir: string): { path: str
 
 async function exists(path: string): Promise<boolean> {
   try {
-    return (await Deno.stat(path)).isFile;
+    return (await files.stat(path)).isFile;
   } catch (e) {
-    if (e instanceof Deno.errors.NotFound) return false;
+    if (e instanceof OsErrors.NotFound) return false;
     throw e;
   }
 }
@@ -105,42 +138,47 @@ async function materialise(x: CheckpointLike): Promise<Checkpoint | CheckpointIn
  * ```
  */
 export async function assertCheckpointSnapshot(
-  t: Deno.TestContext,
+  t: SnapshotTestContext,
   checkpoint: CheckpointLike,
   options: SnapshotAssertOptions = {},
 ): Promise<void> {
-  if (typeof t !== "object" || t === null || typeof t.origin !== "string") {
+  const origin = typeof t === "object" && t !== null && typeof t.name === "string" ? testFile(t) : undefined;
+  if (origin === undefined) {
     throw new TypeError("Cannot use checkpoint snapshots: the first argument must be the test context (t)");
   }
+  checkDiffOptions(options, "Cannot compare checkpoints", [...ASSERT_OPTION_NAMES, ...SNAPSHOT_OPTION_NAMES]);
+  const { name: _name, dir: _dir, update: _update, compression: _compression, ...compare } = options;
   const n = (calls.get(t) ?? 0) + 1;
   calls.set(t, n);
   const name = options.name ?? (n === 1 ? testName(t) : `${testName(t)} ${n}`);
-  const { path, test } = goldenPath(t, name, options.dir ?? "__snapshots__");
+  const { path, test } = goldenPath(origin, name, options.dir ?? "__snapshots__");
   const update = options.update ?? updating();
   const present = await exists(path);
   if (update) {
     const value = await materialise(checkpoint);
     if (present) {
       try {
-        await assertCheckpointEquals(value, path, options);
+        await assertCheckpointEquals(value, path, compare);
         return;
       } catch (e) {
         if (!(e instanceof AssertionError)) throw e;
       }
     }
-    await Deno.mkdir(path.slice(0, path.lastIndexOf("/")), { recursive: true });
+    await files.mkdir(path.slice(0, path.lastIndexOf("/")), { recursive: true });
     await saveCheckpoint(path, value, { codec: "binary", compression: options.compression ?? "gzip" });
     return;
   }
   if (!present) {
     throw new AssertionError(
-      `Missing golden checkpoint ${path} for ${
-        JSON.stringify(name)
-      }: run \`deno test -A ${test} -- --update\` to create it`,
+      `Missing golden checkpoint ${path} for ${JSON.stringify(name)}: run \`${
+        typeof t.origin === "string"
+          ? `deno test -A ${test} -- --update`
+          : `CKPT_UPDATE_SNAPSHOTS=1 node --test ${test}`
+      }\` to create it`,
     );
   }
   await assertCheckpointEquals(checkpoint, path, {
-    ...options,
+    ...compare,
     message: `${options.message ? options.message + ": " : ""}does not match golden checkpoint ${path}`,
   });
 }

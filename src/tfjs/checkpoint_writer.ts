@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { checkOptionNames, optionNames } from "../format/_options.ts";
 import {
   BackgroundWriter,
   DEFAULT_IDLE_TIMEOUT,
@@ -49,6 +50,13 @@ export interface CheckpointWriterOptions {
    */
   idleTimeout?: number;
 }
+
+const WRITER_OPTION_NAMES = optionNames<CheckpointWriterOptions>()([
+  "whenBusy",
+  "saveOptions",
+  "staging",
+  "idleTimeout",
+]);
 
 interface Failure {
   error: Error;
@@ -166,6 +174,7 @@ export class CheckpointWriter implements AsyncDisposable {
    */
   constructor(options: CheckpointWriterOptions = {}) {
     if (typeof options !== "object" || options === null) throw new TypeError("Invalid options: expected an object");
+    checkOptionNames(options, WRITER_OPTION_NAMES, "Cannot make CheckpointWriter");
     const staging = options.staging ?? new StagingPool();
     if (!(staging instanceof StagingPool)) throw new TypeError("Invalid option staging: expected a StagingPool");
     const saveOptions = options.saveOptions ?? {};

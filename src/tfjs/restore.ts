@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { checkOptionNames, optionNames } from "../format/_options.ts";
 import { type Optimizer, type Tensor, tensor, tidy, type Variable } from "@tensorflow/tfjs-core";
 import type { CheckpointInput, TensorInput } from "../format/types.ts";
 import { validateTensor } from "../format/dtype.ts";
@@ -252,6 +253,8 @@ async function planOptimizer(
   return { weights, names: [ITER_NAME, ...blocks.flatMap((b) => b.items.map((x) => x.source.name))] };
 }
 
+const RESTORE_OPTION_NAMES = optionNames<RestoreOptions>()(["model", "optimizer", "strict", "adamPowers"]);
+
 /**
  * Loads a checkpoint (from `snapshot`, `loadCheckpoint` or a `CheckpointManager`) into a model
  * and, optionally, its optimizer, and reports what matched by name.
@@ -295,6 +298,7 @@ export async function restore(checkpoint: CheckpointInput, options: RestoreOptio
     throw new TypeError("Cannot restore: checkpoint must have a tensors array (load it whole first)");
   }
   if (typeof options !== "object" || options === null) throw new TypeError("Cannot restore: options are required");
+  checkOptionNames(options, RESTORE_OPTION_NAMES, "Cannot restore");
   const strict = options.strict ?? true;
   if (typeof strict !== "boolean") throw new TypeError("Cannot restore: strict must be a boolean");
   const adamPowers = options.adamPowers ?? "recompute";

@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { checkOptionNames, optionNames } from "../format/_options.ts";
 import { engine, type Optimizer, type Tensor, type Variable } from "@tensorflow/tfjs-core";
 import type { Checkpoint, DType, JsonValue, Metadata, Tensor as CheckpointTensor } from "../format/types.ts";
 import { DTYPES, elementCount } from "../format/dtype.ts";
@@ -67,6 +68,16 @@ function pending(name: string, group: string, held: Tensor): Pending {
   return { name, group, dtype: checkpointDType(held.dtype, name, ACTION), shape: held.shape.slice(), held };
 }
 
+const SNAPSHOT_OPTION_NAMES = optionNames<SnapshotOptions>()([
+  "model",
+  "optimizer",
+  "step",
+  "epoch",
+  "metrics",
+  "custom",
+  "staging",
+]);
+
 /**
  * Copies a model's weights (and optionally its optimizer's state) to CPU memory as a
  * {@linkcode Checkpoint}, ready for `saveCheckpoint` or a background writer.
@@ -129,6 +140,7 @@ export function beginSnapshot(options: SnapshotOptions): Promise<Checkpoint> {
   const held: Tensor[] = [];
   try {
     if (typeof options !== "object" || options === null) throw new TypeError("Cannot snapshot: options are required");
+    checkOptionNames(options, SNAPSHOT_OPTION_NAMES, "Cannot snapshot");
     const metadata: Metadata = { step: options.step };
     if (options.epoch !== undefined) metadata.epoch = options.epoch;
     if (options.metrics !== undefined) metadata.metrics = { ...options.metrics };

@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { checkOptionNames, optionNames } from "../format/_options.ts";
 import type { CheckpointInput, TensorInput } from "../format/types.ts";
 
 /** Options for {@linkcode StagingPool}. */
@@ -62,6 +63,7 @@ export class StagingPool {
    * @param options How many free buffers to keep.
    */
   constructor(options: StagingPoolOptions = {}) {
+    checkOptionNames(options, optionNames<StagingPoolOptions>()(["maxFree"]), "Cannot make a StagingPool");
     const maxFree = options.maxFree ?? DEFAULT_MAX_FREE;
     if (!Number.isSafeInteger(maxFree) || maxFree < 0) {
       throw new RangeError(`Invalid maxFree: ${maxFree}, expected a non-negative integer`);

@@ -52,11 +52,12 @@ export async function assertModelMatchesCheckpoint(
   checkpoint: CheckpointLike,
   options: ModelMatchOptions = {},
 ): Promise<void> {
-  const groups = new Set(options.groups ?? ["params"]);
+  const { groups: only, ...compare } = options;
+  const groups = new Set(only ?? ["params"]);
   const actual = await onlyGroups(await snapshot({ model, step: 0 }), groups, "the model");
   const expected = await onlyGroups(checkpoint, groups, "the checkpoint");
   await assertCheckpointEquals(actual, expected, {
-    ...options,
+    ...compare,
     ignoreMetadata: ["step", "epoch", "createdAt", "metrics", "custom"],
   });
 }

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
+import { prng } from "../_util.ts";
 import { assertOneLineError, CKPT, ckpt, indexOfText, pipeline, tempDir, writeSample } from "./_run.ts";
 
 async function gunzip(bytes: Uint8Array): Promise<Uint8Array> {
@@ -249,4 +250,49 @@ Deno.test("convert --bytegroup writes byte-grouped float tensors that load back 
   const json = await ckpt(["convert", a, `${t.dir}/d.jsonl`, "--bytegroup", "-c", "json"]);
   assert.equal(json.code, 2);
   assert.match(json.err, /--bytegroup needs the binary codec/);
+});
+
+Deno.test("convert --help says when bytegroup and when gzip is smaller, and both claims hold", async () => {
+  const help = await ckpt(["convert", "--help"]);
+  assert.match(
+    help.out,
+    /--bytegroup .*on large float weights smaller than gzip.*on small ones \(kilobytes a tensor\) gzip is smaller/s,
+  );
+  assert.doesNotMatch(help.out, /\(smaller than gzip/);
+  const dir = await Deno.makeTempDir();
+  try {
+    const random = prng(7);
+    const normal = () => 0.02 * Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random()); // N(0, 0.02)
+    const sizes = async (name: string, tensors: { name: string; elements: number }[]) => {
+      const path = `${dir}/${name}.ckpt`;
+      await saveCheckpoint(path, {
+        metadata: { step: 1 },
+        tensors: tensors.map((t) => ({
+          name: t.name,
+          dtype: "float32" as const,
+          shape: [t.elements],
+          data: Float32Array.from({ length: t.elements }, normal),
+        })),
+      });
+      for (const flag of ["--gzip", "--bytegroup"]) {
+        const r = await ckpt(["convert", path, `${path}${flag}`, flag]);
+        assert.equal(r.code, 0, r.err);
+      }
+      return {
+        gzip: (await Deno.stat(`${path}--gzip`)).size,
+        bytegroup: (await Deno.stat(`${path}--bytegroup`)).size,
+      };
+    };
+    // Like the train demo's: many tensors of 128 B and two of 4 KiB.
+    const small = await sizes("small", [
+      ...Array.from({ length: 16 }, (_, i) => ({ name: `t${i}`, elements: 32 })),
+      { name: "k1", elements: 1024 },
+      { name: "k2", elements: 1024 },
+    ]);
+    assert.ok(small.gzip < small.bytegroup, `small: gzip ${small.gzip} B, bytegroup ${small.bytegroup} B`);
+    const large = await sizes("large", [{ name: "w", elements: 1 << 20 }]);
+    assert.ok(large.bytegroup < large.gzip, `large: gzip ${large.gzip} B, bytegroup ${large.bytegroup} B`);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

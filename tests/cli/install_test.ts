@@ -60,3 +60,39 @@ Deno.test("the ckpt command says what to do when the Deno binary it was written 
     /^ckpt: the Deno binary .*\/gone\/deno is gone; run "deno task install-cli" in .* again\n$/,
   );
 });
+
+Deno.test("a ckpt command installed by a Deno from npx keeps working after the npx cache is cleared", async () => {
+  await using t = await tempDir();
+  // A Deno binary where npx leaves it: ~/.npm/_npx/<hash>/node_modules/deno/deno.
+  const npx = `${t.dir}/home/.npm/_npx/0123456789abcdef`;
+  const fromNpx = `${npx}/node_modules/deno/deno`;
+  await Deno.mkdir(`${npx}/node_modules/deno`, { recursive: true });
+  await Deno.link(Deno.execPath(), fromNpx).catch(() => Deno.copyFile(Deno.execPath(), fromNpx));
+  const task = JSON.parse(await Deno.readTextFile(`${ROOT}/deno.json`)).tasks["install-cli"] as string;
+  const install = await new Deno.Command(fromNpx, {
+    args: [...task.split(" ").slice(1), "--root", `${t.dir}/root`],
+    cwd: ROOT,
+  }).output();
+  assert.equal(install.code, 0, decode(install.stderr));
+  const script = await Deno.readTextFile(`${t.dir}/root/bin/ckpt`);
+  assert.doesNotMatch(script, /_npx/, "the command does not point into the npx cache");
+  assert.match(script, new RegExp(`deno='${t.dir}/root/lib/ckpt/deno-${Deno.version.deno.replaceAll(".", "\\.")}'`));
+
+  await Deno.remove(`${t.dir}/home/.npm/_npx`, { recursive: true }); // what `npm cache clean` and npx's pruning do
+  await writeSample(`${t.dir}/a.ckpt`);
+  const run = await new Deno.Command(`${t.dir}/root/bin/ckpt`, {
+    args: ["verify", "a.ckpt"],
+    cwd: t.dir,
+    clearEnv: true,
+    env: bareEnv(),
+  }).output();
+  assert.equal(run.code, 0, decode(run.stderr));
+  assert.match(decode(run.stdout), /^ok a\.ckpt: binary, step 100, 4 tensors/);
+
+  // Installing again (a newer checkout, the same Deno) replaces the kept binary in place.
+  const again = await new Deno.Command(Deno.execPath(), {
+    args: [...task.split(" ").slice(1), "--root", `${t.dir}/root`],
+    cwd: ROOT,
+  }).output();
+  assert.equal(again.code, 0, decode(again.stderr));
+});

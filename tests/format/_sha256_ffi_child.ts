@@ -8,7 +8,7 @@ import {
   readCheckpointIndex,
   verifyCheckpoint,
 } from "../../mod.ts";
-import { offThreadSha256, offThreadSha256Available } from "../../src/format/_sha256_ffi.ts";
+import { offThreadSha256, offThreadSha256Available } from "../../src/runtime/_sha256_ffi.ts";
 import { setNativeDigestForTests } from "../../src/format/_hash.ts";
 
 const MiB = 2 ** 20;

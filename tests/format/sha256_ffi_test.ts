@@ -1,4 +1,4 @@
-// SHA-256 on the native thread (libcrypto through Deno's FFI, src/format/_sha256_ffi.ts): checked
+// SHA-256 on the native thread (libcrypto through Deno's FFI, src/runtime/_sha256_ffi.ts): checked
 // in child processes run with and without FFI granted (`deno task test` grants none).
 import assert from "node:assert/strict";
 import { jsonChild } from "../_util.ts";

@@ -1,5 +1,6 @@
 // Helpers for the Node tests (tests/node/harness.ts says how they run).
 import { test } from "node:test";
+import { spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -19,11 +20,34 @@ export const IN_CI = process.env.CI === "true";
  * @param {string} name
  * @param {string | undefined} missing why the component is unusable; undefined when it is there
  * @param {(t: import("node:test").TestContext) => Promise<void>} fn
+ * @param {import("node:test").TestOptions} [options] such as a `timeout`
  */
-export function componentTest(name, missing, fn) {
-  if (!missing) return test(name, fn);
-  if (IN_CI) return test(name, () => Promise.reject(new Error(`${name}: ${missing}`)));
-  return test(name, { skip: missing }, fn);
+export function componentTest(name, missing, fn, options = {}) {
+  if (!missing) return test(name, options, fn);
+  if (IN_CI) return test(name, options, () => Promise.reject(new Error(`${name}: ${missing}`)));
+  return test(name, { ...options, skip: missing }, fn);
+}
+
+/**
+ * Starts `node script ...args`, calling `onLine(line, child)` for each line it prints (its
+ * standard error goes to this process's).
+ *
+ * @param {string} script
+ * @param {string[]} args
+ * @param {(line: string, child: import("node:child_process").ChildProcess) => void} onLine
+ */
+export function nodeChild(script, args, onLine) {
+  const child = spawn(process.execPath, [script, ...args], { stdio: ["ignore", "pipe", "inherit"] });
+  let buf = "";
+  child.stdout.on("data", (c) => {
+    buf += c;
+    for (let i; (i = buf.indexOf("\n")) >= 0;) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      onLine(line, child);
+    }
+  });
+  return child;
 }
 
 /**

@@ -16,7 +16,9 @@
  * project's `tests/` before a run, so bare imports resolve from its `node_modules`: the package and
  * {@linkcode SCRATCH_DEPENDENCIES} (add a package there when a test needs one). Deno's own test
  * runner skips this directory (deno.json `test.exclude`). The tests see `CKPT_REPO` (this
- * repository, for fixtures), `CKPT_SCRATCH` (the scratch project: `npx ckpt` works there), the S3
+ * repository), `CKPT_DENO_FIXTURES` (what Deno wrote from `_fixture.mjs`, for byte and error
+ * comparisons: {@linkcode writeDenoFixtures}), `CKPT_TARBALL` (the packed package),
+ * `CKPT_SCRATCH` (the scratch project: `npx ckpt` works there), the S3
  * variables of tests/_s3.ts, and `CI`. A test that needs a component skips without it, and fails
  * when `CI=true` (`componentTest` in `_util.mjs`).
  *
@@ -29,10 +31,17 @@
 import { createHash } from "node:crypto";
 import { delimiter, join } from "node:path";
 import { buildNpm, cacheDir, once, ROOT } from "../../npm/build.ts";
+import type { CheckpointInput, CodecName, Compression } from "../../mod.ts";
 
 /** The scratch project's dependencies beside the package, for the tests (exact versions). */
 export const SCRATCH_DEPENDENCIES: Readonly<Record<string, string>> = Object.freeze({
   "@tensorflow/tfjs": "4.22.0",
+  // types_test.mjs compiles a consumer of the package as a TypeScript user's project would.
+  "typescript": "5.9.3",
+  "@types/node": "20.19.25",
+  // package_test.mjs lints the tarball as a publisher would.
+  "publint": "0.3.25",
+  "@arethetypeswrong/cli": "0.18.5",
 });
 
 /** The tests' directory in this repository. */
@@ -98,19 +107,69 @@ export async function packedTarball(): Promise<string> {
   throw new Error(`npm pack left no tarball in ${dir}`);
 }
 
+/** How many scratch projects (one per tarball) are kept; the least recently used go first. */
+export const SCRATCH_KEEP = 6;
+
 /**
- * The scratch npm project with the tarball and {@linkcode SCRATCH_DEPENDENCIES} installed, made
- * once per tarball content and dependency set; returns its directory.
+ * The scratch npm project for a tarball; returns its directory. Two levels, so that a source
+ * change costs one small install: {@linkcode SCRATCH_DEPENDENCIES} (TF.js: about 280 MB) are
+ * installed once per dependency set in `node-scratch/<deps key>`, and the tarball in a project
+ * below it, `node-scratch/<deps key>/p/<tarball hash>`, whose imports of TF.js find the copy above
+ * through Node's resolution (it climbs the `node_modules` of each parent directory).
  */
 export async function scratchProject(tarball: string): Promise<string> {
-  const key = createHash("sha256").update(await Deno.readFile(tarball)).update(JSON.stringify(SCRATCH_DEPENDENCIES))
-    .digest("hex").slice(0, 16);
-  return await once(join(cacheDir(), "node-scratch", key), async (stage) => {
-    const pkg = { name: "ckpt-node-tests", private: true, type: "module" };
-    await Deno.writeTextFile(join(stage, "package.json"), JSON.stringify(pkg, null, 2));
-    const specs = [tarball, ...Object.entries(SCRATCH_DEPENDENCIES).map(([n, v]) => `${n}@${v}`)];
+  const depsKey = createHash("sha256").update(JSON.stringify(SCRATCH_DEPENDENCIES)).digest("hex").slice(0, 16);
+  const base = await once(join(cacheDir(), "node-scratch", depsKey), async (stage) => {
+    await Deno.writeTextFile(join(stage, "package.json"), JSON.stringify({ private: true, type: "module" }));
+    const specs = Object.entries(SCRATCH_DEPENDENCIES).map(([n, v]) => `${n}@${v}`);
     await run("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", ...specs], stage);
   });
+  const key = createHash("sha256").update(await Deno.readFile(tarball)).digest("hex").slice(0, 16);
+  const project = await once(join(base, "p", key), async (stage) => {
+    const pkg = { name: "ckpt-node-tests", private: true, type: "module" };
+    await Deno.writeTextFile(join(stage, "package.json"), JSON.stringify(pkg, null, 2));
+    await run("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", tarball], stage);
+  });
+  const now = new Date();
+  await Deno.utime(project, now, now);
+  const kept: { path: string; mtime: number }[] = [];
+  for await (const e of Deno.readDir(join(base, "p"))) {
+    if (!e.isDirectory || e.name.startsWith(".")) continue;
+    const path = join(base, "p", e.name);
+    kept.push({ path, mtime: (await Deno.stat(path)).mtime?.getTime() ?? 0 });
+  }
+  kept.sort((a, b) => b.mtime - a.mtime);
+  for (const old of kept.slice(SCRATCH_KEEP)) await Deno.remove(old.path, { recursive: true }).catch(() => {});
+  return project;
+}
+
+/**
+ * Writes what Deno makes of tests/node/_fixture.mjs into `dir`: `fixture.<codec>.<compression>.ckpt`
+ * for each of its formats, and `errors.json`, the class and message of the error each of its
+ * corruptions gets from `loadCheckpoint`, so the Node tests compare bytes and errors with Deno's.
+ */
+export async function writeDenoFixtures(dir: string): Promise<void> {
+  const { fixtureCheckpoint, FIXTURE_FORMATS, CORRUPTIONS } = await import("./_fixture.mjs");
+  const { loadCheckpoint, saveCheckpoint } = await import("../../mod.ts");
+  await Deno.mkdir(dir, { recursive: true });
+  for (const [codec, compression] of FIXTURE_FORMATS as [CodecName, Compression][]) {
+    await saveCheckpoint(join(dir, `fixture.${codec}.${compression}.ckpt`), fixtureCheckpoint() as CheckpointInput, {
+      codec,
+      compression,
+    });
+  }
+  const plain = await Deno.readFile(join(dir, "fixture.binary.none.ckpt"));
+  const errors: Record<string, { name: string; message: string; class: string }> = {};
+  for (const [what, corrupt] of Object.entries(CORRUPTIONS as Record<string, (b: Uint8Array) => Uint8Array>)) {
+    try {
+      await loadCheckpoint(new Blob([corrupt(plain) as Uint8Array<ArrayBuffer>]));
+      errors[what] = { name: "", message: "loaded", class: "" };
+    } catch (e) {
+      const err = e as Error;
+      errors[what] = { name: err.name, message: err.message, class: err.constructor.name };
+    }
+  }
+  await Deno.writeTextFile(join(dir, "errors.json"), JSON.stringify(errors, null, 2));
 }
 
 /** The `*_test.mjs` files of tests/node, sorted. */
@@ -133,7 +192,8 @@ export function tapCounts(tap: string): { passed: number; failed: number } | und
  * spec reporter writes to this process's standard output as the tests run.
  */
 export async function runNodeTests(only: readonly string[] = []): Promise<NodeRunResult> {
-  const scratch = await scratchProject(await packedTarball());
+  const tarball = await packedTarball();
+  const scratch = await scratchProject(tarball);
   const testsDir = join(scratch, "tests");
   await Deno.remove(testsDir, { recursive: true }).catch(() => {});
   await Deno.mkdir(testsDir);
@@ -141,6 +201,9 @@ export async function runNodeTests(only: readonly string[] = []): Promise<NodeRu
     if (e.isFile && e.name.endsWith(".mjs")) await Deno.copyFile(join(NODE_TESTS_DIR, e.name), join(testsDir, e.name));
   }
   const names = only.length > 0 ? only.map((f) => f.split("/").at(-1)!) : await nodeTestFiles();
+  const fixtures = join(scratch, "deno-fixtures");
+  await Deno.remove(fixtures, { recursive: true }).catch(() => {});
+  await writeDenoFixtures(fixtures);
   const tapFile = join(scratch, "tap.txt");
   await Deno.remove(tapFile).catch(() => {});
   const env: Record<string, string> = {
@@ -148,6 +211,8 @@ export async function runNodeTests(only: readonly string[] = []): Promise<NodeRu
     PATH: await pathWithoutDeno(),
     CKPT_REPO: ROOT,
     CKPT_SCRATCH: scratch,
+    CKPT_DENO_FIXTURES: fixtures,
+    CKPT_TARBALL: tarball,
     NO_COLOR: "1",
   };
   for (const k of Object.keys(env)) if (k.startsWith("DENO_")) delete env[k];

@@ -88,3 +88,16 @@ export function serveDirectory(root: string, options: ServerOptions = {}): Stati
   state.close = () => server.shutdown();
   return state;
 }
+
+/**
+ * A server on 127.0.0.1 that answers every request with `status` (and `body`, except to HEAD),
+ * as a store that refuses or lacks an object does, and records each request as "METHOD PATH".
+ */
+export function answering(status: number, body = ""): { url: string; seen: string[]; close(): Promise<void> } {
+  const seen: string[] = [];
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
+    seen.push(`${req.method} ${new URL(req.url).pathname}`);
+    return new Response(req.method === "HEAD" ? null : body, { status });
+  });
+  return { url: `http://127.0.0.1:${server.addr.port}`, seen, close: () => server.shutdown() };
+}

@@ -16,8 +16,19 @@ import { loadTfjsNode } from "../../src/tfjs/_tfjs_node.ts";
 const IN_CI = Deno.env.get("CI") === "true";
 const PROBE = fileURLToPath(new URL("../../src/tfjs/_tfjs_node.ts", import.meta.url));
 
-/** Permissions a child Deno needs to load the native backend, and no lockfile writes. */
-export const NATIVE_DENO_FLAGS = ["--no-lock", "--allow-read", "--allow-write", "--allow-env", "--allow-ffi"];
+/**
+ * Permissions a child Deno needs to load the native backend, no lockfile writes, and the tools'
+ * import map (the cross-backend suite imports the wasm and webgpu backends, which deno.json leaves
+ * out: docs/development.md, "Dependencies").
+ */
+export const NATIVE_DENO_FLAGS = [
+  "--no-lock",
+  `--import-map=${fileURLToPath(new URL("../../tools.imports.json", import.meta.url))}`,
+  "--allow-read",
+  "--allow-write",
+  "--allow-env",
+  "--allow-ffi",
+];
 
 /** Whether a child Deno can load tfjs-node here, and if not, why (its first lines of stderr). */
 async function probe(): Promise<string | undefined> {

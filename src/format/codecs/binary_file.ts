@@ -155,9 +155,9 @@ async function openIndexed(
   if (!hasEndMagic(footerBytes)) {
     // A valid header but no footer where the file ends: the usual cause is a cut-off copy.
     fail(
-      `the file is truncated (or damaged at its end): its last ${FOOTER_BYTES} bytes are not a footer ` +
-        `(wrong end magic at offset ${footerAt + FOOTER_BYTES - BINARY_END_MAGIC.length}, file size ${size})`,
-      footerAt,
+      `the file of ${size} bytes is truncated (or damaged at its end): its last ${FOOTER_BYTES} bytes are not ` +
+        `a footer (no end magic)`,
+      footerAt + FOOTER_BYTES - BINARY_END_MAGIC.length,
     );
   }
   const footer = decodeFooter(footerBytes, footerAt);

@@ -33,7 +33,7 @@ function model(): { metadata: { step: number }; tensors: F32[] } {
   return { metadata: { step: 3 }, tensors };
 }
 
-const WORKER = new URL("../../../src/format/_hash_thread_worker.ts", import.meta.url);
+const WORKER = new URL("../../../src/runtime/_hash_thread_worker.ts", import.meta.url);
 
 /** A Worker hash thread that is already up. */
 async function warmThread(): Promise<HashThread> {
@@ -274,7 +274,7 @@ async function child(body: string): Promise<Record<string, unknown>> {
     const tensors = [0, 1, 2].map((i) => ({ name: "t" + i, dtype: "float32", shape: [n], data: new Float32Array(n).fill(i) }));
     const bytes = new Uint8Array(await new Response(encodeCheckpoint({ metadata: { step: 1 }, tensors })).arrayBuffer());
     const path = Deno.makeTempFileSync();
-    const thread = new WorkerHashThread(new URL(${url("../../../src/format/_hash_thread_worker.ts")}));
+    const thread = new WorkerHashThread(new URL(${url("../../../src/runtime/_hash_thread_worker.ts")}));
     while (!thread.ready) await new Promise((r) => setTimeout(r, 5));
     ${body}
   `;

@@ -1,0 +1,91 @@
+// The package's declarations, as a TypeScript user's project sees them: a consumer compiled with
+// `tsc --strict --module nodenext` gets the real types of loadCheckpoint, CheckpointManager,
+// restore, snapshot, CheckpointWriter and Checkpoint (the `@ts-expect-error` lines fail to compile
+// if any of them were `any`), and the package's own .d.ts files compile without skipLibCheck.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import process from "node:process";
+import { SCRATCH } from "./_util.mjs";
+
+const CONSUMER = `
+import { type Checkpoint, CheckpointManager, loadCheckpoint, saveCheckpoint, type SaveResult } from "@ckpt/ckpt";
+import { CheckpointWriter, restore, snapshot } from "@ckpt/ckpt/tfjs";
+import { assertCheckpointEquals } from "@ckpt/ckpt/testing";
+import { main } from "@ckpt/ckpt/cli";
+import { readSafetensorsHeader } from "@ckpt/ckpt/interop";
+import * as tf from "@tensorflow/tfjs";
+
+export async function use(model: tf.LayersModel, optimizer: tf.Optimizer): Promise<number> {
+  const c: Checkpoint = await loadCheckpoint("a.ckpt");
+  const n: number = c.tensors.length;
+  const step: number | undefined = c.metadata.step;
+  // @ts-expect-error a tensor's name is a string
+  const wrong: number = c.tensors[0]!.name;
+  const saved: SaveResult = await saveCheckpoint("b.ckpt", c);
+  const digest: string = saved.digest;
+  // @ts-expect-error loadCheckpoint takes no number
+  await loadCheckpoint(42);
+  const manager = await CheckpointManager.open("runs/x", { maxToKeep: 3 });
+  // @ts-expect-error maxToKeep is a number
+  await CheckpointManager.open("runs/y", { maxToKeep: "3" });
+  const writer = new CheckpointWriter();
+  const done: Promise<unknown> = writer.save(manager, { model, optimizer, step: 1 });
+  // @ts-expect-error save needs the model
+  writer.save(manager, { step: 1 });
+  const snap: Checkpoint = await snapshot({ model, optimizer, step: 1 });
+  const report = await restore(snap, { model, optimizer });
+  const missing: string[] = report.missing;
+  // @ts-expect-error restore needs a checkpoint first
+  await restore({ model }, snap);
+  await assertCheckpointEquals(snap, c, { atol: 1e-6 });
+  const code: number = await main(["--version"]);
+  void [n, step, wrong, digest, done, missing, code, readSafetensorsHeader];
+  await writer.close();
+  return n;
+}
+`;
+
+function tsc(dir, args) {
+  const bin = createRequire(join(SCRATCH, "package.json")).resolve("typescript/bin/tsc");
+  return new Promise((resolve) => {
+    execFile(process.execPath, [bin, ...args], { cwd: dir }, (error, stdout, stderr) => {
+      resolve({ code: error ? error.code ?? 1 : 0, out: stdout + stderr });
+    });
+  });
+}
+
+const OPTIONS = [
+  "--strict",
+  "--module",
+  "nodenext",
+  "--moduleResolution",
+  "nodenext",
+  "--target",
+  "es2022",
+  "--noEmit",
+];
+
+test(
+  "a consumer compiled with tsc --strict --module nodenext sees the package's real types",
+  { timeout: 120_000 },
+  async () => {
+    const dir = await mkdtemp(join(SCRATCH, "types-"));
+    try {
+      await writeFile(join(dir, "package.json"), JSON.stringify({ type: "module" }));
+      await writeFile(join(dir, "consumer.ts"), CONSUMER);
+      // TF.js's own declarations fail under --strict (Long, its Keras types): skipLibCheck for them.
+      const lib = await tsc(dir, [...OPTIONS, "--skipLibCheck", "--types", "node", "consumer.ts"]);
+      assert.equal(lib.code, 0, lib.out);
+      // Without skipLibCheck, no error may come from ckpt's declarations.
+      const strict = await tsc(dir, [...OPTIONS, "--types", "node", "consumer.ts"]);
+      const ours = strict.out.split("\n").filter((l) => l.includes("@ckpt/ckpt"));
+      assert.deepEqual(ours, [], "errors in the package's .d.ts files");
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  },
+);
