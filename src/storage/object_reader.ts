@@ -101,6 +101,10 @@ class Slots {
 interface Flight {
   start: number;
   into: Uint8Array;
+  /** Bytes of `into` that arrived so far, in order. */
+  filled: number;
+  /** A read waiting for `filled` to reach `need`. */
+  waiter?: { need: number; wake: () => void } | undefined;
   done: Promise<void>;
 }
 
@@ -144,7 +148,12 @@ export async function openObjectReader(
   let closed = false;
 
   /** Copies a response body into `into`, which must be filled exactly. */
-  const fill = async (body: ReadableStream<Uint8Array>, into: Uint8Array, start: number): Promise<void> => {
+  const fill = async (
+    body: ReadableStream<Uint8Array>,
+    into: Uint8Array,
+    start: number,
+    flight?: Flight,
+  ): Promise<void> => {
     let at = 0;
     for await (const chunk of body) {
       if (at + chunk.byteLength > into.byteLength) {
@@ -155,6 +164,11 @@ export async function openObjectReader(
       }
       into.set(chunk, at);
       at += chunk.byteLength;
+      if (flight) {
+        // A read waiting for these bytes goes on now: the decoder hashes them while the rest arrive.
+        flight.filled = at;
+        if (flight.waiter && at >= flight.waiter.need) flight.waiter.wake();
+      }
     }
     stats.bytesFetched += at;
     if (at !== into.byteLength) {
@@ -175,7 +189,7 @@ export async function openObjectReader(
   const head = window;
 
   /** Fetches `into.byteLength` bytes from `start` into `into`, in one ranged GET, once a slot is free. */
-  const fetchRange = (start: number, into: Uint8Array): Promise<void> => {
+  const fetchRange = (start: number, into: Uint8Array, flight?: Flight): Promise<void> => {
     const run = async () => {
       await slots.take();
       try {
@@ -195,7 +209,7 @@ export async function openObjectReader(
             `Cannot read ${url}: asked for ${into.byteLength} bytes at ${start}, got ${r.length} at ${r.offset}`,
           );
         }
-        await fill(r.body, into, start);
+        await fill(r.body, into, start, flight);
       } finally {
         inFlight--;
         slots.give();
@@ -245,7 +259,10 @@ export async function openObjectReader(
       for (let at = 0; at < length; at += step) {
         const n = Math.min(step, length - at);
         const part = into.subarray(have + at, have + at + n);
-        flights.push({ start: start + at, into: part, done: fetchRange(start + at, part) });
+        const flight: Flight = { start: start + at, into: part, filled: 0, done: Promise.resolve() };
+        flight.done = fetchRange(start + at, part, flight);
+        flight.done.then(() => flight.waiter?.wake(), () => flight.waiter?.wake());
+        flights.push(flight);
       }
       // The window after the body, fetched meanwhile: the next record's header.
       const after = start + length;
@@ -262,9 +279,14 @@ export async function openObjectReader(
       // Inside the announced body: wait for the range that holds `pos`.
       const f = flights.find((f) => pos >= f.start && pos < f.start + f.into.byteLength);
       if (f) {
-        await f.done;
         const off = pos - f.start;
         const n = Math.min(into.byteLength, f.into.byteLength - off);
+        if (f.filled < off + n) {
+          // Wait for these bytes (or the range's end, or its failure, which `done` then throws).
+          await new Promise<void>((wake) => f.waiter = { need: off + n, wake });
+          f.waiter = undefined;
+          if (f.filled < off + n) await f.done;
+        }
         const same = into.buffer === f.into.buffer && into.byteOffset === f.into.byteOffset + off;
         if (same) stats.bytesDirect += n;
         else into.set(f.into.subarray(off, off + n));
