@@ -25,7 +25,7 @@ import { readableFrom } from "../format/_streams.ts";
 import { settled } from "../format/_pair.ts";
 import { fileReader, readFull } from "../storage/_file_io.ts";
 import { type CountingReader, openRandomAccess } from "../storage/random_access.ts";
-import { openObjectReader } from "../storage/object_reader.ts";
+import { openObjectReader, openObjectStream } from "../storage/object_reader.ts";
 import { freshBuffer } from "../storage/_huge_pages.ts";
 import {
   isAddress,
@@ -201,9 +201,13 @@ export function sourceRecords(
         file.close();
       }
     }
-    if (at.store.url.startsWith("s3://")) {
-      // Binary objects in S3: large bodies fetched by parallel ranged GETs straight into their buffers.
-      const object = await openObjectReader(at.store, at.key, { allocate: freshBuffer });
+    const ranged = at.store.ranged;
+    if (ranged) {
+      // A binary object read as a file is: bodies straight into their buffers (by parallel ranged
+      // GETs where the store asks for them), so large ones are hashed on the native thread.
+      const object = ranged.concurrency > 1
+        ? await openObjectReader(at.store, at.key, { ...ranged, allocate: freshBuffer })
+        : await openObjectStream(at.store, at.key, { allocate: freshBuffer });
       try {
         if (detectCodec(object.head.subarray(0, DETECT_BYTES), options.codecs) === binaryCodec) {
           yield* decodeRecords(object, options, undefined, digest, bodies);

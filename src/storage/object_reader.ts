@@ -223,8 +223,21 @@ export async function openObjectReader(
   let pos = 0;
   /** The ranges of the body a decoder announced, in order; empty when none is being read. */
   let flights: Flight[] = [];
-  /** The window after the announced body, fetched with it. */
-  let next: { at: number; bytes: Uint8Array; done: Promise<void> } | undefined;
+  /**
+   * Windows fetched ahead, in order: the one after an announced body (fetched with it), or, while
+   * nothing is announced, the next part (a verify reads front to back and announces nothing).
+   */
+  let ahead: { at: number; bytes: Uint8Array; done: Promise<void> }[] = [];
+  /** True while the object is read with no announcement: then one part is fetched ahead. */
+  let streaming = false;
+  const readAhead = (): void => {
+    const at = ahead.length
+      ? ahead[ahead.length - 1]!.at + ahead[ahead.length - 1]!.bytes.byteLength
+      : windowAt + window.byteLength;
+    if (!streaming || ahead.length > 0 || flights.length || at >= size || closed) return;
+    const bytes = new Uint8Array(Math.min(partSize, size - at));
+    ahead.push({ at, bytes, done: fetchRange(at, bytes) });
+  };
 
   const fromWindow = (into: Uint8Array): number => {
     const n = Math.min(into.byteLength, windowAt + window.byteLength - pos);
@@ -246,9 +259,12 @@ export async function openObjectReader(
     stat: () => Promise.resolve({ size }),
     ...(options.allocate ? { allocate: options.allocate } : {}),
     target(into: Uint8Array): void {
-      // The window may already hold the body's first bytes: the decoder takes those by `read`;
-      // the rest is fetched straight into place.
-      const have = Math.max(0, Math.min(into.byteLength, windowAt + window.byteLength - pos));
+      // The window (and windows fetched ahead) may already hold the body's first bytes: the
+      // decoder takes those by `read`; the rest is fetched straight into place.
+      streaming = false;
+      let covered = windowAt + window.byteLength;
+      for (const w of ahead) if (w.at === covered) covered += w.bytes.byteLength;
+      const have = Math.max(0, Math.min(into.byteLength, covered - pos));
       const start = pos + have;
       const length = Math.min(into.byteLength - have, size - start);
       if (length <= 0 || closed) return;
@@ -266,10 +282,11 @@ export async function openObjectReader(
       }
       // The window after the body, fetched meanwhile: the next record's header.
       const after = start + length;
+      ahead = ahead.filter((w) => w.at < start);
       if (after < size) {
         const bytes = new Uint8Array(Math.min(OBJECT_READER_WINDOW, size - after));
-        next = { at: after, bytes, done: fetchRange(after, bytes) };
-      } else next = undefined;
+        ahead.push({ at: after, bytes, done: fetchRange(after, bytes) });
+      }
     },
     async read(into: Uint8Array): Promise<number | null> {
       if (closed) throw new Error(`Cannot read ${url}: the reader was closed`);
@@ -295,21 +312,115 @@ export async function openObjectReader(
         return n;
       }
       flights = [];
-      if (next && pos >= next.at && pos < next.at + next.bytes.byteLength) {
-        await next.done;
-        window = next.bytes;
-        windowAt = next.at;
-        next = undefined;
+      const i = ahead.findIndex((w) => pos >= w.at && pos < w.at + w.bytes.byteLength);
+      if (i >= 0) {
+        const w = ahead[i]!;
+        ahead = ahead.slice(i + 1);
+        await w.done;
+        window = w.bytes;
+        windowAt = w.at;
+        readAhead();
         return fromWindow(into);
       }
-      // Anywhere else (a small body, no announcement): one window from here.
-      next = undefined;
+      // Anywhere else (no announcement): one window from here, and the next part fetched ahead.
+      ahead = [];
+      streaming = true;
       const bytes = new Uint8Array(Math.min(Math.max(OBJECT_READER_WINDOW, into.byteLength), size - pos));
       await fetchRange(pos, bytes);
       window = bytes;
       windowAt = pos;
+      readAhead();
       return fromWindow(into);
     },
   };
   return reader;
+}
+
+/**
+ * The same front-to-back reader over one GET of the whole object, for stores where a request
+ * costs more than it overlaps (a store on the same machine, sharing its cores): each `read`
+ * copies the response's chunks straight into the caller's buffer (a tensor's own, for a body),
+ * so bodies still land in place with no intermediate buffer; `target` is not needed. The body is
+ * the store's own (`S3Store` resumes it from the byte where it broke, with `If-Match`); a body
+ * that ends before the size the store gave is a `SyntaxError`.
+ *
+ * @example
+ * ```ts
+ * import { openObjectStream } from "./object_reader.ts";
+ * import { MemoryStore } from "./memory.ts";
+ * import assert from "node:assert/strict";
+ * const store = new MemoryStore();
+ * await store.put("x.bin", new Uint8Array([1, 2, 3, 4, 5]));
+ * const r = await openObjectStream(store, "x.bin");
+ * const into = new Uint8Array(5);
+ * assert.equal(await r.read(into.subarray(0, 2)), 2);
+ * assert.equal(await r.read(into.subarray(2)), 3);
+ * assert.deepEqual([...into], [1, 2, 3, 4, 5]);
+ * assert.equal(await r.read(into), null);
+ * assert.equal(r.stats.requests, 1);
+ * ```
+ */
+export async function openObjectStream(
+  store: ObjectStore,
+  key: string,
+  options: Pick<ObjectReaderOptions, "allocate" | "signal"> = {},
+): Promise<ObjectReader> {
+  const url = store.url + key;
+  const abort = new AbortController();
+  const signal = options.signal ? AbortSignal.any([options.signal, abort.signal]) : abort.signal;
+  const got = await store.get(key, { signal });
+  const size = got.info.size;
+  const stats: ObjectReaderStats = { requests: 1, bytesFetched: 0, bytesDirect: 0, peakInFlight: 1 };
+  const body = got.body.getReader();
+  let pending: Uint8Array = new Uint8Array(0); // a chunk's bytes not yet read
+  let pos = 0; // of the next byte read
+  let closed = false;
+  const more = async (): Promise<boolean> => {
+    const { done, value } = await body.read();
+    if (done) {
+      if (stats.bytesFetched < size) {
+        throw new SyntaxError(`Cannot read ${url}: the body ended at byte ${stats.bytesFetched} of ${size}`);
+      }
+      return false;
+    }
+    stats.bytesFetched += value.byteLength;
+    if (stats.bytesFetched > size) {
+      throw new SyntaxError(`Cannot read ${url}: the body runs past the ${size} bytes the store gave`);
+    }
+    pending = value;
+    return true;
+  };
+  // The first bytes, for a format's magic.
+  while (pending.byteLength < Math.min(64, size) && await more()) { /* a tiny first chunk */ }
+  const head = pending;
+  return {
+    url,
+    version: got.info.version,
+    size,
+    head,
+    stats,
+    close() {
+      closed = true;
+      abort.abort(new Error(`Cannot read ${url}: the reader was closed`));
+      body.cancel().catch(() => {});
+    },
+    stat: () => Promise.resolve({ size }),
+    ...(options.allocate ? { allocate: options.allocate } : {}),
+    async read(into: Uint8Array): Promise<number | null> {
+      if (closed) throw new Error(`Cannot read ${url}: the reader was closed`);
+      if (into.byteLength === 0) return 0;
+      if (pos >= size) return null;
+      // Fill as much of `into` as the chunks at hand and those that follow give, up to its end.
+      let n = 0;
+      while (n < into.byteLength) {
+        if (pending.byteLength === 0 && !(await more())) break;
+        const k = Math.min(pending.byteLength, into.byteLength - n);
+        into.set(pending.subarray(0, k), n);
+        pending = pending.subarray(k);
+        n += k;
+      }
+      pos += n;
+      return n;
+    },
+  };
 }
