@@ -178,13 +178,13 @@ const row = (name: string, base: string) => {
   const m = median(times[name]!);
   const ratio = median(times[base]!) / m;
   console.log(
-    `| ${name.padEnd(28)} | ${m.toFixed(2).padStart(6)} s | ${(mib / m).toFixed(0).padStart(5)} MiB/s | ${
+    `| ${name.padEnd(32)} | ${m.toFixed(2).padStart(6)} s | ${(mib / m).toFixed(0).padStart(5)} MiB/s | ${
       ratio.toFixed(2).padStart(7)
     }× | ${median(cpus[name]!).toFixed(2).padStart(6)} s |`,
   );
 };
-console.log(`\n| ${mib} MiB, median of ${trials}`.padEnd(31) + "  | time     | speed       | vs plain | CPU time |");
-console.log("|------------------------------|----------|-------------|----------|----------|");
+console.log(`\n| ${mib} MiB, median of ${trials}`.padEnd(35) + "| time     | speed       | vs plain | CPU time |");
+console.log("|----------------------------------|----------|-------------|----------|----------|");
 for (const n of saves) row(n, "save plain upload");
 for (const n of loads) row(n, "load plain download");
 

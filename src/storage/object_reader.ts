@@ -1,20 +1,20 @@
 /**
  * One object of any {@linkcode ObjectStore} read front to back as a decoder's byte source
- * ({@linkcode ByteReader}), by ranged GETs: a load of a large checkpoint from `s3://` fetches each
- * large tensor body in parallel ranges written straight into the tensor's own buffer, and what
- * lies between bodies (record headers, small tensors) through a small window.
+ * ({@linkcode ByteReader}), as a local file is: a load of a binary checkpoint from `s3://` copies
+ * each tensor body from the response straight into the tensor's own buffer.
  *
- * - **Straight into the buffer.** A decoder announces where a body goes
- *   ({@linkcode ByteReader.target}); the reader then splits the body into ranges of at most
- *   `partSize` bytes and fetches them, `concurrency` at a time, each response copied from the
- *   transport's chunks into its place in that buffer: no intermediate buffer, no join.
- * - **Bounded memory.** Besides the caller's buffers, the reader holds one window of
- *   {@linkcode OBJECT_READER_WINDOW} bytes (the bytes right after a body are fetched with it, so
- *   the next record's header costs no round trip of its own).
- * - **One version.** Every range must come from the version the first request saw: a response of
- *   another version (the object was overwritten mid-load) is an error naming both, never a splice
- *   of two versions. A range that ends short, or runs long, is a `SyntaxError`.
- * - **Retries** are the store's, per range: `S3Store` retries a failed request and resumes a
+ * - {@linkcode openObjectStream}: one GET of the whole object (the default for `s3://` loads).
+ * - {@linkcode openObjectReader}: parallel ranged GETs (`S3StoreOptions.readConcurrency` above
+ *   1). A decoder announces where a body goes ({@linkcode ByteReader.target}); the reader splits
+ *   it into ranges of at most `partSize` bytes, `concurrency` in flight, each response copied from
+ *   the transport's chunks into its place in that buffer as it arrives: no intermediate buffer, no
+ *   join. Besides the caller's buffers it holds one window of {@linkcode OBJECT_READER_WINDOW}
+ *   bytes (the bytes right after a body are fetched with it, so the next record's header costs no
+ *   round trip of its own), or, read with no announcements (a verify), one `partSize` part ahead.
+ *   Every range must come from the version the first request saw: a response of another version
+ *   (the object was overwritten mid-load) is an error naming both, never a splice of two
+ *   versions. A range that ends short, or runs long, is a `SyntaxError`.
+ * - **Retries** are the store's, per request: `S3Store` retries a failed request and resumes a
  *   broken body from the byte where it stopped, with `If-Match`.
  *
  * @module
