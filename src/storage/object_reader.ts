@@ -76,6 +76,28 @@ function positiveInt(value: number, name: string): number {
   return value;
 }
 
+/** What both readers share: the object's description, their counts, `stat`, `allocate` and `close`. */
+function described(
+  url: string,
+  info: { version: string; size: number },
+  head: Uint8Array,
+  stats: ObjectReaderStats,
+  allocate: ((n: number) => Uint8Array) | undefined,
+  close: () => void,
+): Omit<ObjectReader, "read"> {
+  const { version, size } = info;
+  return {
+    url,
+    version,
+    size,
+    head,
+    stats,
+    close,
+    stat: () => Promise.resolve({ size }),
+    ...(allocate ? { allocate } : {}),
+  };
+}
+
 /** A counting semaphore: `concurrency` ranged GETs in flight at most. */
 class Slots {
   #free: number;
@@ -247,17 +269,10 @@ export async function openObjectReader(
   };
 
   const reader: ObjectReader = {
-    url,
-    version,
-    size,
-    head,
-    stats,
-    close() {
+    ...described(url, { version, size }, head, stats, options.allocate, () => {
       closed = true;
       abort.abort(new Error(`Cannot read ${url}: the reader was closed`));
-    },
-    stat: () => Promise.resolve({ size }),
-    ...(options.allocate ? { allocate: options.allocate } : {}),
+    }),
     target(into: Uint8Array): void {
       // The window (and windows fetched ahead) may already hold the body's first bytes: the
       // decoder takes those by `read`; the rest is fetched straight into place.
@@ -394,18 +409,11 @@ export async function openObjectStream(
   while (pending.byteLength < Math.min(64, size) && await more()) { /* a tiny first chunk */ }
   const head = pending;
   return {
-    url,
-    version: got.info.version,
-    size,
-    head,
-    stats,
-    close() {
+    ...described(url, got.info, head, stats, options.allocate, () => {
       closed = true;
       abort.abort(new Error(`Cannot read ${url}: the reader was closed`));
       body.cancel().catch(() => {});
-    },
-    stat: () => Promise.resolve({ size }),
-    ...(options.allocate ? { allocate: options.allocate } : {}),
+    }),
     async read(into: Uint8Array): Promise<number | null> {
       if (closed) throw new Error(`Cannot read ${url}: the reader was closed`);
       if (into.byteLength === 0) return 0;
