@@ -95,6 +95,22 @@ s3Test("loadCheckpoint from s3:// reads in one GET by default, bit for bit, a cu
   }
 });
 
+s3Test("loadCheckpoint from s3:// with sha256 checks the stream digest or the object's SHA-256", async (b) => {
+  const store = b.store();
+  const input = tensors();
+  const saved = await saveCheckpoint({ store, key: "c.ckpt" }, { metadata: { step: 7 }, tensors: input }, {
+    sha256sum: true,
+  });
+  for (const sha256 of [saved.digest, saved.sha256!]) {
+    const back = await loadCheckpoint({ store, key: "c.ckpt" }, { sha256 });
+    back.tensors.forEach((t, i) => assert.ok(same(t.data, input[i]!.data), t.name));
+  }
+  await assert.rejects(
+    () => loadCheckpoint({ store, key: "c.ckpt" }, { sha256: "0".repeat(64) }),
+    ChecksumMismatchError,
+  );
+});
+
 s3Test("loadCheckpoint from s3:// refuses a flipped bit and an object replaced mid-load", async (b) => {
   const store = b.store();
   const input = tensors();
