@@ -66,6 +66,9 @@ export async function createError(path: string, e: unknown): Promise<unknown> {
   try {
     const out = new Class(message, { cause: e });
     out.name = e.name;
+    // Node's errno code (`EACCES`, ...), which src/runtime keeps on its errors.
+    const code = (e as { code?: unknown }).code;
+    if (code !== undefined) Object.defineProperty(out, "code", { value: code, enumerable: true });
     return out;
   } catch {
     return new Error(message, { cause: e });
