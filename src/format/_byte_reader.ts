@@ -15,6 +15,12 @@ export interface ByteReader {
    * better one than `new Uint8Array(n)` (a file reader on Linux asks for huge pages).
    */
   allocate?(n: number): Uint8Array;
+  /**
+   * Says that the next `into.byteLength` bytes from the current position will be read into
+   * `into` (a body's final buffer), so a source that fetches ahead (ranged GETs of an object) can
+   * put them there directly, in parallel; the reads that follow still come, in order.
+   */
+  target?(into: Uint8Array): void;
   /** Moves to `offset` from the start, for bodies another thread hashes ({@linkcode RangeHasher}). */
   seekTo?(offset: number): Promise<void>;
   /**

@@ -256,6 +256,7 @@ export class ChunkReader {
       have += part.byteLength;
     }
     hash?.update(out.subarray(0, have));
+    file.target?.(out.subarray(have));
     const step = hash || this.#tap ? HASH_PIECE : FILE_PIECE;
     const end = (at: number) => Math.min(n, at + step);
     const piece = (at: number) => readFull(file, whole.subarray(at, end(at) === n ? n + room : end(at)));

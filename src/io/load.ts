@@ -15,10 +15,13 @@ import { checkOptionNames, LIMIT_OPTION_NAMES, optionNames } from "../format/_op
 import { checkInto, placeInto } from "../format/_read_into.ts";
 import { isAddress } from "../storage/resolve.ts";
 import { openRandomAccess } from "../storage/random_access.ts";
+import type { ObjectReader } from "../storage/object_reader.ts";
+import type { StoreObject } from "../storage/resolve.ts";
 import {
   type CheckpointSource,
   fileCodec,
   locate,
+  openBinaryObject,
   openSource,
   readerCodec,
   sourceRecords,
@@ -99,6 +102,20 @@ async function storedDigest(file: FileHandle): Promise<string | undefined> {
   }
 }
 
+/** The stream digest stored in a binary object's footer (hex), by one ranged GET; undefined if it has none. */
+async function objectDigest(object: ObjectReader, at: StoreObject): Promise<string | undefined> {
+  if (object.size < FOOTER_BYTES) return undefined;
+  try {
+    const { body, length } = await at.store.get(at.key, { range: { offset: object.size - FOOTER_BYTES } });
+    const footer = new Uint8Array(await new Response(body).arrayBuffer());
+    if (length !== FOOTER_BYTES || footer.byteLength !== FOOTER_BYTES) return undefined;
+    return toHex(decodeFooter(footer, object.size - FOOTER_BYTES).digest);
+  } catch (e) {
+    if (e instanceof SyntaxError) return undefined; // the full read says what is wrong
+    throw e;
+  }
+}
+
 function tapped(source: ReadableStream<Uint8Array>, hash: Hash): ReadableStream<Uint8Array> {
   return source.pipeThrough(
     new TransformStream<Uint8Array, Uint8Array>({
@@ -163,6 +180,7 @@ export async function verifiedRecords(
       path = local.path(at.key);
     } else opened.close();
   }
+  const object = at && !file && wantedDigest !== undefined ? await openBinaryObject(at, options) : undefined;
   if (file) {
     // A local binary file, decoded from the open file: the stored stream digest is checked by
     // decoding; only when the footer holds another value is the file's SHA-256 computed as well,
@@ -175,6 +193,21 @@ export async function verifiedRecords(
     records = (async function* () {
       try {
         yield* decodeRecords(fileReader(open, path), options, fileTap, digest, bodies);
+      } finally {
+        open.close();
+      }
+    })();
+  } else if (object) {
+    // A binary object read as a file (S3): as for a local file, the object's SHA-256 is computed
+    // as well only when its footer holds another stream digest than the one given.
+    const open = object;
+    if (await objectDigest(open, at!) !== wantedDigest) tap = sha256();
+    const objectTap = tap;
+    const digest = settled<string>();
+    streamDigest = digest.promise;
+    records = (async function* () {
+      try {
+        yield* decodeRecords(open, options, objectTap, digest, bodies);
       } finally {
         open.close();
       }

@@ -25,6 +25,8 @@ import { readableFrom } from "../format/_streams.ts";
 import { settled } from "../format/_pair.ts";
 import { fileReader, readFull } from "../storage/_file_io.ts";
 import { type CountingReader, openRandomAccess } from "../storage/random_access.ts";
+import { type ObjectReader, openObjectReader, openObjectStream } from "../storage/object_reader.ts";
+import { freshBuffer } from "../storage/_huge_pages.ts";
 import {
   isAddress,
   isStoreObject,
@@ -108,6 +110,23 @@ export function openSource(source: CheckpointSource, options: StorageOptions = {
       await reader?.cancel(reason);
     },
   }, { highWaterMark: 0 });
+}
+
+/**
+ * An object of a store that reads objects as files (one with `ranged`: S3) open front to back,
+ * when it holds a ckpt binary checkpoint: bodies go straight into their buffers (by parallel
+ * ranged GETs where the store asks for them), so large ones are hashed on the native thread as
+ * from a file. `undefined` for other stores and other formats.
+ */
+export async function openBinaryObject(at: StoreObject, options: DecodeOptions): Promise<ObjectReader | undefined> {
+  const ranged = at.store.ranged;
+  if (!ranged) return undefined;
+  const object = ranged.concurrency > 1
+    ? await openObjectReader(at.store, at.key, { ...ranged, allocate: freshBuffer })
+    : await openObjectStream(at.store, at.key, { allocate: freshBuffer });
+  if (detectCodec(object.head.subarray(0, DETECT_BYTES), options.codecs) === binaryCodec) return object;
+  object.close();
+  return undefined;
 }
 
 /** File reads of this size; each chunk is a fresh buffer, since decoded tensors may view it. */
@@ -197,6 +216,15 @@ export function sourceRecords(
         }
       } finally {
         file.close();
+      }
+    }
+    const object = await openBinaryObject(at, options);
+    if (object) {
+      try {
+        yield* decodeRecords(object, options, undefined, digest, bodies);
+        return;
+      } finally {
+        object.close();
       }
     }
     const decoded = decodeWithDigest(openSource(at, options), options, bodies);

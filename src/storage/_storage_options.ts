@@ -18,6 +18,7 @@ const S3_OPTION_NAMES = optionNames<S3StoreOptions>()([
   "credentials",
   "partSize",
   "concurrency",
+  "readConcurrency",
   "retries",
   "timeout",
   "listPageSize",

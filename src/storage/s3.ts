@@ -91,6 +91,17 @@ export interface S3StoreOptions {
   partSize?: number;
   /** Parts uploaded at once by one writer. @default {DEFAULT_S3_CONCURRENCY} */
   concurrency?: number;
+  /**
+   * Ranged GETs of `partSize` bytes a whole-checkpoint load keeps in flight at once, each written
+   * straight into its tensor's buffer (`src/storage/object_reader.ts`); 1 reads the object in one
+   * GET, streamed into the tensors' buffers. Raise it for a store across a network, where one
+   * connection is slower than the link (AWS S3 serves each connection at a fraction of what an
+   * instance can take in); on a store that shares the machine's cores (a local Ceph RGW), one GET
+   * costs the least CPU and was fastest (docs/performance.md).
+   *
+   * @default {1}
+   */
+  readConcurrency?: number;
   /** Times a request that failed transiently is retried. @default {DEFAULT_S3_RETRIES} */
   retries?: number;
   /**
@@ -301,6 +312,8 @@ export class S3Store implements ObjectStore {
   readonly url: string;
   /** Always true. */
   readonly writable = true;
+  /** Ranged GETs of `partSize` a whole load keeps in flight; 1: one GET (`S3StoreOptions.readConcurrency`). */
+  readonly ranged: { concurrency: number; partSize: number };
   readonly #bucket: string;
   readonly #prefix: string;
   readonly #base: string;
@@ -337,6 +350,10 @@ export class S3Store implements ObjectStore {
     this.#partSize = positiveInt(options.partSize ?? DEFAULT_S3_PART_SIZE, "partSize", 1);
     this.#concurrency = positiveInt(options.concurrency ?? DEFAULT_S3_CONCURRENCY, "concurrency", 1);
     this.#retries = positiveInt(options.retries ?? DEFAULT_S3_RETRIES, "retries", 0);
+    this.ranged = {
+      concurrency: positiveInt(options.readConcurrency ?? 1, "readConcurrency", 1),
+      partSize: this.#partSize,
+    };
     this.#timeout = positiveInt(options.timeout ?? DEFAULT_S3_TIMEOUT_MS, "timeout", 1);
     this.#pageSize = positiveInt(options.listPageSize ?? 1000, "listPageSize", 1);
     this.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis);

@@ -143,6 +143,13 @@ export interface ObjectStore {
    * which store they have.
    */
   readonly files?: LocalFiles;
+  /**
+   * Optional: how a whole-object read may split into ranged GETs (`S3Store`, from
+   * `S3StoreOptions.readConcurrency` and `partSize`): with a `concurrency` above 1, loads fetch
+   * large tensor bodies that many ranges at a time, straight into their buffers; otherwise, and
+   * for stores without it, in one GET.
+   */
+  readonly ranged?: { readonly concurrency: number; readonly partSize: number };
   /** Reads an object, or a range of it. An absent object is an {@linkcode ObjectNotFoundError}. */
   get(key: string, options?: GetOptions): Promise<GetResult>;
   /** Describes an object, or gives `undefined` when there is none. */
