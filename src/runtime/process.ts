@@ -75,6 +75,8 @@ function denoProcess(): ThisProcess {
     unrefTimer: (timer) => Deno.unrefTimer(timer),
     exit: (code) => Deno.exit(code),
     alive: (pid) => {
+      if (pid === Deno.pid) return true;
+      // /proc/PID: Deno reads /proc only with --allow-all; without it this cannot tell (undefined).
       if (Deno.build.os !== "linux") return undefined;
       try {
         Deno.statSync(`/proc/${pid}`);
