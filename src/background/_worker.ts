@@ -28,13 +28,21 @@ function send(reply: SaveReply): void {
 
 let modules: Promise<[typeof SaveCheckpoint, typeof ResolveDirectory]> | undefined;
 
+/**
+ * The save code, imported one graph after the other, never two `import()`s at once: under Node
+ * 20 two concurrent dynamic imports whose graphs share modules that wait at the top level could
+ * leave one promise never settled, and the worker's first save hung (1 resume in 4-7 here).
+ */
+async function loadSaveModules(): Promise<[typeof SaveCheckpoint, typeof ResolveDirectory]> {
+  const { saveCheckpoint } = await import("../io/save.ts");
+  const { resolveDirectory } = await import("../storage/resolve.ts");
+  return [saveCheckpoint, resolveDirectory];
+}
+
 async function save(request: SaveRequest): Promise<void> {
   const { id, path, object, metadata, tensors, options } = request;
   try {
-    const [saveCheckpoint, resolveDirectory] = await (modules ??= Promise.all([
-      import("../io/save.ts").then((m) => m.saveCheckpoint),
-      import("../storage/resolve.ts").then((m) => m.resolveDirectory),
-    ]));
+    const [saveCheckpoint, resolveDirectory] = await (modules ??= loadSaveModules());
     // A store is opened here from its address: the page's store object cannot cross to a worker.
     const target = object ? { store: resolveDirectory(object.store), key: object.key } : path;
     const result = await saveCheckpoint(target, { metadata, tensors }, options);

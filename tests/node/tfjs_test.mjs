@@ -5,6 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
+import { writeFile } from "node:fs/promises";
 import * as tf from "@tensorflow/tfjs";
 import { BackgroundWriter, loadCheckpoint, saveCheckpoint } from "@ckpt/ckpt";
 import { restore, snapshot } from "@ckpt/ckpt/tfjs";
@@ -68,14 +69,44 @@ test("BackgroundWriter saves on a worker thread while the main thread keeps runn
   });
 });
 
-function runChild(args, { killAfterCommit } = {}) {
+/** Runs the training child; one that has not ended after `deadlineMs` is killed and reported as hung. */
+function runChild(args, { killAfterCommit, deadlineMs = 60_000 } = {}) {
   const lines = [];
   const child = nodeChild(CHILD, args, (line, child) => {
     lines.push(line);
     if (killAfterCommit !== undefined && line === `committed ${killAfterCommit}`) child.kill("SIGKILL");
   });
-  return new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal, lines })));
+  const deadline = setTimeout(() => {
+    lines.push(`hung: no exit after ${deadlineMs} ms`);
+    child.kill("SIGKILL");
+  }, deadlineMs);
+  return new Promise((resolve) =>
+    child.on("exit", (code, signal) => {
+      clearTimeout(deadline);
+      resolve({ code, signal, lines });
+    })
+  );
 }
+
+test(
+  "a run that takes over a dead process's lock saves in the background to the end, every time",
+  { timeout: 300_000 },
+  async () => {
+    // The first save of a resumed run's worker used to hang now and then (two concurrent dynamic
+    // imports of the save code in the worker); a takeover made it likelier: 1 run in 4-7 here.
+    await withTempDir(async (dir) => {
+      for (let i = 0; i < 12; i++) {
+        const run = join(dir, `run${i}`);
+        const first = await runChild([run, "20", "10"]);
+        assert.equal(first.code, 0, first.lines.join("\n"));
+        await writeFile(join(run, "ckpt.lock"), JSON.stringify({ pid: 999_999_999 }) + "\n");
+        const resumed = await runChild([run, "40", "10"], { deadlineMs: 30_000 });
+        assert.equal(resumed.code, 0, `run ${i}: ${resumed.lines.join("\n")}`);
+        assert.ok(resumed.lines.includes("committed 40"), `run ${i}: ${resumed.lines.join("\n")}`);
+      }
+    });
+  },
+);
 
 test(
   "a TF.js training run under Node killed with SIGKILL after a commit resumes bit for bit",
