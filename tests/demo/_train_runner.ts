@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
+import { linesOf } from "../_util.ts";
 
 const SCRIPT = fileURLToPath(new URL("../../demo/train.ts", import.meta.url));
 /** The permissions of `deno task train`. */
@@ -58,22 +59,15 @@ export async function runCommand(
   const stderr = new Response(child.stderr).text();
   const lines: string[] = [];
   let sentAt = 0;
-  let pending = "";
-  for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
-    pending += chunk;
-    const parts = pending.split("\n");
-    pending = parts.pop()!;
-    for (const line of parts) {
-      lines.push(line);
-      const signal = !sentAt && stopWhen?.(line);
-      if (signal) {
-        sentAt = performance.now();
-        if (options.target) Deno.kill(options.target(child), signal);
-        else child.kill(signal);
-      }
+  for await (const line of linesOf(child.stdout)) {
+    lines.push(line);
+    const signal = !sentAt && stopWhen?.(line);
+    if (signal) {
+      sentAt = performance.now();
+      if (options.target) Deno.kill(options.target(child), signal);
+      else child.kill(signal);
     }
   }
-  if (pending) lines.push(pending);
   const status = await child.status;
   const err = await stderr;
   if (err.trim()) lines.push(...err.trim().split("\n").map((l) => `stderr: ${l}`));

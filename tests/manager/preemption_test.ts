@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { CheckpointManager } from "../../src/manager/mod.ts";
 import { Preemption } from "../../src/manager/preemption.ts";
 import { withDir } from "./_helpers.ts";
+import { linesOf } from "../_util.ts";
 
 const CHILD = fileURLToPath(new URL("./_preempt_child.ts", import.meta.url));
 
@@ -26,19 +27,13 @@ async function run(
     env,
   }).spawn();
   const lines: string[] = [];
-  let pending = "";
   let sentAt = 0;
-  for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
-    pending += chunk;
-    const parts = pending.split("\n");
-    pending = parts.pop()!;
-    for (const line of parts) {
-      lines.push(line);
-      const signal = onLine(line);
-      if (signal) {
-        sentAt ||= performance.now();
-        child.kill(signal);
-      }
+  for await (const line of linesOf(child.stdout)) {
+    lines.push(line);
+    const signal = onLine(line);
+    if (signal) {
+      sentAt ||= performance.now();
+      child.kill(signal);
     }
   }
   const { code } = await child.status;
