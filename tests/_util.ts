@@ -264,7 +264,7 @@ export function typeError(pattern: RegExp): (e: unknown) => boolean {
  * Each line of a child's output as it arrives (the last one also when it has no newline), so a
  * test can act on a line (send a signal) while the child runs.
  */
-export async function* linesOf(stream: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+export async function* linesOf(stream: ReadableStream<Uint8Array<ArrayBuffer>>): AsyncGenerator<string> {
   let pending = "";
   for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
     pending += chunk;
