@@ -3,7 +3,7 @@
 // never silently rounded), caps nesting depth, and reports byte offsets. Objects become Maps so
 // that names such as "__proto__" are plain data.
 
-/** A parsed JSON value: integer literals as bigint, other numbers as number, objects as Map. */
+/** A parsed JSON value: integer literals as bigint (but `-0` as the number -0), other numbers as number, objects as Map. */
 export type StrictJson = null | boolean | number | bigint | string | StrictJson[] | Map<string, StrictJson>;
 
 /** Deepest nesting accepted. */
@@ -91,7 +91,10 @@ export function parseStrictJson(
       fail(`number literal of ${i - start} characters is longer than ${MAX_NUMBER_CHARS}`, base + start);
     }
     const text = ascii.decode(bytes.subarray(start, i));
-    return integer ? BigInt(text) : Number(text);
+    // "-0" is not an integer a reader can take (serde_json reads it as the float -0.0, which the
+    // reference refuses for a size or an offset), so it stays a number, never 0n.
+    if (integer && text !== "-0") return BigInt(text);
+    return Number(text);
   };
 
   const value = (depth: number): StrictJson => {

@@ -2,9 +2,10 @@
  * The safetensors codec: read and write `.safetensors` files (the format Python tools load) with
  * the same streams, hashing and atomic saves as ckpt's own codecs.
  *
- * Layout (public specification): 8 bytes little-endian `N`, then `N` bytes of UTF-8 JSON starting
- * with `{` (a map from tensor name to `{"dtype", "shape", "data_offsets": [begin, end]}`, plus an
- * optional `"__metadata__"` map of strings), padded with spaces, then the tensor bytes, little
+ * Layout (public specification): 8 bytes little-endian `N`, then `N` bytes of UTF-8 JSON, one
+ * object (a map from tensor name to `{"dtype", "shape", "data_offsets": [begin, end]}`, plus an
+ * optional `"__metadata__"` map of strings) with only whitespace around it (ckpt writes "{" first
+ * and pads with spaces after), then the tensor bytes, little
  * endian, row-major, back to back with no gap, covering the rest of the file exactly.
  *
  * @module
@@ -19,7 +20,7 @@ import { generatorPair, type Settle, settled } from "../format/_pair.ts";
 import { EncodeGuard } from "../format/_encode_guard.ts";
 import { checkBools } from "../format/codecs/binary.ts";
 import { parseStrictJson, type StrictJson } from "./_json_strict.ts";
-import { metadataFromSafetensors, metadataToSafetensors } from "./safetensors_metadata.ts";
+import { loneSurrogate, metadataFromSafetensors, metadataToSafetensors } from "./safetensors_metadata.ts";
 
 /** The safetensors name of each ckpt dtype. */
 export const SAFETENSORS_DTYPES: Readonly<Record<DType, string>> = Object.freeze({
@@ -43,7 +44,20 @@ const FROM_SAFETENSORS: ReadonlyMap<string, DType> = new Map(
 );
 
 /** safetensors dtypes that ckpt's data model has no typed array for. */
-const UNSUPPORTED_DTYPES = new Set(["F8_E5M2", "F8_E4M3", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C64"]);
+const UNSUPPORTED_SAFETENSORS_DTYPES: ReadonlySet<string> = new Set([
+  "F8_E5M2",
+  "F8_E4M3",
+  "F8_E4M3FNUZ",
+  "F8_E5M2FNUZ",
+  "F8_E8M0",
+  "F6_E2M3",
+  "F6_E3M2",
+  "F4",
+  "C64",
+]);
+
+/** What the JSON header may start with: "{", or JSON whitespace in front of it. */
+const HEADER_FIRST_BYTES: ReadonlySet<number> = new Set([0x7b, 0x20, 0x09, 0x0a, 0x0d]);
 
 /** Bytes of the little-endian header length that starts every file. */
 export const SAFETENSORS_PREFIX_BYTES = 8;
@@ -129,7 +143,7 @@ function checkDescriptors(tensors: readonly SafetensorsTensorDescriptor[]): void
 
 /**
  * The bytes that precede the tensor data: the 8-byte length and the JSON header, padded with
- * spaces so the data starts at a multiple of 8. `__metadata__` comes first, then the tensors in
+ * spaces so the data starts at a multiple of 8. `__metadata__` comes first (left out when empty), then the tensors in
  * the given order, which is also the order of their data. Depends only on names, dtypes, shapes,
  * groups and metadata, so it can be written before any tensor data exists.
  *
@@ -156,9 +170,11 @@ export function encodeSafetensorsHeader(
     if (g !== "params") Object.defineProperty(groups, t.name, { value: g, enumerable: true });
   }
   const meta = metadataToSafetensors(metadata, groups);
-  const parts = [
-    `"__metadata__":{${meta.map(([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)}`).join(",")}}`,
-  ];
+  // No "__metadata__" at all when there is nothing to say, as the reference writes a file without
+  // metadata (so such a file, read and written back, keeps its bytes).
+  const parts = meta.length === 0
+    ? []
+    : [`"__metadata__":{${meta.map(([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)}`).join(",")}}`];
   let offset = 0;
   for (const t of tensors) {
     const end = offset + elementCount(t.shape) * DTYPES[t.dtype].bytes;
@@ -222,13 +238,14 @@ function describe(v: StrictJson | undefined): string {
   if (v instanceof Map) return "an object";
   if (Array.isArray(v)) return "an array";
   if (typeof v === "bigint") return String(v);
+  if (Object.is(v, -0)) return "-0";
   return JSON.stringify(v);
 }
 
 /**
  * Parses and validates the `N` JSON header bytes (those after the 8-byte length), exactly as
- * strictly as the reference implementation and then some: valid UTF-8, JSON starting with `{`
- * and padded only with whitespace, no duplicate keys, `__metadata__` a map of strings, every
+ * strictly as the reference implementation and then some: valid UTF-8, one JSON object with
+ * only whitespace around it, no duplicate keys, `__metadata__` a map of valid Unicode strings, every
  * tensor entry exactly `dtype`, `shape` and `data_offsets`, a dtype ckpt holds, offsets that
  * tile the data from 0 with no gap or overlap, and each byte length equal to elements × dtype
  * size. Messages give the file offset (the header starts at 8).
@@ -251,7 +268,6 @@ export function decodeSafetensorsHeader(bytes: Uint8Array, limits?: DecodeLimits
   } catch {
     fail("header is not valid UTF-8", base);
   }
-  if (bytes[0] !== 0x7b) fail('header does not start with "{"', base);
   const root = parseStrictJson(bytes, base, (why, at) => fail(`header is not valid JSON: ${why}`, at));
   if (!isObject(root)) fail("header is not a JSON object", base);
   const raw: { name: string; dtype: DType; shape: number[]; begin: number; end: number; order: number }[] = [];
@@ -263,6 +279,8 @@ export function decodeSafetensorsHeader(bytes: Uint8Array, limits?: DecodeLimits
         if (typeof v !== "string") {
           fail(`"__metadata__" value for ${JSON.stringify(k)} is ${describe(v)}, not a string`, base);
         }
+        const bad = loneSurrogate(k, v);
+        if (bad) fail(`"__metadata__" ${bad}`, base);
       }
       metaEntries = entry as Map<string, string>;
       continue;
@@ -285,7 +303,7 @@ export function decodeSafetensorsHeader(bytes: Uint8Array, limits?: DecodeLimits
     if (typeof st !== "string") fail(`${where} has dtype ${describe(st)}, not a string`, base);
     const dtype = FROM_SAFETENSORS.get(st);
     if (dtype === undefined) {
-      if (UNSUPPORTED_DTYPES.has(st)) {
+      if (UNSUPPORTED_SAFETENSORS_DTYPES.has(st)) {
         throw new RangeError(
           `Cannot decode safetensors: ${where} has dtype ${st}, which ckpt cannot hold (supported: ${
             [...FROM_SAFETENSORS.keys()].join(", ")
@@ -521,11 +539,12 @@ export function createSafetensorsCodec(options: SafetensorsCodecOptions = {}): C
   return Object.freeze({
     name: "safetensors",
     detect(head: Uint8Array): boolean {
-      // The first 8 bytes are a little-endian length and the header itself starts with "{" at
-      // byte 8; ckpt's binary and JSON formats (tried first) and text do not. The length is not
-      // judged here, so that an absurd one (2^62) gets the decoder's maxHeaderBytes message
+      // The first 8 bytes are a little-endian length and the JSON header starts at byte 8 with
+      // "{" or with JSON whitespace (writers may pad in front to align the data; the reference
+      // reads such files); ckpt's binary and JSON formats and text have neither there. The length
+      // is not judged here, so that an absurd one (2^62) gets the decoder's maxHeaderBytes message
       // rather than "unrecognised format"; fewer than 9 bytes are not recognised at all.
-      return head.byteLength >= 9 && head[8] === 0x7b;
+      return head.byteLength >= 9 && HEADER_FIRST_BYTES.has(head[8]!);
     },
     encoder(): CheckpointEncoder {
       // No digest of its own to store: the SHA-256 of the bytes is the only one (and free).

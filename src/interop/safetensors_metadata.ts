@@ -4,17 +4,19 @@
  *
  * | key | value |
  * | --- | --- |
- * | `ckpt.step` | the step in decimal, such as `"100"` |
+ * | `ckpt.step` | the step in decimal, such as `"100"` (left out for step 0, what a file without it reads as) |
  * | `ckpt.epoch` | the epoch in decimal (only when set) |
  * | `ckpt.createdAt` | the ISO 8601 string as given (only when set) |
  * | `ckpt.metrics` | JSON object; NaN, `Infinity`, `-Infinity` and `-0` as the strings `"NaN"`, `"Infinity"`, `"-Infinity"`, `"-0"` (only when set) |
- * | `ckpt.custom` | JSON text of `metadata.custom` (only when set) |
+ * | `ckpt.custom` | JSON text of `metadata.custom`, without the foreign entries (only when anything is left) |
  * | `ckpt.groups` | JSON object mapping tensor name to group, for tensors whose group is not `"params"` (only when any) |
  *
  * Keys without the `ckpt.` prefix belong to other tools (such as `"format": "pt"`). Reading
  * collects them into `metadata.custom["safetensors.__metadata__"]`; writing lifts that object's
- * string entries back to the top level of `__metadata__`. A file without any `ckpt.` key (one
- * written by Python, say) reads as step 0.
+ * string entries back to the top level of `__metadata__` (and only there). A file without any
+ * `ckpt.` key (one written by Python, say) reads as step 0 and writes back the same header.
+ * Keys and values that are not valid Unicode (a lone surrogate, which safetensors readers
+ * refuse) are refused on read and on write.
  *
  * @module
  */
@@ -52,38 +54,84 @@ export function metadataToSafetensors(
 ): [string, string][] {
   const canonical = JSON.parse(metadataToJson(metadata)) as Record<string, JsonValue>;
   const out: [string, string][] = [];
-  const foreign = metadata.custom !== undefined && Object.hasOwn(metadata.custom, FOREIGN_METADATA_KEY)
-    ? metadata.custom[FOREIGN_METADATA_KEY]
+  const custom = canonical.custom as Record<string, JsonValue> | undefined;
+  const foreign = custom !== undefined && Object.hasOwn(custom, FOREIGN_METADATA_KEY)
+    ? custom[FOREIGN_METADATA_KEY]
     : undefined;
+  const where = `custom[${JSON.stringify(FOREIGN_METADATA_KEY)}]`;
   if (foreign !== undefined) {
     if (typeof foreign !== "object" || foreign === null || Array.isArray(foreign)) {
-      throw new TypeError(
-        `Invalid metadata: custom[${JSON.stringify(FOREIGN_METADATA_KEY)}] must be an object of strings`,
-      );
+      throw new TypeError(`Invalid metadata: ${where} must be an object of strings`);
     }
     for (const [k, v] of Object.entries(foreign)) {
       if (typeof v !== "string") {
-        throw new TypeError(
-          `Invalid metadata: custom[${JSON.stringify(FOREIGN_METADATA_KEY)}][${JSON.stringify(k)}] is not a string`,
-        );
+        throw new TypeError(`Invalid metadata: ${where}[${JSON.stringify(k)}] is not a string`);
       }
       if (k.startsWith(CKPT_KEY_PREFIX)) {
-        throw new TypeError(
-          `Invalid metadata: custom[${JSON.stringify(FOREIGN_METADATA_KEY)}] key ${
-            JSON.stringify(k)
-          } uses the reserved prefix "ckpt."`,
-        );
+        throw new TypeError(`Invalid metadata: ${where} key ${JSON.stringify(k)} uses the reserved prefix "ckpt."`);
       }
+      const bad = loneSurrogate(k, v);
+      if (bad) throw new TypeError(`Invalid metadata: ${where} ${bad}, which safetensors readers refuse`);
       out.push([k, v]);
     }
   }
-  out.push(["ckpt.step", String(canonical.step)]);
+  // Step 0 is what a file without "ckpt.step" reads as, so it is left out: a file with no
+  // metadata of its own (one Python wrote, say) then writes back exactly as it was read.
+  if (canonical.step !== 0) out.push(["ckpt.step", String(canonical.step)]);
   if (canonical.epoch !== undefined) out.push(["ckpt.epoch", String(canonical.epoch)]);
-  if (canonical.createdAt !== undefined) out.push(["ckpt.createdAt", canonical.createdAt as string]);
+  if (canonical.createdAt !== undefined) {
+    const bad = loneSurrogate("ckpt.createdAt", canonical.createdAt as string);
+    if (bad) {
+      throw new TypeError(`Invalid metadata: createdAt for safetensors: ${bad}, which safetensors readers refuse`);
+    }
+    out.push(["ckpt.createdAt", canonical.createdAt as string]);
+  }
   if (canonical.metrics !== undefined) out.push(["ckpt.metrics", JSON.stringify(canonical.metrics)]);
-  if (canonical.custom !== undefined) out.push(["ckpt.custom", JSON.stringify(canonical.custom)]);
+  const ownCustom = customWithoutForeign(custom);
+  if (ownCustom !== undefined) out.push(["ckpt.custom", JSON.stringify(ownCustom)]);
   if (Object.keys(groups).length > 0) out.push(["ckpt.groups", JSON.stringify(groups)]);
   return out;
+}
+
+/**
+ * `custom` as `"ckpt.custom"` holds it: the foreign entries already stand at the top level of
+ * `__metadata__`, so they are not written twice. Where the foreign object is the last key and
+ * not empty it is left out (reading appends it again); elsewhere an empty object keeps its place
+ * (reading fills it in), so the key order, and a binary checkpoint written after the trip,
+ * stay exact.
+ */
+function customWithoutForeign(
+  custom: Record<string, JsonValue> | undefined,
+): Record<string, JsonValue> | undefined {
+  if (custom === undefined || !Object.hasOwn(custom, FOREIGN_METADATA_KEY)) return custom;
+  const keys = Object.keys(custom);
+  const foreign = custom[FOREIGN_METADATA_KEY] as Record<string, JsonValue>;
+  const drop = keys.at(-1) === FOREIGN_METADATA_KEY && Object.keys(foreign).length > 0;
+  const out: Record<string, JsonValue> = {};
+  for (const k of keys) {
+    if (k === FOREIGN_METADATA_KEY && drop) continue;
+    const v = k === FOREIGN_METADATA_KEY ? {} : custom[k]!;
+    Object.defineProperty(out, k, { value: v, enumerable: true, writable: true, configurable: true });
+  }
+  return keys.length === 1 && drop ? undefined : out;
+}
+
+/**
+ * Why a `__metadata__` entry cannot be written as safetensors readers require (their JSON
+ * parser refuses an escaped lone surrogate such as `"\ud800"`), or `undefined` when it can.
+ *
+ * @example
+ * ```ts
+ * import { loneSurrogate } from "./safetensors_metadata.ts";
+ * import assert from "node:assert/strict";
+ * assert.equal(loneSurrogate("format", "pt"), undefined);
+ * assert.equal(loneSurrogate("note", "a\ud800"), 'value for "note" is not valid Unicode (a lone surrogate)');
+ * ```
+ */
+export function loneSurrogate(key: string, value: string): string | undefined {
+  if (!key.isWellFormed()) return `key ${JSON.stringify(key)} is not valid Unicode (a lone surrogate)`;
+  if (!value.isWellFormed()) return `value for ${JSON.stringify(key)} is not valid Unicode (a lone surrogate)`;
+  return undefined;
 }
 
 /**
