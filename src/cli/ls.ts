@@ -1,11 +1,14 @@
 /**
  * `ckpt ls`: a checkpoint manager directory's checkpoints, with step, time, size, metrics,
  * digest, status, and which ones retention keeps (as best, among the newest, every K steps).
+ * The status says what was checked: `header ok` (sizes, header and index, no tensor data read)
+ * or, with `--verify`, `verified` (every tensor read and its digests checked).
  *
  * @module
  */
 import { join } from "node:path";
 import { CheckpointManager, type CheckpointManagerOptions, type ListedCheckpoint } from "../manager/mod.ts";
+import { isDamage, isNotFound } from "../manager/_errors.ts";
 import { INDEX_FILE } from "../manager/_index.ts";
 import { resolveDirectory } from "../storage/resolve.ts";
 import type { ObjectStore } from "../storage/types.ts";
@@ -57,7 +60,7 @@ function integerOption(values: Values, name: string): number | undefined {
   return v;
 }
 
-async function listDir(dir: string, values: Values, warnings: string[]): Promise<ListedCheckpoint[]> {
+async function listDir(dir: string, values: Values, warnings: string[]): Promise<Listed[]> {
   const maxToKeep = integerOption(values, "max-to-keep");
   const keepEvery = integerOption(values, "keep-every");
   const best = bestOption(values);
@@ -80,7 +83,7 @@ async function listDir(dir: string, values: Values, warnings: string[]): Promise
       if (e instanceof FileError) throw e;
       throw new FileError(`Cannot list ${JSON.stringify(dir)}: ${(e as Error).message ?? String(e)}`, { cause: e });
     }
-    return await listManager(dir, target, rules, warnings);
+    return await listManager(dir, target, rules, warnings, values.verify === true);
   }
   let info: FileInfo;
   try {
@@ -99,16 +102,24 @@ async function listDir(dir: string, values: Values, warnings: string[]): Promise
     }
     throw new FileError(`Cannot read ${JSON.stringify(join(dir, INDEX_FILE))}: ${osReason(e)}`, { cause: e });
   }
-  return await listManager(dir, target, rules, warnings);
+  return await listManager(dir, target, rules, warnings, values.verify === true);
 }
 
-/** Lists a manager directory, read-only, with retention rules given on the command line. */
+/** A listed checkpoint, whether its tensor data was read and checked, and (with --mirror) its tier. */
+type Listed = ListedCheckpoint & { verified: boolean; tier?: "local" | "mirror" };
+
+/**
+ * Lists a manager directory, read-only, with retention rules given on the command line; with
+ * `verify`, loads each checkpoint that lists as sound (one at a time, every digest checked) and
+ * marks it verified or damaged.
+ */
 async function listManager(
   dir: string,
   target: string | ObjectStore,
   rules: CheckpointManagerOptions,
   warnings: string[],
-): Promise<ListedCheckpoint[]> {
+  verify: boolean,
+): Promise<Listed[]> {
   let manager: CheckpointManager;
   try {
     manager = await CheckpointManager.open(target, {
@@ -124,17 +135,50 @@ async function listManager(
     throw e;
   }
   try {
-    return await manager.list();
+    const listed: Listed[] = (await manager.list()).map((e) => ({ ...e, verified: false }));
+    if (verify) {
+      for (const e of listed) {
+        if (e.status !== "ok") continue;
+        try {
+          await manager.load(e.step);
+          e.verified = true;
+        } catch (err) {
+          if (!isDamage(err)) throw err;
+          e.status = isNotFound(err) ? "missing" : "damaged";
+          e.problem = (err as Error).message;
+        }
+      }
+    }
+    return listed;
   } finally {
     await manager.close();
   }
+}
+
+/** The status word of the text table: what was checked, or what is wrong. */
+function statusText(e: Listed): string {
+  if (e.status !== "ok") return e.status;
+  return e.verified ? "verified" : "header ok";
+}
+
+const MEANINGS: readonly (readonly [string, string])[] = [
+  ["header ok", "files present, sizes, headers and indexes check out; tensor data not read (--verify reads it)"],
+  ["verified", "every tensor read and its digests checked"],
+  ["damaged", "see standard error"],
+  ["missing", "see standard error"],
+];
+
+/** A line saying what each status word the table shows means. */
+function legend(entries: readonly Listed[]): string {
+  const shown = new Set(entries.map(statusText));
+  return `status: ${MEANINGS.filter(([word]) => shown.has(word)).map(([w, m]) => `${w}: ${m}`).join("; ")}\n`;
 }
 
 function metricsText(e: ListedCheckpoint): string {
   return Object.entries(e.metadata.metrics ?? {}).map(([k, v]) => `${k}=${numberText(v)}`).join(" ");
 }
 
-function asJson(entries: ListedCheckpoint[]): string {
+function asJson(entries: Listed[]): string {
   return JSON.stringify(
     entries.map((e) => ({
       step: e.step,
@@ -151,18 +195,16 @@ function asJson(entries: ListedCheckpoint[]): string {
       bestRank: e.bestRank ?? null,
       keptBy: e.keptBy,
       status: e.status,
+      checked: e.verified ? "data" : "header",
       problem: e.problem ?? null,
-      ...((e as Tiered).tier === undefined ? {} : { tier: (e as Tiered).tier }),
+      ...(e.tier === undefined ? {} : { tier: e.tier }),
     })),
     null,
     2,
   ) + "\n";
 }
 
-/** A listed checkpoint and, with --mirror, the tier it is on. */
-type Tiered = ListedCheckpoint & { tier?: "local" | "mirror" };
-
-function asText(entries: Tiered[], showBest: boolean): string {
+function asText(entries: Listed[], showBest: boolean): string {
   if (entries.length === 0) return "no checkpoints\n";
   const tiers = entries.some((e) => e.tier !== undefined);
   const header = ["step", ...(tiers ? ["tier"] : []), "saved", "size", "kind", "tensors", "metrics"];
@@ -180,18 +222,22 @@ function asText(entries: Tiered[], showBest: boolean): string {
       metricsText(e) || "-",
     ];
     if (showBest) row.push(e.best ? `#${e.bestRank}` : "-");
-    row.push(e.keptBy.length ? e.keptBy.join(",") : "no (retention would delete it)", e.status, e.sha256.slice(0, 12));
+    row.push(
+      e.keptBy.length ? e.keptBy.join(",") : "no (retention would delete it)",
+      statusText(e),
+      e.sha256.slice(0, 12),
+    );
     rows.push(row);
   }
   const total = entries.reduce((s, e) => s + e.bytes, 0);
   return table(rows, tiers ? [true, false, false, true, false, true] : [true, false, true, false, true]) +
-    `${entries.length} checkpoint${entries.length === 1 ? "" : "s"}, ${humanBytes(total)}\n`;
+    `${entries.length} checkpoint${entries.length === 1 ? "" : "s"}, ${humanBytes(total)}\n` + legend(entries);
 }
 
 async function run(values: Values, positionals: string[], io: CliIO): Promise<number> {
   const dir = positionals[0]!;
   const warnings: string[] = [];
-  let entries: Tiered[] = await listDir(dir, values, warnings);
+  let entries: Listed[] = await listDir(dir, values, warnings);
   if (values.mirror !== undefined) {
     // Both tiers of a MirroredManager: the local directory and its mirror, by step.
     const mirror = await listDir(String(values.mirror), values, warnings);
@@ -245,10 +291,13 @@ saved, its size on disk, full or incremental, tensor count, metrics, why retenti
 (recent, every, best), its status and the start of its digest (which ckpt verify --sha256
 takes; --json gives it whole).
 
-The directory is opened read-only (no lock is taken; a training process may keep writing) and no
-tensor data is read: each file's header and index (or manifest) is checked, not every digest
-(use ckpt verify for that). A checkpoint whose file is missing or damaged is listed with its
-status and reported on standard error, and the exit code is then 4. A damaged index.json is
+The directory is opened read-only (no lock is taken; a training process may keep writing). By
+default no tensor data is read: each file's size, header and index (or manifest) is checked, and
+the status says so ("header ok"; "checked": "header" in --json). --verify also reads every
+checkpoint, one at a time, and checks every tensor's digest (and a file's recorded SHA-256):
+"verified" ("checked": "data"), or "damaged" with the reason. A checkpoint whose file is
+missing or damaged is listed with its status and reported on standard error, and the exit code
+is then 4. A damaged index.json is
 not an error: ls warns and lists what a writing manager would rebuild it from (the checkpoint
 files that verify), which is what that manager would resume from; nothing is rewritten.
 
@@ -268,6 +317,10 @@ With --mirror ADDR, the mirror of a MirroredManager is listed too, each row sayi
     "max-to-keep": { type: "string", arg: "N", help: "the manager's maxToKeep (default: 5)" },
     "keep-every": { type: "string", arg: "K", help: "the manager's keepEvery" },
     json: { type: "boolean", help: "print one JSON array instead of text" },
+    verify: {
+      type: "boolean",
+      help: "read every checkpoint and check every digest (status verified or damaged), not only headers",
+    },
     mirror: {
       type: "string",
       arg: "ADDR",
@@ -277,6 +330,7 @@ With --mirror ADDR, the mirror of a MirroredManager is listed too, each row sayi
   positionals: { min: 1, max: 1 },
   examples: [
     ["ckpt ls runs/mnist", "steps, times, sizes, metrics"],
+    ["ckpt ls --verify runs/mnist", "and read every checkpoint, checking every digest"],
     ["ckpt ls runs/mnist --best val_loss:min --keep-best 3", "which are kept as best"],
     ["ckpt ls --json runs/mnist | jq '.[-1].path'", "the latest checkpoint's file"],
     ["ckpt ls runs/mnist --mirror s3://ckpt/mnist", "both tiers of a MirroredManager"],

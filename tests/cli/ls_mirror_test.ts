@@ -20,7 +20,7 @@ Deno.test("ls --mirror lists both tiers of a MirroredManager, each row with its 
   assert.equal(r.code, 0, r.err);
   const lines = r.out.trimEnd().split("\n");
   assert.match(lines[0]!, /^step\s+tier\s+saved\s+size\s+kind/);
-  assert.deepEqual(lines.slice(1, -1).map((l) => l.trim().split(/\s+/).slice(0, 2)), [
+  assert.deepEqual(lines.slice(1, -2).map((l) => l.trim().split(/\s+/).slice(0, 2)), [
     ["20", "mirror"],
     ["30", "local"],
     ["30", "mirror"],

@@ -21,15 +21,20 @@ Deno.test("ls lists step, time, size, metrics, why each is kept, status and dige
   assert.equal(r.err, "");
   const lines = r.out.trimEnd().split("\n");
   assert.match(lines[0]!, /^step\s+saved\s+size\s+kind\s+tensors\s+metrics\s+best\s+kept\s+status\s+digest$/);
-  assert.deepEqual(lines.slice(1, -1).map((l) => l.trim().split(/\s+/)[0]), ["20", "30", "40", "50"]);
+  assert.deepEqual(lines.slice(1, -2).map((l) => l.trim().split(/\s+/)[0]), ["20", "30", "40", "50"]);
   assert.match(
     lines[1]!,
-    /^\s*20\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\s+\d+ B\s+full\s+1\s+loss=0\.1 acc=0\.2\s+#1\s+best\s+ok\s+[0-9a-f]{12}$/,
+    /^\s*20\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\s+\d+ B\s+full\s+1\s+loss=0\.1 acc=0\.2\s+#1\s+best\s+header ok\s+[0-9a-f]{12}$/,
   );
-  assert.match(lines[2]!, /^\s*30\s.*loss=0\.3 acc=0\.3\s+-\s+recent\s+ok\s/);
-  assert.match(lines[3]!, /^\s*40\s.*loss=NaN acc=0\.4\s+-\s+recent\s+ok\s/);
-  assert.match(lines[4]!, /^\s*50\s.*loss=0\.2 acc=0\.5\s+-\s+recent\s+ok\s/);
-  assert.match(lines.at(-1)!, /^4 checkpoints, [\d.]+ KiB$/);
+  assert.match(lines[2]!, /^\s*30\s.*loss=0\.3 acc=0\.3\s+-\s+recent\s+header ok\s/);
+  assert.match(lines[3]!, /^\s*40\s.*loss=NaN acc=0\.4\s+-\s+recent\s+header ok\s/);
+  assert.match(lines[4]!, /^\s*50\s.*loss=0\.2 acc=0\.5\s+-\s+recent\s+header ok\s/);
+  assert.match(lines.at(-2)!, /^4 checkpoints, [\d.]+ KiB$/);
+  // "ok" would read as verified: the status says what was checked, and a legend says what it means.
+  assert.equal(
+    lines.at(-1),
+    "status: header ok: files present, sizes, headers and indexes check out; tensor data not read (--verify reads it)",
+  );
 });
 
 Deno.test("ls without retention options shows what the writing manager's recorded rules keep, best column included", async () => {
@@ -39,8 +44,8 @@ Deno.test("ls without retention options shows what the writing manager's recorde
   assert.equal(r.code, 0, r.err);
   const lines = r.out.trimEnd().split("\n");
   assert.match(lines[0]!, /\sbest\s+kept\s/);
-  assert.match(lines[1]!, /^\s*20\s.*\s#1\s+best\s+ok\s/);
-  assert.match(lines[2]!, /^\s*30\s.*\s-\s+recent\s+ok\s/);
+  assert.match(lines[1]!, /^\s*20\s.*\s#1\s+best\s+header ok\s/);
+  assert.match(lines[2]!, /^\s*30\s.*\s-\s+recent\s+header ok\s/);
   const help = await ckpt(["ls", "--help"]);
   assert.match(help.out, /recorded in\s+the directory's index\.json/);
 });
@@ -61,6 +66,7 @@ Deno.test("ls --json gives whole digests, metrics as the JSON codec writes them,
     assert.equal(e.sha256, sums.get(e.path));
     assert.equal(e.bytes, (await Deno.stat(e.path)).size);
     assert.equal(e.status, "ok");
+    assert.equal(e.checked, "header");
   }
 });
 
@@ -76,11 +82,59 @@ Deno.test("ls reports a missing or damaged checkpoint on stderr and exits 4, sti
   assert.equal(r.code, 4);
   assert.match(r.out, /^\s*20\s.*\smissing\s/m);
   assert.match(r.out, /^\s*30\s.*\sdamaged\s/m);
-  assert.match(r.out, /^\s*50\s.*\sok\s/m);
+  assert.match(r.out, /^\s*50\s.*\sheader ok\s/m);
+  assert.match(r.out, /^status: header ok: .*; damaged: see standard error; missing: see standard error$/m);
   const errs = r.err.trimEnd().split("\n");
   assert.equal(errs.length, 2);
   assert.match(errs[0]!, /^ckpt ls: step 20 is missing: /);
   assert.match(errs[1]!, /^ckpt ls: step 30 is damaged: /);
+});
+
+Deno.test("ls lists a checkpoint with a flipped data byte as header ok, and ls --verify finds it damaged (exit 4)", async () => {
+  await using t = await tempDir();
+  {
+    await using m = await CheckpointManager.open(t.dir);
+    for (const step of [1, 2]) {
+      // 0x3fc00000 is 1.5: the bytes 00 00 c0 3f, 64 times over, are this tensor's data and nothing else.
+      await m.save({
+        metadata: { step },
+        tensors: [{ name: "w", dtype: "float32", shape: [64], data: new Float32Array(64).fill(1.5 * step) }],
+      });
+    }
+  }
+  const listed = JSON.parse((await ckpt(["ls", "--json", t.dir])).out);
+  const bytes = await Deno.readFile(listed[0].path);
+  const pattern = [0x00, 0x00, 0xc0, 0x3f, 0x00, 0x00, 0xc0, 0x3f];
+  const at = bytes.findIndex((_, i) => pattern.every((b, k) => bytes[i + k] === b));
+  assert.ok(at > 0, "the tensor's bytes are in the file");
+  bytes[at + 2]! ^= 0x01; // 1.5 becomes 1.5000076: the header and index are untouched
+  await Deno.writeFile(listed[0].path, bytes);
+
+  // Without --verify nothing is read past the index: the flip goes unseen, and the status says so.
+  const plain = await ckpt(["ls", t.dir]);
+  assert.equal(plain.code, 0, plain.err);
+  assert.match(plain.out, /^\s*1\s.*\sheader ok\s+[0-9a-f]{12}$/m);
+  assert.match(plain.out, /tensor data not read \(--verify reads it\)$/m);
+  assert.doesNotMatch(plain.out, /\bverified\b/);
+
+  const verified = await ckpt(["ls", "--verify", t.dir]);
+  assert.equal(verified.code, 4);
+  assert.match(verified.out, /^\s*1\s.*\sdamaged\s+[0-9a-f]{12}$/m);
+  assert.match(verified.out, /^\s*2\s.*\sverified\s+[0-9a-f]{12}$/m);
+  assert.match(
+    verified.out,
+    /^status: verified: every tensor read and its digests checked; damaged: see standard error$/m,
+  );
+  assert.match(verified.err, /^ckpt ls: step 1 is damaged: .*[Cc]hecksum mismatch.*"w"/);
+  assert.equal(verified.err.trimEnd().split("\n").length, 1);
+
+  const json = await ckpt(["ls", "--verify", "--json", t.dir]);
+  assert.equal(json.code, 4);
+  assert.deepEqual(
+    JSON.parse(json.out).map((e: { step: number; status: string; checked: string }) => [e.step, e.status, e.checked]),
+    [[1, "damaged", "header"], [2, "ok", "data"]],
+  );
+  assert.match(JSON.parse(json.out)[0].problem, /[Cc]hecksum mismatch/);
 });
 
 Deno.test("ls rejects what is not a manager directory, and bad retention options", async () => {
@@ -130,7 +184,7 @@ Deno.test("ls of a directory whose index.json is damaged shows what a writing ma
   const before = (await Array.fromAsync(Deno.readDir(t.dir), (e) => e.name)).sort();
   const r = await ckpt(["ls", t.dir]);
   assert.equal(r.code, 0, r.err);
-  assert.deepEqual(r.out.trimEnd().split("\n").slice(1, -1).map((l) => l.trim().split(/\s+/)[0]), [
+  assert.deepEqual(r.out.trimEnd().split("\n").slice(1, -2).map((l) => l.trim().split(/\s+/)[0]), [
     "20",
     "30",
     "40",
