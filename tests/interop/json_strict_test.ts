@@ -25,3 +25,10 @@ Deno.test("strict JSON keeps integer literals up to its length cap exact", () =>
   assert.equal(parseStrictJson(utf8.encode(`[${big}]`), 0, fail)?.toString(), BigInt(big).toString());
   assert.throws(() => parseStrictJson(utf8.encode(`[${big}0]`), 0, fail), SyntaxError);
 });
+
+Deno.test("strict JSON reads -0 as the number -0, not the integer 0 (serde_json reads a float too)", () => {
+  const [minusZero, zero, minusOne] = parseStrictJson(utf8.encode("[-0, 0, -1]"), 0, fail) as unknown[];
+  assert.ok(Object.is(minusZero, -0));
+  assert.equal(zero, 0n);
+  assert.equal(minusOne, -1n);
+});
