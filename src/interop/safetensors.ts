@@ -5,8 +5,8 @@
  * Layout (public specification): 8 bytes little-endian `N`, then `N` bytes of UTF-8 JSON, one
  * object (a map from tensor name to `{"dtype", "shape", "data_offsets": [begin, end]}`, plus an
  * optional `"__metadata__"` map of strings) with only whitespace around it (ckpt writes "{" first
- * and pads with spaces after), then the tensor bytes, little
- * endian, row-major, back to back with no gap, covering the rest of the file exactly.
+ * and pads with spaces after), then the tensor bytes, little endian, row-major, back to back with
+ * no gap, covering the rest of the file exactly.
  *
  * @module
  */
@@ -143,9 +143,9 @@ function checkDescriptors(tensors: readonly SafetensorsTensorDescriptor[]): void
 
 /**
  * The bytes that precede the tensor data: the 8-byte length and the JSON header, padded with
- * spaces so the data starts at a multiple of 8. `__metadata__` comes first (left out when empty), then the tensors in
- * the given order, which is also the order of their data. Depends only on names, dtypes, shapes,
- * groups and metadata, so it can be written before any tensor data exists.
+ * spaces so the data starts at a multiple of 8. `__metadata__` comes first (left out when empty),
+ * then the tensors in the given order, which is also the order of their data. Depends only on
+ * names, dtypes, shapes, groups and metadata, so it can be written before any tensor data exists.
  *
  * @example
  * ```ts
@@ -245,8 +245,8 @@ function describe(v: StrictJson | undefined): string {
 /**
  * Parses and validates the `N` JSON header bytes (those after the 8-byte length), exactly as
  * strictly as the reference implementation and then some: valid UTF-8, one JSON object with
- * only whitespace around it, no duplicate keys, `__metadata__` a map of valid Unicode strings, every
- * tensor entry exactly `dtype`, `shape` and `data_offsets`, a dtype ckpt holds, offsets that
+ * only whitespace around it, no duplicate keys, `__metadata__` a map of valid Unicode strings,
+ * every tensor entry exactly `dtype`, `shape` and `data_offsets`, a dtype ckpt holds, offsets that
  * tile the data from 0 with no gap or overlap, and each byte length equal to elements × dtype
  * size. Messages give the file offset (the header starts at 8).
  *
