@@ -598,6 +598,8 @@ export class S3Store implements ObjectStore {
     let pos = span.offset;
     let failures = 0;
     let reader: ReadableStreamDefaultReader<Uint8Array> | undefined = first.body?.getReader();
+    /** Set once the consumer cancelled the body: no request is made for it after that. */
+    let cancelled = false;
     const refetch = async (): Promise<ReadableStreamDefaultReader<Uint8Array> | undefined> => {
       const headers: Record<string, string> = { range: `bytes=${pos}-${end - 1}` };
       if (span.version !== "") headers["if-match"] = span.version;
@@ -613,6 +615,7 @@ export class S3Store implements ObjectStore {
       async pull(controller) {
         for (;;) {
           let timer: ReturnType<typeof setTimeout> | undefined;
+          let chunk: Uint8Array | undefined;
           try {
             reader ??= await refetch();
             if (reader === undefined) throw new Error("no body");
@@ -622,18 +625,20 @@ export class S3Store implements ObjectStore {
             const { done, value } = await Promise.race([reader.read(), stalled]);
             if (done) {
               if (pos < end) throw new Error(`the body ended ${end - pos} bytes early`);
-              controller.close();
-              return;
+            } else {
+              if (value.byteLength > end - pos) throw new Error(`the body runs past byte ${end}`);
+              pos += value.byteLength;
+              failures = 0;
+              chunk = value;
             }
-            if (value.byteLength > end - pos) throw new Error(`the body runs past byte ${end}`);
-            pos += value.byteLength;
-            failures = 0;
-            controller.enqueue(value);
-            return;
           } catch (e) {
             reader?.cancel(e).catch(() => {});
             reader = undefined;
+            // Cancelled by the consumer: nothing more is wanted (a refetch would loop on a closed stream).
+            if (cancelled) return;
             if (signal?.aborted) return controller.error(signal.reason);
+            // Every byte arrived before the connection failed: the body is whole.
+            if (pos === end) return controller.close();
             // An answer that says no (412: the object changed; 403) ends it; a failed transfer is retried.
             const transient = !(e instanceof S3Error) || e.status === 0 || RETRY_STATUS.has(e.status) ||
               RETRY_CODES.has(e.code);
@@ -651,6 +656,10 @@ export class S3Store implements ObjectStore {
           } finally {
             clearTimeout(timer);
           }
+          // Outside the try: a consumer that went away is not a failed transfer to retry.
+          if (cancelled) return;
+          if (chunk === undefined && reader !== undefined) return controller.close();
+          if (chunk !== undefined) return controller.enqueue(chunk);
           try {
             await sleep(Math.random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** (failures - 1)), signal);
           } catch (e) {
@@ -659,6 +668,7 @@ export class S3Store implements ObjectStore {
         }
       },
       cancel(reason) {
+        cancelled = true;
         return reader?.cancel(reason);
       },
     }, { highWaterMark: READ_AHEAD, size: (chunk) => chunk.byteLength });

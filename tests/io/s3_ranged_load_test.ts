@@ -131,15 +131,30 @@ s3Test("loadCheckpoint from s3:// refuses a flipped bit and an object replaced m
     let gets = 0;
     proxy.rule = (r) => r.method === "GET" && gets++ === 1 ? "hold" : undefined;
     const loading = loadCheckpoint({ store: slow, key: "c.ckpt" });
-    loading.catch(() => {});
-    while (gets < 2) await new Promise((r) => setTimeout(r, 10));
+    // Bounded waits: a load that settles before its second GET, or never settles, fails the test
+    // with what happened instead of holding the suite (it hung CI once on a loaded machine).
+    let outcome: { error: unknown } | "resolved" | undefined;
+    loading.then(() => outcome = "resolved", (error) => outcome = { error });
+    await waitFor(() => gets >= 2 || outcome !== undefined, 60_000, "the load's second GET");
+    assert.equal(outcome, undefined, `the load settled before its second GET: ${Deno.inspect(outcome)}`);
     await store.put("c.ckpt", bytes);
     proxy.release();
-    await assert.rejects(
-      () => loading,
+    await waitFor(() => outcome !== undefined, 120_000, "the load to settle after the held GET was released");
+    assert.ok(outcome !== "resolved" && outcome !== undefined, "the load of a replaced object resolved");
+    assert.match(
+      String((outcome as { error: unknown }).error),
       /Cannot read s3:\/\/[^ ]+\/c\.ckpt: the object changed while being read \(version \S+, now \S+\)/,
     );
   } finally {
     await proxy.close();
   }
 });
+
+/** Polls `done` every 10 ms; throws naming `what` after `ms`. */
+async function waitFor(done: () => boolean, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`Timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
