@@ -7,6 +7,7 @@
 // docs/development.md, "Dependencies".
 import assert from "node:assert/strict";
 import { OPTIONAL_BACKENDS } from "../demo/train.ts";
+import { IN_CI as CI } from "./_ci.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 /** What the library and the default demos load; everything else is a tool. */
@@ -105,7 +106,6 @@ async function registryReachable(): Promise<boolean> {
   }
 }
 
-const CI = Deno.env.get("CI") === "true";
 const reachable = CI || await registryReachable().catch(() => false);
 if (!reachable) console.log("dependencies_test: the npm registry is unreachable: the fresh-cache run is skipped");
 
