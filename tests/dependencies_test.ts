@@ -21,9 +21,13 @@ const ENTRY_POINTS = [
   "demo/train.ts",
   "demo/core_demo.ts",
 ];
-/** Packages a first `deno task train` must never download. */
+/**
+ * Packages a first `deno task train` must never download: tools, optional backends, and the TF.js
+ * umbrella package with the parts of it nothing here runs (WebGL, the converter, tfjs-data); the
+ * library and the demo take tfjs-core, tfjs-layers and the cpu backend by name.
+ */
 const TOOLS =
-  /^(puppeteer-core|@puppeteer\/|chromium-bidi|esbuild|@esbuild\/|@tensorflow\/tfjs-backend-(wasm|webgpu)\b)/;
+  /^(puppeteer-core|@puppeteer\/|chromium-bidi|esbuild|@esbuild\/|@tensorflow\/tfjs-backend-(wasm|webgpu|webgl)\b|@tensorflow\/tfjs(-converter|-data)?(@|$))/;
 
 interface Lock {
   specifiers: Record<string, string>;
