@@ -19,7 +19,6 @@
  * @module
  */
 import * as tf from "@tensorflow/tfjs-core";
-import * as tfl from "@tensorflow/tfjs-layers";
 import "@tensorflow/tfjs-backend-cpu";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
