@@ -15,7 +15,7 @@
  *    hashes nor fsyncs) and TensorFlow's `tf.train.Checkpoint.write` in Python from the same
  *    wheel on the same shapes: targets ckpt ≥ 1.0x both (a ratio is the peer's time over ckpt's).
  * 3. Load: `loadCheckpoint` (SHA-256 verified) + `restore` into the model and Adam against
- *    `tf.loadLayersModel("file://…/model.json")` and `tf.train.Checkpoint.read`: targets ≥ 1.0x.
+ *    `tfl.loadLayersModel("file://…/model.json")` and `tf.train.Checkpoint.read`: targets ≥ 1.0x.
  *
  * Python: `--python PATH`, or `CKPT_PEERS_PYTHON`, or the peers' environment that
  * `scripts/peers_venv.sh` builds from the local wheels (`bench/_peers_env.ts`); without one, or
@@ -28,7 +28,9 @@
  *
  * @module
  */
-import * as tf from "@tensorflow/tfjs";
+import * as tf from "@tensorflow/tfjs-core";
+import * as tfl from "@tensorflow/tfjs-layers";
+import "@tensorflow/tfjs-backend-cpu";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { loadTfjsNode } from "../src/tfjs/_tfjs_node.ts";
@@ -63,13 +65,13 @@ await loadTfjsNode();
 tf.env().set("PROD", true);
 
 const layers = LAYERS;
-const model = tf.sequential({
+const model = tfl.sequential({
   layers: Array.from({ length: layers }, (_, i) =>
-    tf.layers.dense({
+    tfl.layers.dense({
       name: `fc${i}`,
       units: WIDTH,
       activation: i < layers - 1 ? "relu" : "linear",
-      kernelInitializer: tf.initializers.glorotUniform({ seed: i }),
+      kernelInitializer: tfl.initializers.glorotUniform({ seed: i }),
       ...(i === 0 ? { inputShape: [WIDTH] } : {}),
     })),
 });
@@ -134,7 +136,7 @@ for (let r = 0; r < ROUNDS; r++) {
   await restore(await loadCheckpoint(path), { model, optimizer });
   ckptLoad.push(performance.now() - t0);
   t0 = performance.now();
-  const loaded = await tf.loadLayersModel(`file://${dir}/tfjs-${r}/model.json`);
+  const loaded = await tfl.loadLayersModel(`file://${dir}/tfjs-${r}/model.json`);
   tfjsLoad.push(performance.now() - t0);
   loaded.dispose();
   await Deno.remove(`${dir}/tfjs-${r}`, { recursive: true });
@@ -186,7 +188,7 @@ console.log("durable save, whole (peer time / ckpt time):");
 row("vs model.save(file://)", ckptSave, tfjsSave, "tfjs-node");
 row("vs tf.train.Checkpoint.write", ckptSave, py?.write.map((s) => s * 1000), "python");
 console.log("load + verify + restore (peer time / ckpt time):");
-row("vs tf.loadLayersModel(file://)", ckptLoad, tfjsLoad, "tfjs-node");
+row("vs tfl.loadLayersModel(file://)", ckptLoad, tfjsLoad, "tfjs-node");
 row("vs tf.train.Checkpoint.read", ckptLoad, py?.read.map((s) => s * 1000), "python");
 if (py) console.log(`python: TensorFlow ${py.tensorflow} (tf.train.Checkpoint, the same shapes with m and v)`);
 else console.log(`python rows left out: ${pyWhy}`);

@@ -18,7 +18,8 @@
  *
  * @module
  */
-import * as tf from "@tensorflow/tfjs";
+import * as tf from "@tensorflow/tfjs-core";
+import "@tensorflow/tfjs-backend-cpu";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { loadTfjsNode } from "../src/tfjs/_tfjs_node.ts";
@@ -65,7 +66,7 @@ async function child(mode: string): Promise<MemoryResult> {
     // pages malloc would reuse during the measurement).
     const values = tf.tidy(() => {
       const piece = tf.randomUniform([Math.min(elements, 1024)], -1, 1, "float32", i);
-      return tf.tile(piece, [Math.ceil(elements / piece.size)]).slice(0, elements).add(tf.scalar(i));
+      return tf.add(tf.slice(tf.tile(piece, [Math.ceil(elements / piece.size)]), 0, elements), tf.scalar(i));
     });
     model[`w${i}`] = tf.variable(values, true, `mem_w${i}`);
     values.dispose();

@@ -18,7 +18,9 @@
  *
  * @module
  */
-import * as tf from "@tensorflow/tfjs";
+import * as tf from "@tensorflow/tfjs-core";
+import * as tfl from "@tensorflow/tfjs-layers";
+import "@tensorflow/tfjs-backend-cpu";
 import { parseArgs } from "node:util";
 import { BackgroundWriter } from "../src/background/writer.ts";
 import { saveCheckpoint, type SaveOptions } from "../src/io/save.ts";
@@ -52,7 +54,7 @@ type Staging = Map<string, Float32Array | Int32Array> & { allocated?: number };
  * Copies every weight and optimizer slot out of tfjs into staging arrays (on the cpu backend
  * `dataSync()` returns the backend's own array, so the copy is what isolates the checkpoint).
  */
-async function snapshot(model: tf.LayersModel, optimizer: tf.Optimizer, staging: Staging): Promise<TensorInput[]> {
+async function snapshot(model: tfl.LayersModel, optimizer: tf.Optimizer, staging: Staging): Promise<TensorInput[]> {
   const named = [
     ...model.weights.map((w) => ({ name: w.name, tensor: w.read() as tf.Tensor, own: false })),
     ...(await optimizer.getWeights()).map((w) => ({
@@ -100,11 +102,11 @@ interface RunResult {
 }
 
 async function run(mode: Mode, dir: string): Promise<RunResult> {
-  const model = tf.sequential({
+  const model = tfl.sequential({
     layers: [
-      tf.layers.dense({ inputShape: [INPUT], units: HIDDEN, activation: "relu" }),
-      tf.layers.dense({ units: HIDDEN, activation: "relu" }),
-      tf.layers.dense({ units: 10 }),
+      tfl.layers.dense({ inputShape: [INPUT], units: HIDDEN, activation: "relu" }),
+      tfl.layers.dense({ units: HIDDEN, activation: "relu" }),
+      tfl.layers.dense({ units: 10 }),
     ],
   });
   const optimizer = tf.train.adam(1e-3);
@@ -161,7 +163,7 @@ try {
   for (const mode of ["none", "copy", "inline", "background"] as const) results.set(mode, await run(mode, dir));
   const state = results.get("copy")!.bytes;
   console.log(
-    `tfjs ${tf.version.tfjs} (${tf.getBackend()} backend), MLP ${INPUT}-${HIDDEN}-${HIDDEN}-10 with Adam, batch ${BATCH}: ` +
+    `tfjs ${tf.version_core} (${tf.getBackend()} backend), MLP ${INPUT}-${HIDDEN}-${HIDDEN}-10 with Adam, batch ${BATCH}: ` +
       `${(state / 2 ** 20).toFixed(1)} MiB of state per checkpoint (weights + optimizer slots), ` +
       `a checkpoint every ${EVERY} steps, ${CHECKPOINTS} checkpoints per run, ` +
       `compression ${SAVE_OPTIONS.compression}, sync ${SAVE_OPTIONS.sync}`,

@@ -11,17 +11,19 @@
  *
  * @module
  */
-import * as tf from "@tensorflow/tfjs";
+import * as tf from "@tensorflow/tfjs-core";
+import * as tfl from "@tensorflow/tfjs-layers";
+import "@tensorflow/tfjs-backend-cpu";
 import { snapshot, StagingPool } from "../src/tfjs/mod.ts";
 
 tf.env().set("PROD", true);
 await tf.setBackend("cpu");
 
-const model = tf.sequential({
+const model = tfl.sequential({
   layers: [
-    tf.layers.dense({ name: "fc1", units: 1024, inputShape: [512], activation: "relu" }),
-    tf.layers.dense({ name: "fc2", units: 512, activation: "relu" }),
-    tf.layers.dense({ name: "out", units: 10 }),
+    tfl.layers.dense({ name: "fc1", units: 1024, inputShape: [512], activation: "relu" }),
+    tfl.layers.dense({ name: "fc2", units: 512, activation: "relu" }),
+    tfl.layers.dense({ name: "out", units: 10 }),
   ],
 });
 const optimizer = tf.train.adam(1e-3);

@@ -20,7 +20,9 @@
  *
  * @module
  */
-import * as tf from "@tensorflow/tfjs";
+import * as tf from "@tensorflow/tfjs-core";
+import * as tfl from "@tensorflow/tfjs-layers";
+import "@tensorflow/tfjs-backend-cpu";
 import { parseArgs } from "node:util";
 import { saveCheckpoint } from "../mod.ts";
 import { CheckpointWriter, snapshot, StagingPool } from "../src/tfjs/mod.ts";
@@ -42,11 +44,11 @@ const COMPRESSION = values.gzip ? "gzip" as const : "none" as const;
 tf.env().set("PROD", true);
 await tf.setBackend("cpu");
 
-const model = tf.sequential({
+const model = tfl.sequential({
   layers: [
-    tf.layers.dense({ name: "fc1", units: 512, inputShape: [256], activation: "relu" }),
-    tf.layers.dense({ name: "fc2", units: 256, activation: "relu" }),
-    tf.layers.dense({ name: "out", units: 10 }),
+    tfl.layers.dense({ name: "fc1", units: 512, inputShape: [256], activation: "relu" }),
+    tfl.layers.dense({ name: "fc2", units: 256, activation: "relu" }),
+    tfl.layers.dense({ name: "out", units: 10 }),
   ],
 });
 const optimizer = tf.train.adam(1e-3);
@@ -105,7 +107,7 @@ await Deno.remove(dir, { recursive: true });
 
 const bytes = (await snapshot({ model, optimizer, step })).tensors.reduce((n, t) => n + t.data.byteLength, 0);
 console.log(
-  `tfjs ${tf.version.tfjs} cpu backend, MLP 256-512-256-10 with Adam (${(bytes / 2 ** 20).toFixed(1)} MiB of state), ` +
+  `tfjs ${tf.version_core} cpu backend, MLP 256-512-256-10 with Adam (${(bytes / 2 ** 20).toFixed(1)} MiB of state), ` +
     `checkpoint every ${EVERY} steps, ${CHECKPOINTS} per loop, ${ROUNDS} rounds, compression ${COMPRESSION}`,
 );
 const noneWall = median(walls.get("none")!);

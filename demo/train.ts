@@ -13,7 +13,9 @@
  *
  * @module
  */
-import * as tf from "@tensorflow/tfjs";
+import * as tf from "@tensorflow/tfjs-core";
+import * as tfl from "@tensorflow/tfjs-layers";
+import "@tensorflow/tfjs-backend-cpu";
 import { parseArgs } from "node:util";
 import { saveCheckpoint } from "../mod.ts";
 import { CheckpointManager } from "../src/manager/mod.ts";
@@ -213,15 +215,15 @@ function batchIndices(step: number, batch: number, seed: number): Int32Array {
   return out;
 }
 
-function buildModel(config: Config): { model: tf.LayersModel; optimizer: tf.Optimizer } {
-  const init = (n: number) => tf.initializers.glorotUniform({ seed: config.seed * 10 + n });
-  const model = tf.sequential({
+function buildModel(config: Config): { model: tfl.LayersModel; optimizer: tf.Optimizer } {
+  const init = (n: number) => tfl.initializers.glorotUniform({ seed: config.seed * 10 + n });
+  const model = tfl.sequential({
     layers: [
-      tf.layers.dense({ name: "hidden1", units: config.hidden, inputShape: [2], kernelInitializer: init(1) }),
-      tf.layers.batchNormalization({ name: "norm1" }),
-      tf.layers.activation({ name: "relu1", activation: "relu" }),
-      tf.layers.dense({ name: "hidden2", units: config.hidden, activation: "relu", kernelInitializer: init(2) }),
-      tf.layers.dense({ name: "output", units: 1, activation: "sigmoid", kernelInitializer: init(3) }),
+      tfl.layers.dense({ name: "hidden1", units: config.hidden, inputShape: [2], kernelInitializer: init(1) }),
+      tfl.layers.batchNormalization({ name: "norm1" }),
+      tfl.layers.activation({ name: "relu1", activation: "relu" }),
+      tfl.layers.dense({ name: "hidden2", units: config.hidden, activation: "relu", kernelInitializer: init(2) }),
+      tfl.layers.dense({ name: "output", units: 1, activation: "sigmoid", kernelInitializer: init(3) }),
     ],
   });
   const optimizer = OPTIMIZERS[config.optimizer]!(config.lr);

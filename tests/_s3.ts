@@ -1,9 +1,10 @@
 // The S3 endpoint tests run against (a local Ceph RGW from scripts/ceph.sh, or whatever the AWS_*
 // variables name) and a fresh bucket per test. Without an endpoint, s3Test() fails the test in CI
-// (CI=true) and skips it elsewhere, saying so once.
+// (CI set) and skips it elsewhere, saying so once.
 // deno-lint-ignore no-import-prefix -- by full specifier, so the module loads without this repo's deno.json
 import { AwsClient } from "npm:aws4fetch@1.0.20";
 import { S3Store, type S3StoreOptions } from "../src/storage/s3.ts";
+import { IN_CI as inCI } from "./_ci.ts";
 
 /** Where the store is and how to sign for it. */
 export interface S3Endpoint {
@@ -38,7 +39,6 @@ async function reachable(): Promise<string | undefined> {
 }
 
 const absent = await reachable();
-const inCI = env("CI") === "true";
 if (absent && !inCI) {
   console.error(`skipping S3 tests: ${absent}; start one with \`deno task store:start\``);
 }
@@ -96,7 +96,7 @@ export function s3Test(name: string, fn: (bucket: TestBucket) => Promise<void>):
   Deno.test(name, async () => {
     if (absent) {
       throw new Error(
-        `This test needs S3 (CI=true, so it fails rather than skips): ${absent}; start one with scripts/ceph.sh start`,
+        `This test needs S3 (CI is set, so it fails rather than skips): ${absent}; start one with scripts/ceph.sh start`,
       );
     }
     await withBucket(fn);
@@ -119,7 +119,7 @@ export async function s3Fixture(options: Omit<S3StoreOptions, "bucket"> = {}): P
 }> {
   if (absent) {
     throw new Error(
-      `This test needs S3 (CI=true, so it fails rather than skips): ${absent}; start one with scripts/ceph.sh start`,
+      `This test needs S3 (CI is set, so it fails rather than skips): ${absent}; start one with scripts/ceph.sh start`,
     );
   }
   let release!: () => void;

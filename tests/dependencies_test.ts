@@ -7,6 +7,7 @@
 // docs/development.md, "Dependencies".
 import assert from "node:assert/strict";
 import { OPTIONAL_BACKENDS } from "../demo/train.ts";
+import { IN_CI as CI } from "./_ci.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 /** What the library and the default demos load; everything else is a tool. */
@@ -20,9 +21,13 @@ const ENTRY_POINTS = [
   "demo/train.ts",
   "demo/core_demo.ts",
 ];
-/** Packages a first `deno task train` must never download. */
+/**
+ * Packages a first `deno task train` must never download: tools, optional backends, and the TF.js
+ * umbrella package with the parts of it nothing here runs (WebGL, the converter, tfjs-data); the
+ * library and the demo take tfjs-core, tfjs-layers and the cpu backend by name.
+ */
 const TOOLS =
-  /^(puppeteer-core|@puppeteer\/|chromium-bidi|esbuild|@esbuild\/|@tensorflow\/tfjs-backend-(wasm|webgpu)\b)/;
+  /^(puppeteer-core|@puppeteer\/|chromium-bidi|esbuild|@esbuild\/|@tensorflow\/tfjs-backend-(wasm|webgpu|webgl)\b|@tensorflow\/tfjs(-converter|-data)?(@|$))/;
 
 interface Lock {
   specifiers: Record<string, string>;
@@ -105,7 +110,6 @@ async function registryReachable(): Promise<boolean> {
   }
 }
 
-const CI = Deno.env.get("CI") === "true";
 const reachable = CI || await registryReachable().catch(() => false);
 if (!reachable) console.log("dependencies_test: the npm registry is unreachable: the fresh-cache run is skipped");
 

@@ -61,13 +61,19 @@ async function gzipSize(bytes: Uint8Array): Promise<number> {
   return (await new Response(s).arrayBuffer()).byteLength;
 }
 
-/** Builds the entries into `outDir` (emptied first) and lists what it wrote. */
-export async function buildWeb(outDir: string, options: BuildOptions = {}): Promise<BuiltFile[]> {
-  const entries = { ...(options.entries ?? LIBRARY_ENTRIES), [WORKER_ENTRY]: "src/background/_worker.ts" };
-  const external = options.external ?? ["@tensorflow/tfjs-core"];
-  // The tools' import map: deno.json's imports and the packages only builds and tests load.
+/** The entries with the worker's: output name to source file. */
+function withWorker(entries: Readonly<Record<string, string>>): Record<string, string> {
+  return { ...entries, [WORKER_ENTRY]: "src/background/_worker.ts" };
+}
+
+/**
+ * The build's import map: the tools' (deno.json's imports and the packages only builds and tests
+ * load), with `node:path` and `node:url` replaced, and the worker's URL module swapped for the
+ * build's own.
+ */
+async function webImportMap(): Promise<{ imports: Record<string, string> }> {
   const config = JSON.parse(await Deno.readTextFile(join(ROOT, "tools.imports.json")));
-  const importMap = {
+  return {
     imports: {
       ...config.imports,
       "node:path": new URL("./_node_path.ts", import.meta.url).href,
@@ -77,6 +83,41 @@ export async function buildWeb(outDir: string, options: BuildOptions = {}): Prom
         .href,
     },
   };
+}
+
+/**
+ * The repository's source files the browser build of `entries` includes (the worker's too), paths
+ * relative to the root, sorted: the module graph `deno info` walks from them with the build's
+ * import map, static and dynamic imports alike.
+ */
+export async function webSources(entries: Readonly<Record<string, string>> = LIBRARY_ENTRIES): Promise<string[]> {
+  const stage = await Deno.makeTempDir({ prefix: "ckpt-web-sources-" });
+  try {
+    const mapPath = join(stage, "import_map.json");
+    await Deno.writeTextFile(mapPath, JSON.stringify(await webImportMap()));
+    const files = new Set<string>();
+    for (const source of Object.values(withWorker(entries))) {
+      const args = ["info", "--json", `--import-map=${mapPath}`, `--lock=${join(ROOT, "tools.lock")}`, source];
+      const out = await new Deno.Command(Deno.execPath(), { args, cwd: ROOT, stdout: "piped", stderr: "piped" })
+        .output();
+      if (!out.success) throw new Error(`deno info ${source} failed:\n${new TextDecoder().decode(out.stderr)}`);
+      const graph = JSON.parse(new TextDecoder().decode(out.stdout)) as { modules: { specifier: string }[] };
+      for (const { specifier } of graph.modules) {
+        if (!specifier.startsWith(`file://${ROOT}`)) continue;
+        files.add(fileURLToPath(specifier).slice(ROOT.length));
+      }
+    }
+    return [...files].sort();
+  } finally {
+    await Deno.remove(stage, { recursive: true }).catch(() => {});
+  }
+}
+
+/** Builds the entries into `outDir` (emptied first) and lists what it wrote. */
+export async function buildWeb(outDir: string, options: BuildOptions = {}): Promise<BuiltFile[]> {
+  const entries = withWorker(options.entries ?? LIBRARY_ENTRIES);
+  const external = options.external ?? ["@tensorflow/tfjs-core"];
+  const importMap = await webImportMap();
   await Deno.remove(outDir, { recursive: true }).catch(() => {});
   await Deno.mkdir(outDir, { recursive: true });
   const stage = await Deno.makeTempDir({ prefix: "ckpt-web-build-" });

@@ -82,7 +82,7 @@ function denoProcess(): ThisProcess {
         Deno.statSync(`/proc/${pid}`);
         return true;
       } catch (e) {
-        return e instanceof Deno.errors.NotFound ? false : undefined;
+        return e instanceof Error && e.name === "NotFound" ? false : undefined;
       }
     },
     stdin: { stream: () => Deno.stdin.readable, isTerminal: () => Deno.stdin.isTerminal() },

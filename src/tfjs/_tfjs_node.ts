@@ -9,12 +9,12 @@
  */
 import "./node_util_shim.ts";
 import process from "node:process";
-import type * as tfjs from "@tensorflow/tfjs";
+import type * as tfjs from "@tensorflow/tfjs-core";
 
 /** The tfjs-node release `deno task setup:native` builds; tfjs-core here is the same version. */
 export const TFJS_NODE_VERSION = "4.22.0";
 
-/** What `loadTfjsNode` gives: the tfjs union package with the `tensorflow` backend registered. */
+/** What `loadTfjsNode` gives: TF.js (tfjs-core's API here) with the `tensorflow` backend registered. */
 export type TfjsNode = typeof tfjs;
 
 /** Thrown when the native backend cannot be loaded (not set up, or the binding does not load). */

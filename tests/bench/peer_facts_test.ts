@@ -1,10 +1,10 @@
 // bench/peer_facts.ts end to end: the real peers (from scripts/peers_venv.sh's environment) save
 // under strace, a bit is flipped, their loads are asked. Needs the local wheels and strace; with
-// CI=true (where .ci/run builds the environment) a missing one fails the test, elsewhere it skips.
+// CI (where .ci/run builds the environment) a missing one fails the test, elsewhere it skips.
 import assert from "node:assert/strict";
 import { peersPython } from "../../bench/_peers_env.ts";
+import { IN_CI as inCI } from "../_ci.ts";
 
-const inCI = Deno.env.get("CI") === "true";
 const strace = await new Deno.Command("strace", { args: ["-V"], stdout: "null", stderr: "null" }).output()
   .then((o) => o.success, () => false);
 const env = strace ? await peersPython() : { error: "strace is not installed (apt-get install strace)" };

@@ -1,12 +1,14 @@
 // Cross-checks the safetensors codec against an independent Python reader/writer written from
 // the specification (tests/interop/python/st_spec.py: json + struct + numpy). Needs Debian's
-// python3-numpy (`apt-get install -y python3-numpy`, for /usr/bin/python3); skipped otherwise.
+// python3-numpy (`apt-get install -y python3-numpy`, for /usr/bin/python3); skipped otherwise, and
+// failed in CI (tests/_ci.ts).
 import assert from "node:assert/strict";
 import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
 import { bytesOf } from "../../src/format/dtype.ts";
 import { SAFETENSORS_DTYPES, safetensorsCodec } from "../../src/interop/safetensors.ts";
 import type { Checkpoint } from "../../src/format/types.ts";
 import { edgeCheckpoint } from "../_util.ts";
+import { componentTest } from "../_ci.ts";
 
 // Debian installs python3-numpy for /usr/bin/python3 (not a pyenv python3 on PATH); CKPT_PYTHON overrides.
 const PYTHON = Deno.env.get("CKPT_PYTHON") ?? "/usr/bin/python3";
@@ -26,12 +28,9 @@ async function hasNumpy(): Promise<boolean> {
   }
 }
 
-const available = await hasNumpy();
-if (!available) {
-  console.warn(
-    `SKIPPED python interop tests: ${PYTHON} with numpy is not available (install Debian's python3-numpy: apt-get install -y python3-numpy)`,
-  );
-}
+const missing = await hasNumpy()
+  ? undefined
+  : `${PYTHON} with numpy is not available (install Debian's python3-numpy: apt-get install -y python3-numpy)`;
 
 async function python(command: "read" | "write", path: string): Promise<Manifest> {
   const r = await new Deno.Command(PYTHON, { args: [SCRIPT, command, path], stdout: "piped", stderr: "piped" })
@@ -55,9 +54,8 @@ async function manifestOf(ckpt: Checkpoint): Promise<Manifest["tensors"]> {
   })));
 }
 
-Deno.test({
+componentTest({
   name: "a .safetensors file written by ckpt is read by an independent numpy reader, every dtype bit for bit",
-  ignore: !available,
   async fn() {
     const dir = await Deno.makeTempDir();
     try {
@@ -73,11 +71,10 @@ Deno.test({
       await Deno.remove(dir, { recursive: true });
     }
   },
-});
+}, missing);
 
-Deno.test({
+componentTest({
   name: "a .safetensors file written by an independent numpy writer loads in ckpt and writes back identically",
-  ignore: !available,
   async fn() {
     const dir = await Deno.makeTempDir();
     try {
@@ -100,4 +97,4 @@ Deno.test({
       await Deno.remove(dir, { recursive: true });
     }
   },
-});
+}, missing);

@@ -7,6 +7,16 @@ import { CheckpointManager } from "../../src/manager/mod.ts";
 
 const ROOT = new URL("../../", import.meta.url);
 
+const exists = (path: string) => Deno.stat(path).then(() => true, () => false);
+
+/** Waits until `condition()` holds, checking every 20 ms, for at most a minute. */
+async function until(condition: () => Promise<boolean>, what: string): Promise<void> {
+  for (const deadline = Date.now() + 60_000; !(await condition());) {
+    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 Deno.test("the documented preemption example runs verbatim: SIGTERM saves the step it is at, exits 143, and resumes", async () => {
   const readme = await Deno.readTextFile(new URL("README.md", ROOT));
   assert.match(readme, /### Preemption[^]*docs\/manager\.md#preemption-save-on-sigterm/, "the README points here");
@@ -32,7 +42,9 @@ Deno.test("the documented preemption example runs verbatim: SIGTERM saves the st
         stdout: "piped",
         stderr: "piped",
       }).spawn();
-      await new Promise((r) => setTimeout(r, 1500)); // some steps
+      // The example listens for signals before it opens the manager, and the manager's lock file
+      // appears as it opens: from then on a SIGTERM must be saved, however slow the machine.
+      await until(() => exists(`${cwd}/runs/preempt/ckpt.lock`), `run ${run}'s manager to open`);
       child.kill("SIGTERM");
       const out = await child.output();
       assert.equal(out.code, 143, `run ${run}: ${new TextDecoder().decode(out.stderr)}`);

@@ -5,17 +5,18 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
+import { ciIsSet } from "./_ci.mjs";
 
 /** This repository (fixtures written by Deno live here). */
 export const REPO = process.env.CKPT_REPO ?? "";
 /** The scratch npm project the package is installed in (`npx ckpt` works there). */
 export const SCRATCH = process.env.CKPT_SCRATCH ?? process.cwd();
-/** Whether this is CI, where a missing component fails the test instead of skipping it. */
-export const IN_CI = process.env.CI === "true";
+/** Whether this is CI (any truthy `CI`: `true`, `1`, `yes`), where a missing component fails the test instead of skipping it. */
+export const IN_CI = ciIsSet(process.env.CI);
 
 /**
  * A test that needs a component (a service, a program): skipped with `missing` as the reason
- * when that is set, except in CI (`CI=true`), where it fails with that reason.
+ * when that is set, except in CI (`CI` set), where it fails with that reason.
  *
  * @param {string} name
  * @param {string | undefined} missing why the component is unusable; undefined when it is there

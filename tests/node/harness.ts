@@ -20,7 +20,7 @@
  * comparisons: {@linkcode writeDenoFixtures}), `CKPT_TARBALL` (the packed package),
  * `CKPT_SCRATCH` (the scratch project: `npx ckpt` works there), the S3
  * variables of tests/_s3.ts, and `CI`. A test that needs a component skips without it, and fails
- * when `CI=true` (`componentTest` in `_util.mjs`).
+ * in CI (any truthy `CI`: `componentTest` in `_util.mjs`).
  *
  * Caching (on the machine, `$CKPT_CACHE` or `~/.cache/ckpt`): the build is skipped when its
  * inputs did not change (npm/build.ts), the tarball is packed once per build, and the scratch
@@ -32,6 +32,7 @@ import { createHash } from "node:crypto";
 import { delimiter, join } from "node:path";
 import { buildNpm, cacheDir, once, ROOT } from "../../npm/build.ts";
 import type { CheckpointInput, CodecName, Compression } from "../../mod.ts";
+import type { SuiteCounts } from "../run_all.ts";
 
 /** The scratch project's dependencies beside the package, for the tests (exact versions). */
 export const SCRATCH_DEPENDENCIES: Readonly<Record<string, string>> = Object.freeze({
@@ -48,9 +49,7 @@ export const SCRATCH_DEPENDENCIES: Readonly<Record<string, string>> = Object.fre
 export const NODE_TESTS_DIR: string = join(ROOT, "tests", "node");
 
 /** How a Node run went. */
-export interface NodeRunResult {
-  passed: number;
-  failed: number;
+export interface NodeRunResult extends SuiteCounts {
   /** Whether node exited with 0. */
   success: boolean;
 }
@@ -179,12 +178,43 @@ export async function nodeTestFiles(): Promise<string[]> {
   return files.sort();
 }
 
-/** Node's TAP summary counts (`# pass N`, `# fail N`), or undefined when there are none. */
-export function tapCounts(tap: string): { passed: number; failed: number } | undefined {
-  const pass = [...tap.matchAll(/^# pass (\d+)$/gm)].at(-1);
-  const fail = [...tap.matchAll(/^# fail (\d+)$/gm)].at(-1);
-  if (!pass || !fail) return undefined;
-  return { passed: Number(pass[1]), failed: Number(fail[1]) };
+/**
+ * Node's counts from its TAP report: the summary (`# pass N`, `# fail N`, `# cancelled N`,
+ * `# skipped N`, `# todo N`) and the names on its `# SKIP` and `# TODO` lines (a subtest's:
+ * `test > subtest`); undefined without a summary. A cancelled test (a timeout, or a parent that
+ * ended first) did not pass: it counts as failed; skipped and todo tests count as skipped.
+ */
+export function tapCounts(tap: string): SuiteCounts | undefined {
+  const count = (what: string) => Number([...tap.matchAll(new RegExp(`^# ${what} (\\d+)$`, "gm"))].at(-1)?.[1] ?? NaN);
+  const [pass, fail, cancelled, skipped, todo] = ["pass", "fail", "cancelled", "skipped", "todo"].map(count);
+  if (Number.isNaN(pass) || Number.isNaN(fail)) return undefined;
+  const or0 = (n: number | undefined) => Number.isNaN(n) ? 0 : n!;
+  return {
+    passed: pass!,
+    failed: fail! + or0(cancelled),
+    skipped: or0(skipped) + or0(todo),
+    skippedNames: tapSkippedNames(tap),
+  };
+}
+
+/** The names of the tests a TAP report marks `# SKIP` or `# TODO` (subtests: `test > subtest`). */
+function tapSkippedNames(tap: string): string[] {
+  const unescape = (name: string) => name.replace(/\\(.)/g, "$1");
+  const names: string[] = [];
+  const open: string[] = []; // the test, then its subtests, of the line being read
+  for (const line of tap.split("\n")) {
+    const subtest = /^((?: {4})*)# Subtest: (.*)$/.exec(line);
+    if (subtest) {
+      open.length = subtest[1]!.length / 4;
+      open.push(unescape(subtest[2]!));
+      continue;
+    }
+    const result = /^((?: {4})*)(?:not )?ok \d+ - (.*?) # (?:SKIP|TODO)\b/.exec(line);
+    if (!result) continue;
+    const depth = result[1]!.length / 4;
+    names.push([...open.slice(0, depth), unescape(result[2]!)].join(" > "));
+  }
+  return names;
 }
 
 /**
@@ -232,14 +262,14 @@ export async function runNodeTests(only: readonly string[] = []): Promise<NodeRu
     stderr: "inherit",
   }).output();
   const counts = tapCounts(await Deno.readTextFile(tapFile).catch(() => ""));
-  if (!counts) return { passed: 0, failed: 1, success: false };
+  if (!counts) return { passed: 0, failed: 1, skipped: 0, skippedNames: [], success: false };
   // A node that failed with every test passing (a crash between tests) still counts as a failure.
   const extra = !node.success && counts.failed === 0 ? 1 : 0;
-  return { passed: counts.passed, failed: counts.failed + extra, success: node.success };
+  return { ...counts, failed: counts.failed + extra, success: node.success };
 }
 
 if (import.meta.main) {
   const r = await runNodeTests(Deno.args);
-  console.log(`${r.passed} passed, ${r.failed} failed`);
+  console.log(`${r.passed} passed, ${r.failed} failed, ${r.skipped} skipped`);
   Deno.exit(r.success ? 0 : 1);
 }

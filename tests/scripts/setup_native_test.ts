@@ -5,10 +5,10 @@
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { join } from "node:path";
+import { IN_CI } from "../_ci.ts";
 
 const SCRIPT = fileURLToPath(new URL("../../scripts/setup_native.ts", import.meta.url));
 const PERMISSIONS = ["--allow-read", "--allow-write", "--allow-env", "--allow-run"];
-const IN_CI = Deno.env.get("CI") === "true";
 
 async function setup(args: string[], env: Record<string, string> = {}) {
   const out = await new Deno.Command(Deno.execPath(), {

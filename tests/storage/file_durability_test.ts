@@ -2,14 +2,14 @@
 // its entry lives there. A real subprocess runs under strace (`-y` names each file descriptor's
 // path), and the test reads the system calls: every mkdir is followed by an fsync of the new
 // directory's parent; and a durable write flushes behind itself (fdatasync between its writes).
-// Needs strace (Debian's `strace`, which .ci/run installs); with CI=true a
+// Needs strace (Debian's `strace`, which .ci/run installs); in CI (CI set) a
 // missing strace fails the test, elsewhere it skips saying so.
 import assert from "node:assert/strict";
 import { dirname, join } from "node:path";
+import { IN_CI as inCI } from "../_ci.ts";
 
 const strace = await new Deno.Command("strace", { args: ["-V"], stdout: "null", stderr: "null" }).output()
   .then((o) => o.success, () => false);
-const inCI = Deno.env.get("CI") === "true";
 if (!strace && !inCI) {
   console.log("skipping the directory durability tests: strace is not installed (apt-get install strace)");
 }

@@ -36,14 +36,13 @@ Deno.test("S3Store without credentials throws a TypeError naming the variables a
     const { code, text } = await runWith(
       { AWS_ENDPOINT_URL: server.url, AWS_SECRET_ACCESS_KEY: "secret" },
       `import { S3Store } from "./src/storage/s3.ts";
-       const started = performance.now();
        try { await new S3Store({ bucket: "ckpt" }).head("x.ckpt"); }
-       catch (e) { console.log(e.name, Math.round(performance.now() - started), e.message); }`,
+       catch (e) { console.log(e.name, e.message); }`,
     );
     assert.equal(code, 0, text);
-    const [name, ms, ...words] = text.trim().split(" ");
+    const [name, ...words] = text.trim().split(" ");
     assert.equal(name, "TypeError", text);
-    assert.ok(Number(ms) < 1000, `thrown after ${ms} ms: retried?`);
+    // Not retried, whatever the clock says: no attempt count in the message, no request at the server.
     const message = words.join(" ");
     assert.match(message, /no credentials: AWS_ACCESS_KEY_ID is not set/);
     assert.doesNotMatch(message, /AWS_SECRET_ACCESS_KEY is not set|attempts/);

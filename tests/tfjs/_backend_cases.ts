@@ -11,6 +11,11 @@ import assert from "node:assert/strict";
 import { restore, snapshot, StagingPool } from "../../src/tfjs/mod.ts";
 import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
 import { buildModel, compile, OPTIMIZERS, train, weightValues } from "./_training.ts";
+import { componentTest } from "../_ci.ts";
+
+/** Why the webgpu cases cannot run where Deno finds no WebGPU adapter. */
+export const NO_WEBGPU =
+  "no WebGPU adapter found (on Debian, apt-get install mesa-vulkan-drivers gives one: Mesa's llvmpipe)";
 
 function bits(a: ArrayLike<number>): number[] {
   return Array.from(new Uint32Array(new Float32Array(a).buffer));
@@ -18,12 +23,11 @@ function bits(a: ArrayLike<number>): number[] {
 
 /**
  * Registers the checks for `backend`; `use` switches to it (or throws why it cannot), and
- * `ignore` leaves them out.
+ * `missing` says why the backend cannot run here (then they skip, or fail in CI: tests/_ci.ts).
  */
-export function backendCases(backend: string, use: () => Promise<unknown>, ignore = false): void {
-  Deno.test({
+export function backendCases(backend: string, use: () => Promise<unknown>, missing?: string): void {
+  componentTest({
     name: `${backend}: a snapshot keeps the values as of the call while training steps run`,
-    ignore,
     async fn() {
       await use();
       assert.equal(tf.getBackend(), backend);
@@ -44,11 +48,10 @@ export function backendCases(backend: string, use: () => Promise<unknown>, ignor
       model.dispose();
       optimizer.dispose();
     },
-  });
+  }, missing);
 
-  Deno.test({
+  componentTest({
     name: `${backend}: save, load and restore resume training with the same losses`,
-    ignore,
     async fn() {
       await use();
       const a = { model: buildModel(), optimizer: OPTIMIZERS.momentum!() };
@@ -69,11 +72,10 @@ export function backendCases(backend: string, use: () => Promise<unknown>, ignor
         a.model.dispose();
       }
     },
-  });
+  }, missing);
 
-  Deno.test({
+  componentTest({
     name: `${backend}: int32 and bool tensors round-trip`,
-    ignore,
     async fn() {
       await use();
       const ints = tf.variable(tf.tensor1d([-3, 0, 2147483647], "int32"), false, `backends_${backend}/ints`);
@@ -88,11 +90,10 @@ export function backendCases(backend: string, use: () => Promise<unknown>, ignor
       assert.deepEqual(Array.from(await mask.data()), [1, 0, 1, 1]);
       tf.dispose([ints, mask]);
     },
-  });
+  }, missing);
 
-  Deno.test({
+  componentTest({
     name: `${backend}: a snapshot of large tensors leaves them intact, made from values or by an op`,
-    ignore,
     async fn() {
       await use();
       // 256 KiB each: where data() hands out copies, the snapshot frees them (src/tfjs/_read_back.ts);
@@ -112,5 +113,5 @@ export function backendCases(backend: string, use: () => Promise<unknown>, ignor
       }
       tf.dispose([fromValues, byOp]);
     },
-  });
+  }, missing);
 }

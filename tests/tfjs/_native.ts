@@ -5,15 +5,15 @@
  * is a native addon; the test task does not grant FFI, which would also switch on FileStore's
  * FFI paths for every other test) and `--no-lock` (so loading `npm:@tensorflow/tfjs-node` leaves
  * the repository's lockfile alone). Where `deno task setup:native` has not built the binding
- * they skip with one line, except in CI (CI=true), where they run and fail with the reason.
+ * they skip with one line, except in CI (CI set), where they run and fail with the reason.
  *
  * @module
  */
 import * as tf from "@tensorflow/tfjs";
 import { fileURLToPath } from "node:url";
 import { loadTfjsNode } from "../../src/tfjs/_tfjs_node.ts";
+import { IN_CI } from "../_ci.ts";
 
-const IN_CI = Deno.env.get("CI") === "true";
 const PROBE = fileURLToPath(new URL("../../src/tfjs/_tfjs_node.ts", import.meta.url));
 
 /**
@@ -45,7 +45,7 @@ async function probe(): Promise<string | undefined> {
 }
 
 const failure = await probe();
-if (failure) console.log(`native backend tests ${IN_CI ? "run and FAIL (CI=true)" : "skipped"}: ${failure}`);
+if (failure) console.log(`native backend tests ${IN_CI ? "run and FAIL (CI set)" : "skipped"}: ${failure}`);
 
 /** True when the native tests should be left out: no binding here, and not in CI. */
 export const SKIP_NATIVE: boolean = failure !== undefined && !IN_CI;

@@ -10,9 +10,10 @@ import { restore, snapshot } from "../../src/tfjs/mod.ts";
 import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
 import { buildModel, compile, OPTIMIZERS, train } from "./_training.ts";
 import { useNative } from "./_native.ts";
+import { NO_WEBGPU } from "./_backend_cases.ts";
+import { componentTest } from "../_ci.ts";
 
 const adapter = await navigator.gpu?.requestAdapter().catch(() => null);
-if (!adapter) console.log("webgpu cross-backend tests skipped: no WebGPU adapter found");
 
 async function use(backend: string) {
   if (backend === "tensorflow") return await useNative();
@@ -50,12 +51,11 @@ async function restoreAndDigest(path: string, backend: string): Promise<{ sha256
 }
 
 for (const other of ["cpu", "wasm", "webgpu"]) {
-  const ignore = other === "webgpu" && !adapter;
+  const missing = other === "webgpu" && !adapter ? NO_WEBGPU : undefined;
   for (const [from, to] of [["tensorflow", other], [other, "tensorflow"]]) {
-    Deno.test({
+    componentTest({
       name:
         `a checkpoint written while training Adam on ${from} restores on ${to} bit for bit, optimizer state included`,
-      ignore,
       async fn() {
         const saved = await trainAndSave(from!);
         try {
@@ -67,6 +67,6 @@ for (const other of ["cpu", "wasm", "webgpu"]) {
           await Deno.remove(saved.path);
         }
       },
-    });
+    }, missing);
   }
 }

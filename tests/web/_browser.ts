@@ -1,7 +1,7 @@
 // The browser test harness: builds page entries with the web build, serves them on 127.0.0.1 and
 // runs each test once per engine (Chromium, Firefox, WebKit) in that engine's one browser for the
 // whole test run (tests/web/_page.ts). Test bodies are engine-neutral: they drive the page through
-// `page.evaluate`. An engine that is not installed skips with one line; in CI (CI=true) it fails.
+// `page.evaluate`. An engine that is not installed skips with one line; in CI (CI set) it fails.
 import { join } from "node:path";
 import { buildWeb } from "../../web/build.ts";
 import { type Served, serveStatic, type StaticServer } from "../../web/serve.ts";
@@ -143,7 +143,7 @@ function sharedSite(options: BrowserTestOptions, users: number): { get(): Promis
 /**
  * Registers one Deno test per engine (named `name [engine]`) that runs `fn` against a page on
  * the first entry, in this run's browser of that engine. The build and server are shared by the
- * engines. An engine that is not here skips with a line, unless CI=true; `notIn` names engines the
+ * engines. An engine that is not here skips with a line, unless CI is set; `notIn` names engines the
  * test cannot run in, with the reason.
  */
 export function browserTest(

@@ -2,7 +2,8 @@
 // are driven by puppeteer-core (CDP and WebDriver BiDi); WebKit by WebKitWebDriver (WebKitGTK's
 // W3C WebDriver server) through the `webdriver` client, in a small WebKitGTK browser of ours
 // (tests/web/webkit/browser.py) under Xvfb. CKPT_BROWSERS=chromium,firefox picks engines; an
-// engine that is not installed skips with one line, but fails in CI (CI=true).
+// engine that is not installed skips with one line, but fails in CI (CI set).
+import { IN_CI } from "../_ci.ts";
 
 /** A browser engine. */
 export type Engine = "chromium" | "firefox" | "webkit";
@@ -61,8 +62,8 @@ export function locate(engine: Engine): { paths: Record<string, string>; missing
   return { paths, missing };
 }
 
-/** Whether this run is CI (then a missing engine fails its tests instead of skipping them). */
-export const IN_CI: boolean = Deno.env.get("CI") === "true";
+/** Whether this run is CI (any truthy `CI`): a missing engine then fails its tests instead of skipping them. */
+export { IN_CI };
 
 function selected(): Engine[] {
   const env = Deno.env.get("CKPT_BROWSERS");

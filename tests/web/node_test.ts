@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { encodeCheckpoint } from "../../mod.ts";
 import { sha256 } from "../../src/format/_hash.ts";
 import { buildWeb } from "../../web/build.ts";
+import { componentTest } from "../_ci.ts";
 
 const NODE_SCRIPT = `
 import * as ckpt from "./ckpt.js";
@@ -54,65 +55,65 @@ function nodeOnPath(): boolean {
   }
 }
 
-const hasNode = nodeOnPath();
-if (!hasNode) console.log("web build under Node skipped: no node on PATH");
-
-Deno.test({ name: "the web build imports and round-trips checkpoints under Node", ignore: !hasNode }, async () => {
-  const dir = await Deno.makeTempDir({ prefix: "ckpt-web-node-" });
-  try {
-    await buildWeb(dir);
-    await Deno.writeTextFile(join(dir, "run.mjs"), NODE_SCRIPT);
-    const result = join(dir, "result.json");
-    const out = await new Deno.Command("node", {
-      args: [join(dir, "run.mjs"), result],
-      stdout: "piped",
-      stderr: "piped",
-    })
-      .output();
-    assert.ok(out.success, new TextDecoder().decode(out.stderr));
-    const r = JSON.parse(await Deno.readTextFile(result));
-    const input = {
-      metadata: { step: 42, metrics: { loss: 0.5 } },
-      tensors: [
-        {
-          name: "dense/kernel",
-          dtype: "float32" as const,
-          shape: [2, 3],
-          data: new Float32Array([1, -0, NaN, Infinity, 1e-45, 0.1]),
-        },
-        { name: "step", dtype: "int64" as const, shape: [], data: new BigInt64Array([42n]), group: "optimizer" },
-      ],
-    };
-    for (const codec of ["binary", "json"] as const) {
-      const deno = new Uint8Array(await new Response(encodeCheckpoint(input, { codec })).arrayBuffer());
-      const node = r[`${codec}/none`];
-      assert.equal(
-        node.hex,
-        [...deno].map((b) => b.toString(16).padStart(2, "0")).join(""),
-        `${codec}: Node wrote Deno's bytes`,
+componentTest({
+  name: "the web build imports and round-trips checkpoints under Node",
+  async fn() {
+    const dir = await Deno.makeTempDir({ prefix: "ckpt-web-node-" });
+    try {
+      await buildWeb(dir);
+      await Deno.writeTextFile(join(dir, "run.mjs"), NODE_SCRIPT);
+      const result = join(dir, "result.json");
+      const out = await new Deno.Command("node", {
+        args: [join(dir, "run.mjs"), result],
+        stdout: "piped",
+        stderr: "piped",
+      })
+        .output();
+      assert.ok(out.success, new TextDecoder().decode(out.stderr));
+      const r = JSON.parse(await Deno.readTextFile(result));
+      const input = {
+        metadata: { step: 42, metrics: { loss: 0.5 } },
+        tensors: [
+          {
+            name: "dense/kernel",
+            dtype: "float32" as const,
+            shape: [2, 3],
+            data: new Float32Array([1, -0, NaN, Infinity, 1e-45, 0.1]),
+          },
+          { name: "step", dtype: "int64" as const, shape: [], data: new BigInt64Array([42n]), group: "optimizer" },
+        ],
+      };
+      for (const codec of ["binary", "json"] as const) {
+        const deno = new Uint8Array(await new Response(encodeCheckpoint(input, { codec })).arrayBuffer());
+        const node = r[`${codec}/none`];
+        assert.equal(
+          node.hex,
+          [...deno].map((b) => b.toString(16).padStart(2, "0")).join(""),
+          `${codec}: Node wrote Deno's bytes`,
+        );
+        assert.equal(node.sha256, sha256().update(deno).digest("hex"));
+        assert.ok(node.same && r[`${codec}/gzip`].same, `${codec} round-trips under Node`);
+      }
+      // Byte-grouped: Node's zlib writes the planes Deno's node:zlib writes.
+      const w = new Float32Array(1 << 14);
+      for (let i = 0, x = 7; i < w.length; i++) {
+        x = (x * 1103515245 + 12345) >>> 0;
+        w[i] = ((x >>> 8) / 16777216 - 0.5) * 0.05;
+      }
+      const grouped = new Uint8Array(
+        await new Response(
+          encodeCheckpoint({
+            metadata: { step: 1 },
+            tensors: [{ name: "w", dtype: "float32", shape: [w.length], data: w }],
+          }, { compression: "bytegroup" }),
+        ).arrayBuffer(),
       );
-      assert.equal(node.sha256, sha256().update(deno).digest("hex"));
-      assert.ok(node.same && r[`${codec}/gzip`].same, `${codec} round-trips under Node`);
+      assert.match(new TextDecoder().decode(grouped), /"encoding":"bytegroup"/, "the tensor was byte-grouped");
+      assert.equal(r.bytegroup.sha256, sha256().update(grouped).digest("hex"), "bytegroup: Node wrote Deno's bytes");
+      assert.ok(r.bytegroup.same, "bytegroup round-trips under Node");
+      assert.match(r.pathError, /^TypeError: .*file/);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
     }
-    // Byte-grouped: Node's zlib writes the planes Deno's node:zlib writes.
-    const w = new Float32Array(1 << 14);
-    for (let i = 0, x = 7; i < w.length; i++) {
-      x = (x * 1103515245 + 12345) >>> 0;
-      w[i] = ((x >>> 8) / 16777216 - 0.5) * 0.05;
-    }
-    const grouped = new Uint8Array(
-      await new Response(
-        encodeCheckpoint({
-          metadata: { step: 1 },
-          tensors: [{ name: "w", dtype: "float32", shape: [w.length], data: w }],
-        }, { compression: "bytegroup" }),
-      ).arrayBuffer(),
-    );
-    assert.match(new TextDecoder().decode(grouped), /"encoding":"bytegroup"/, "the tensor was byte-grouped");
-    assert.equal(r.bytegroup.sha256, sha256().update(grouped).digest("hex"), "bytegroup: Node wrote Deno's bytes");
-    assert.ok(r.bytegroup.same, "bytegroup round-trips under Node");
-    assert.match(r.pathError, /^TypeError: .*file/);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-});
+  },
+}, nodeOnPath() ? undefined : "no node on PATH");

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import puppeteer from "puppeteer-core";
 import { build } from "esbuild";
 import { fileURLToPath } from "node:url";
+import { IN_CI } from "../_ci.ts";
 
 const CHROMIUM = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find((p) => {
   try {
@@ -14,7 +15,6 @@ const CHROMIUM = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find((p) => 
     return false;
   }
 });
-const IN_CI = Deno.env.get("CI") === "true";
 
 const PAGE = `<!doctype html><script type="module">
 import { Preemption } from "/preemption.js";
@@ -31,7 +31,7 @@ Deno.test({
   name: "Preemption in Chromium: leaving the page is a notice, and the step is saved before it goes",
   ignore: !CHROMIUM && !IN_CI,
   async fn() {
-    assert.ok(CHROMIUM, "Chromium is needed (CI=true)");
+    assert.ok(CHROMIUM, "Chromium is needed (CI set)");
     const bundle = await build({
       entryPoints: [fileURLToPath(new URL("../../src/manager/preemption.ts", import.meta.url))],
       bundle: true,

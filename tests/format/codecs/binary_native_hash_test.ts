@@ -310,9 +310,11 @@ Deno.test("a reader cancelled, abandoned or failing while a job is on the native
 /**
  * Decodes `bytes` from a logged file with the first native job held back until the reader has
  * gone as far as it goes: how many jobs had started and tensors come out by then, and, once the
- * job is let go, what the decode handed out (see {@linkcode outcome}) and its jobs.
+ * job is let go, what the decode handed out (see {@linkcode outcome}) and its jobs. "As far as it
+ * goes" is `expected` jobs started (waited for, however slow the machine), then 300 ms more in
+ * which no other may start: a slow machine can only hide an extra job, never fail a right count.
  */
-async function withFirstJobHeld(bytes: Uint8Array): Promise<{
+async function withFirstJobHeld(bytes: Uint8Array, expected: number): Promise<{
   started: number;
   early: number;
   out: string[];
@@ -330,6 +332,9 @@ async function withFirstJobHeld(bytes: Uint8Array): Promise<{
         yield r;
       }
     })());
+    for (const deadline = Date.now() + 60_000; jobs.length < expected && Date.now() < deadline;) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
     await new Promise((r) => setTimeout(r, 300));
     const started = jobs.length;
     released = true;
@@ -351,7 +356,7 @@ Deno.test("a raw load from a file hashes two to four tensors on the native threa
     }),
   };
   const bytes = await collect(encodeCheckpoint(input));
-  const { started, early, out, jobs } = await withFirstJobHeld(bytes);
+  const { started, early, out, jobs } = await withFirstJobHeld(bytes, 3);
   // One per core, at least two (then the reader waits for the first before it starts a
   // third job's successor: three started), at most four (five started).
   assert.ok(started >= 3 && started <= 5, `${started} jobs started while the first was held`);
@@ -374,7 +379,7 @@ Deno.test("a raw load keeps at most 64 MiB on the native thread at once: larger 
     })),
   };
   const bytes = await collect(encodeCheckpoint(input));
-  const { started, early, out } = await withFirstJobHeld(bytes);
+  const { started, early, out } = await withFirstJobHeld(bytes, 2);
   assert.equal(started, 2, `${started} jobs of 33 MiB started while the first was held`);
   assert.equal(early, 0);
   assert.deepEqual(out, await outcome(decodeRecords(loggedFile(bytes, []), { reuseBuffers: true })));
@@ -384,7 +389,7 @@ Deno.test("a raw load holds small tensors back behind the tensor on the native t
   // Three kernels of 1 MiB and more, each followed by a bias and a counter (read here).
   const input = layers(true);
   const bytes = await collect(encodeCheckpoint(input));
-  const { started, early, out } = await withFirstJobHeld(bytes);
+  const { started, early, out } = await withFirstJobHeld(bytes, 3);
   assert.equal(started, 3, "a small tensor after a kernel made the reader wait for the kernel's digest");
   assert.equal(early, 0);
   assert.deepEqual(out.map((l) => l.split(" ")[0]), [...input.tensors.map((t) => t.name), "ok"]);
