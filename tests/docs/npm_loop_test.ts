@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { loadCheckpoint } from "../../mod.ts";
 import { parseMarkdown } from "./_markdown.ts";
+import { packageImportMap } from "../_util.ts";
 
 const ROOT = new URL("../../", import.meta.url);
 
@@ -20,10 +21,7 @@ async function docsLoop(): Promise<string> {
 /** A directory holding the loop as block.mjs and an import map giving it this checkout as @ckpt/ckpt. */
 async function project(loop: string): Promise<string> {
   const dir = await Deno.makeTempDir({ prefix: "ckpt-npm-loop-" });
-  const imports = JSON.parse(await Deno.readTextFile(new URL("deno.json", ROOT))).imports;
-  imports["@ckpt/ckpt"] = new URL("mod.ts", ROOT).href;
-  imports["@ckpt/ckpt/tfjs"] = new URL("src/tfjs/mod.ts", ROOT).href;
-  await Deno.writeTextFile(join(dir, "import_map.json"), JSON.stringify({ imports }));
+  await packageImportMap(dir);
   await Deno.writeTextFile(join(dir, "block.mjs"), loop);
   return dir;
 }
