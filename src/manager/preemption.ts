@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { checkOptionNames, optionNames } from "../format/_options.ts";
 import {
   exitProcess,
   exitStatus,
@@ -95,6 +96,17 @@ export interface PreemptionOptions {
   log?: (message: string) => void;
 }
 
+const PREEMPTION_OPTION_NAMES = optionNames<PreemptionOptions>()([
+  "signals",
+  "gracePeriod",
+  "pollInterval",
+  "secondSignal",
+  "watchParent",
+  "pageHidden",
+  "onNotice",
+  "log",
+]);
+
 /** Why the job should stop. */
 export interface PreemptionNotice {
   /** The signal, `"SIGTERM"` for an orphaned process, or `"pagehide"` / `"visibilitychange"` in a page. */
@@ -158,6 +170,7 @@ export class Preemption implements Disposable {
 
   private constructor(options: PreemptionOptions) {
     if (typeof options !== "object" || options === null) throw new TypeError("Invalid options: expected an object");
+    checkOptionNames(options, PREEMPTION_OPTION_NAMES, "Cannot listen for preemption");
     const signals = options.signals ?? DEFAULT_PREEMPTION_SIGNALS;
     if (!Array.isArray(signals)) throw new TypeError("Invalid option signals: expected an array of signal names");
     const gracePeriod = options.gracePeriod ?? DEFAULT_GRACE_PERIOD;

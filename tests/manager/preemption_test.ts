@@ -109,6 +109,10 @@ Deno.test("Preemption.listen rejects bad options with the option's name", () => 
   assert.throws(() => Preemption.listen({ signals: ["SIGKILL" as "SIGTERM"] }), /signal "SIGKILL"/);
   assert.throws(() => Preemption.listen({ gracePeriod: -1 }), /Invalid option gracePeriod: -1/);
   assert.throws(
+    () => Preemption.listen({ pollIntreval: 10 } as never),
+    (e) => e instanceof TypeError && /unknown option "pollIntreval" \(known options: .*pollInterval/.test(e.message),
+  );
+  assert.throws(
     () => Preemption.listen({ pollInterval: NaN }),
     (e) => e instanceof RangeError && /pollInterval: NaN/.test(e.message),
   );
