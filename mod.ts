@@ -98,6 +98,7 @@ export {
 } from "./src/manager/mod.ts";
 export {
   DEFAULT_GRACE_PERIOD,
+  DEFAULT_POLL_INTERVAL,
   DEFAULT_PREEMPTION_SIGNALS,
   type Drainable,
   Preemption,

@@ -23,12 +23,14 @@ import { Preemption } from "../src/manager/preemption.ts";
 import { MirroredManager } from "../src/manager/mirror.ts";
 import { CheckpointMismatchError, CheckpointWriter, restore, snapshot } from "../src/tfjs/mod.ts";
 import { loadTfjsNode } from "../src/tfjs/_tfjs_node.ts";
+import { isUnlocked, runUnlocked } from "./_unlocked.ts";
 
 /**
  * Backends the demo loads only when asked for (`--backend wasm|webgpu`), by full specifier and a
- * computed import, so that Deno neither prefetches them nor records them in deno.lock: a first
- * `deno task train` on the CPU downloads only what it runs. Same versions as tools.imports.json
- * (tests/dependencies_test.ts checks it).
+ * computed import, so that Deno does not prefetch them: a first `deno task train` on the CPU
+ * downloads only what it runs. Asked for one of these or `tensorflow`, the demo trains in a run
+ * of its own started with `--no-lock` (`./_unlocked.ts`), so that deno.lock does not record it.
+ * Same versions as tools.imports.json (tests/dependencies_test.ts checks it).
  */
 export const OPTIONAL_BACKENDS: Readonly<Record<string, string>> = {
   wasm: "npm:@tensorflow/tfjs-backend-wasm@4.22.0",
@@ -257,6 +259,8 @@ async function main(args: string[]): Promise<number> {
     return 0;
   }
   const say = config.quiet ? () => {} : (line: string) => console.log(line);
+  const optional = config.backend === "tensorflow" || config.backend in OPTIONAL_BACKENDS;
+  if (optional && !isUnlocked()) return await runUnlocked(new URL(import.meta.url).pathname, args);
 
   if (config.backend === "tensorflow") await loadTfjsNode(); // registers it; throws how to set it up if it cannot
   tf.env().set("PROD", true); // no "install tfjs-node" banner

@@ -5,6 +5,7 @@
  * @module
  */
 import type { DType, TensorData, TensorInput } from "./types.ts";
+import { withArticle } from "./_article.ts";
 
 /** What ckpt knows about one dtype. */
 export interface DTypeInfo {
@@ -184,7 +185,7 @@ export function validateTensor(tensor: TensorInput): void {
   const info = DTYPES[tensor.dtype];
   if (!(tensor.data instanceof info.array)) {
     throw new TypeError(
-      `Invalid ${where}: dtype ${tensor.dtype} needs a ${info.array.name}, got ${
+      `Invalid ${where}: dtype ${tensor.dtype} needs ${withArticle(info.array.name)}, got ${
         (tensor.data as object | undefined)?.constructor?.name ?? typeof tensor.data
       }`,
     );

@@ -14,6 +14,23 @@ export function isNotFound(e: unknown): boolean {
   return e instanceof OsErrors.NotFound || (e instanceof Error && e.name === "NotFound");
 }
 
+/**
+ * `inner` without its leading `Cannot write "/a/b": ` where `what` already names that path (a
+ * store's error inside the manager's own), so a message names each path once.
+ */
+function withoutRepeatedPath(what: string, inner: string): string {
+  const m = /^Cannot [a-z]+ ("(?:[^"\\]|\\.)*"|\S+): /.exec(inner);
+  if (!m) return inner;
+  let path = m[1]!;
+  try {
+    if (path.startsWith('"')) path = JSON.parse(path);
+    if (path.startsWith("file:")) path = decodeURIComponent(new URL(path).pathname);
+  } catch {
+    return inner;
+  }
+  return what.includes(path) ? inner.slice(m[0].length) : inner;
+}
+
 /** Rewraps an I/O error with a message saying what failed, keeping its class (`OsErrors.*`) and `code`. */
 export function ioError(what: string, e: unknown): Error {
   if (!(e instanceof Error)) return new Error(`${what}: ${String(e)}`, { cause: e });
@@ -21,7 +38,7 @@ export function ioError(what: string, e: unknown): Error {
   if (e instanceof ChecksumMismatchError) return e;
   const Ctor = e.constructor as new (message: string, options?: ErrorOptions) => Error;
   let out: Error;
-  const message = `${what}: ${e.message}`;
+  const message = `${what}: ${withoutRepeatedPath(what, e.message)}`;
   try {
     out = new Ctor(message, { cause: e });
   } catch {

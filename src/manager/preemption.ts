@@ -7,9 +7,11 @@
  *
  * @module
  */
+import { checkOptionNames, optionNames } from "../format/_options.ts";
 import {
   exitProcess,
   exitStatus,
+  nextTurn,
   onOrphaned,
   onPageHidden,
   onSignal,
@@ -27,6 +29,12 @@ export const DEFAULT_PREEMPTION_SIGNALS: readonly StopSignal[] = Object.freeze([
  */
 export const DEFAULT_GRACE_PERIOD = 25_000;
 
+/**
+ * The default of {@linkcode PreemptionOptions.pollInterval}, in ms: a notice waits at most this
+ * long (plus a step) in a loop that never yields, at a cost of one turn of the event loop.
+ */
+export const DEFAULT_POLL_INTERVAL = 50;
+
 /** Options for {@linkcode Preemption.listen}. */
 export interface PreemptionOptions {
   /**
@@ -43,6 +51,14 @@ export interface PreemptionOptions {
    * @default {25000}
    */
   gracePeriod?: number;
+  /**
+   * At most how many milliseconds {@linkcode Preemption.poll} lets a loop run without letting
+   * the event loop turn, where signals and page events are delivered. `0` turns it at every
+   * call.
+   *
+   * @default {50}
+   */
+  pollInterval?: number;
   /**
    * What a second signal does while the job is saving: `"exit"` stops at once with the status
    * (what a second Ctrl-C means; the last commit stays intact, the save in flight is dropped),
@@ -79,6 +95,17 @@ export interface PreemptionOptions {
    */
   log?: (message: string) => void;
 }
+
+const PREEMPTION_OPTION_NAMES = optionNames<PreemptionOptions>()([
+  "signals",
+  "gracePeriod",
+  "pollInterval",
+  "secondSignal",
+  "watchParent",
+  "pageHidden",
+  "onNotice",
+  "log",
+]);
 
 /** Why the job should stop. */
 export interface PreemptionNotice {
@@ -138,14 +165,21 @@ export class Preemption implements Disposable {
   #options: Required<Omit<PreemptionOptions, "onNotice">> & Pick<PreemptionOptions, "onNotice">;
   #unlisten: (() => void)[] = [];
   #deadline: ReturnType<typeof setTimeout> | undefined;
+  /** When {@linkcode Preemption.poll} last let the event loop turn. */
+  #turned = performance.now();
 
   private constructor(options: PreemptionOptions) {
     if (typeof options !== "object" || options === null) throw new TypeError("Invalid options: expected an object");
+    checkOptionNames(options, PREEMPTION_OPTION_NAMES, "Cannot listen for preemption");
     const signals = options.signals ?? DEFAULT_PREEMPTION_SIGNALS;
     if (!Array.isArray(signals)) throw new TypeError("Invalid option signals: expected an array of signal names");
     const gracePeriod = options.gracePeriod ?? DEFAULT_GRACE_PERIOD;
     if (typeof gracePeriod !== "number" || !(gracePeriod >= 0)) {
       throw new RangeError(`Invalid option gracePeriod: ${gracePeriod}, expected a non-negative number of ms`);
+    }
+    const pollInterval = options.pollInterval ?? DEFAULT_POLL_INTERVAL;
+    if (typeof pollInterval !== "number" || !(pollInterval >= 0)) {
+      throw new RangeError(`Invalid option pollInterval: ${pollInterval}, expected a non-negative number of ms`);
     }
     const secondSignal = options.secondSignal ?? "exit";
     if (secondSignal !== "exit" && secondSignal !== "ignore") {
@@ -159,6 +193,7 @@ export class Preemption implements Disposable {
     this.#options = {
       signals,
       gracePeriod,
+      pollInterval,
       secondSignal,
       watchParent: options.watchParent ?? true,
       pageHidden: options.pageHidden ?? true,
@@ -201,7 +236,8 @@ export class Preemption implements Disposable {
   /**
    * Whether the job should save `step` now and stop: `true` from the first step boundary after a
    * notice on (Orbax's `reached_preemption(step)`). The first step it answers `true` for is kept
-   * as {@linkcode Preemption.step}.
+   * as {@linkcode Preemption.step}. It sees the notices delivered so far; in a loop that may
+   * never let the event loop turn, ask {@linkcode Preemption.poll} instead.
    *
    * @param step The step the loop has just finished.
    */
@@ -209,6 +245,35 @@ export class Preemption implements Disposable {
     if (!this.#notice) return false;
     if (this.#step === undefined && step !== undefined) this.#step = step;
     return true;
+  }
+
+  /**
+   * {@linkcode Preemption.reached}, after letting the event loop turn when it has not for
+   * {@linkcode PreemptionOptions.pollInterval} ms: the check for a training loop. Signals are
+   * delivered by the event loop, and a loop that only awaits settled promises never gives it a
+   * turn: `await model.trainOnBatch()` on tfjs's cpu backend is one, and there `reached()` alone
+   * never sees a SIGTERM. Between turns `poll()` costs a clock read; a turn costs about 40 µs.
+   *
+   * @example
+   * ```ts
+   * import { Preemption } from "./preemption.ts";
+   * import assert from "node:assert/strict";
+   * using preemption = Preemption.listen({ pollInterval: 0, signals: [], watchParent: false });
+   * setTimeout(() => preemption.notify("SIGTERM"), 0); // as a signal's listener would, from the event loop
+   * let step = 0;
+   * while (!(await preemption.poll(step))) step++; // no timer in the loop: poll() lets the notice in
+   * assert.equal(preemption.step, step);
+   * preemption.reset(); // (an example must not exit)
+   * ```
+   *
+   * @param step The step the loop has just finished.
+   */
+  async poll(step?: number): Promise<boolean> {
+    if (!this.#notice && performance.now() - this.#turned >= this.#options.pollInterval) {
+      await nextTurn();
+      this.#turned = performance.now();
+    }
+    return this.reached(step);
   }
 
   /**

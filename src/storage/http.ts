@@ -19,6 +19,7 @@ import {
   type ObjectWriter,
   StoreUnreachableError,
 } from "./types.ts";
+import { withArticle } from "../format/_article.ts";
 
 /** Options for {@linkcode HttpStore}. */
 export interface HttpStoreOptions {
@@ -331,7 +332,9 @@ export class HttpStore implements ObjectStore {
       if (parsed.offset !== want.offset || parsed.length !== want.length) {
         await res.body?.cancel();
         throw new SyntaxError(
-          `Cannot read ${url}: asked for ${JSON.stringify(range)} of a ${size}-byte object, the server sent ${header}`,
+          `Cannot read ${url}: asked for ${JSON.stringify(range)} of ${
+            withArticle(`${size}-byte`)
+          } object, the server sent ${header}`,
         );
       }
       return {

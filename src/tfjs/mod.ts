@@ -61,6 +61,7 @@ export { beginSnapshot, snapshot, type SnapshotOptions } from "./snapshot.ts";
 export { DEFAULT_MAX_FREE, StagingPool, type StagingPoolOptions } from "./staging_pool.ts";
 export {
   CheckpointMismatchError,
+  DEFAULT_ADAM_POWERS,
   type Mismatch,
   restore,
   type RestoreOptions,

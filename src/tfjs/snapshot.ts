@@ -39,8 +39,13 @@ export interface SnapshotOptions {
   step: number;
   /** Training epoch, stored as `metadata.epoch`. */
   epoch?: number;
-  /** Named numbers such as the loss, stored as `metadata.metrics`. */
-  metrics?: Record<string, number>;
+  /**
+   * Named numbers such as the loss, stored as `metadata.metrics`. A one-element array stands
+   * for its number, so the loss of `await model.trainOnBatch(x, y)` (typed `number | number[]`)
+   * goes in as it comes; an array of another length is a `TypeError` (a model compiled with
+   * metrics gives `[loss, ...metrics]`: name each).
+   */
+  metrics?: Record<string, number | number[]>;
   /** Free-form JSON values, stored as `metadata.custom`. */
   custom?: Record<string, JsonValue>;
   /**
@@ -66,6 +71,22 @@ const ACTION = "snapshot";
 
 function pending(name: string, group: string, held: Tensor): Pending {
   return { name, group, dtype: checkpointDType(held.dtype, name, ACTION), shape: held.shape.slice(), held };
+}
+
+/** `metrics` with each one-element array replaced by its number (the rest is left to validateMetadata). */
+function plainMetrics(metrics: Record<string, number | number[]>): Record<string, number> {
+  if (typeof metrics !== "object" || metrics === null || Array.isArray(metrics)) {
+    return metrics as Record<string, number>;
+  }
+  return Object.fromEntries(
+    Object.entries(metrics).map(([name, value]): [string, number] => {
+      if (!Array.isArray(value)) return [name, value];
+      if (value.length === 1) return [name, value[0]!];
+      throw new TypeError(
+        `Cannot snapshot: metrics.${name} is an array of ${value.length} numbers, expected a number or one: name each (a model compiled with metrics gives trainOnBatch's [loss, ...metrics])`,
+      );
+    }),
+  );
 }
 
 const SNAPSHOT_OPTION_NAMES = optionNames<SnapshotOptions>()([
@@ -143,7 +164,7 @@ export function beginSnapshot(options: SnapshotOptions): Promise<Checkpoint> {
     checkOptionNames(options, SNAPSHOT_OPTION_NAMES, "Cannot snapshot");
     const metadata: Metadata = { step: options.step };
     if (options.epoch !== undefined) metadata.epoch = options.epoch;
-    if (options.metrics !== undefined) metadata.metrics = { ...options.metrics };
+    if (options.metrics !== undefined) metadata.metrics = plainMetrics(options.metrics);
     if (options.custom !== undefined) metadata.custom = structuredClone(options.custom);
     validateMetadata(metadata);
     if (options.staging !== undefined && !(options.staging instanceof StagingPool)) {

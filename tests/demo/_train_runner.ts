@@ -7,9 +7,10 @@
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { linesOf } from "../_util.ts";
+import { UNLOCKED_ENV } from "../../demo/_unlocked.ts";
 
 const SCRIPT = fileURLToPath(new URL("../../demo/train.ts", import.meta.url));
-/** The permissions of `deno task train`. */
+/** The permissions of `deno task train` but `--allow-run`, which only its relaunch without deno.lock needs. */
 export const PERMISSIONS = ["--allow-read", "--allow-write", "--allow-env", "--allow-net=127.0.0.1", "--allow-ffi"];
 
 /** How a run of the demo ended, and what it printed (stderr lines prefixed with `stderr: `). */
@@ -28,13 +29,17 @@ export function runDemo(
   stopWhen?: (line: string) => Deno.Signal | undefined,
   denoFlags: string[] = [],
 ): Promise<Run> {
-  return runCommand(Deno.execPath(), ["run", ...denoFlags, ...PERMISSIONS, SCRIPT, ...args], stopWhen);
+  // A run started with --no-lock is the one that trains: it need not start one (demo/_unlocked.ts).
+  const env: Record<string, string> = denoFlags.includes("--no-lock") ? { [UNLOCKED_ENV]: "1" } : {};
+  return runCommand(Deno.execPath(), ["run", ...denoFlags, ...PERMISSIONS, SCRIPT, ...args], stopWhen, { env });
 }
 
 /** Where {@linkcode runCommand} runs, and whom it signals. */
 export interface RunCommandOptions {
   /** The working directory. */
   cwd?: string;
+  /** Variables to set in the child's environment, beside NO_COLOR. */
+  env?: Record<string, string>;
   /** The pid to signal instead of the child's (such as `deno task` below `npx`). */
   target?: (child: Deno.ChildProcess) => number;
 }
@@ -54,7 +59,7 @@ export async function runCommand(
     ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
     stdout: "piped",
     stderr: "piped",
-    env: { NO_COLOR: "1" },
+    env: { ...options.env, NO_COLOR: "1" },
   }).spawn();
   const stderr = new Response(child.stderr).text();
   const lines: string[] = [];

@@ -1,7 +1,7 @@
 // `deno task train --backend tensorflow`: the demo on tfjs-node's native backend, as a real
 // subprocess killed with SIGKILL and restarted, against an uninterrupted run on the same backend.
 import assert from "node:assert/strict";
-import { finalLine, killAfterCommit, runDemo, stepOf } from "./_train_runner.ts";
+import { finalLine, killAfterCommit, runCommand, runDemo, stepOf } from "./_train_runner.ts";
 import { SKIP_NATIVE } from "../tfjs/_native.ts";
 
 // --no-lock: a child that loads npm:@tensorflow/tfjs-node leaves the repository's lockfile alone.
@@ -39,3 +39,36 @@ for (const optimizer of ["momentum", "adam"]) {
     },
   });
 }
+
+Deno.test({
+  name:
+    "deno task train --backend tensorflow leaves deno.lock as it was, stops on SIGTERM with the step saved, and resumes exactly",
+  ignore: SKIP_NATIVE,
+  async fn() {
+    const root = new URL("../../", import.meta.url).pathname;
+    const flags = ["--backend", "tensorflow", "--steps", "150", "--every", "25"];
+    const before = await Deno.readTextFile(`${root}deno.lock`);
+    const refDir = await Deno.makeTempDir({ prefix: "ckpt_train_native_ref_" });
+    const dir = await Deno.makeTempDir({ prefix: "ckpt_train_native_task_" });
+    try {
+      const reference = await runDemo(["--dir", refDir, ...flags], undefined, NO_LOCK);
+      assert.equal(reference.code, 0, reference.lines.join("\n"));
+      const task = ["task", "-q", "train", "--dir", dir, ...flags];
+      // SIGTERM to `deno task`, which passes it on to the demo, which passes it on to its
+      // unlocked run: that run saves the step it is at and exits 143, and so do the two above it.
+      const stopped = await runCommand(Deno.execPath(), [...task, "--delay", "5"], (line) => {
+        return (stepOf(line, /^step +(\d+)\//) ?? 0) >= 50 ? "SIGTERM" : undefined;
+      }, { cwd: root });
+      assert.equal(stopped.code, 143, stopped.lines.join("\n"));
+      assert.ok(stopped.lines.some((l) => /^stopped at step \d+/.test(l)), stopped.lines.join("\n"));
+      const resumed = await runCommand(Deno.execPath(), task, undefined, { cwd: root });
+      assert.equal(resumed.code, 0, resumed.lines.join("\n"));
+      assert.equal(finalLine(resumed), finalLine(reference));
+      assert.equal(await Deno.readTextFile(`${root}deno.lock`), before, "deno.lock is as it was");
+    } finally {
+      await Deno.writeTextFile(`${root}deno.lock`, before); // as it was, should the test fail
+      await Deno.remove(refDir, { recursive: true });
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});

@@ -4,6 +4,7 @@ import { CheckpointManager } from "../../src/manager/mod.ts";
 import { names } from "./_helpers.ts";
 import { jsonChild } from "../_util.ts";
 import { componentTest } from "../_ci.ts";
+import { withArticle } from "../../src/format/_article.ts";
 
 const quiet = { onWarning: () => {} };
 const root = Deno.uid() === 0;
@@ -62,7 +63,7 @@ async function runDenied(mode: "full" | "incremental"): Promise<{
 }
 
 for (const mode of ["full", "incremental"] as const) {
-  Deno.test(`permission denied during a ${mode} save: a clear error, the earlier checkpoint intact, no partial files`, async () => {
+  Deno.test(`permission denied during ${withArticle(mode)} save: a clear error, the earlier checkpoint intact, no partial files`, async () => {
     const r = await runDenied(mode);
     assert.notEqual(r.uid, 0, "the save must run without root, or modes are not enforced");
     assert.ok(r.error, "the save into a read-only directory must fail");
@@ -108,7 +109,7 @@ const noTmpfs = typeof probe === "string" ? `cannot mount a 1 MiB tmpfs here (${
 
 for (const mode of ["full", "incremental"] as const) {
   componentTest({
-    name: `disk full during a ${mode} save: a clear error, the earlier checkpoint intact, no partial files`,
+    name: `disk full during ${withArticle(mode)} save: a clear error, the earlier checkpoint intact, no partial files`,
     async fn() {
       const fs = await smallTmpfs();
       if (typeof fs === "string") throw new Error(fs);
@@ -186,3 +187,24 @@ componentTest({
     }
   },
 }, noTmpfs);
+
+Deno.test("a save whose directory is gone fails naming the file once, and why", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const manager = await CheckpointManager.open(join(dir, "run"), quiet);
+    await Deno.remove(join(dir, "run"), { recursive: true });
+    const file = join(dir, "run", "step-000000002.ckpt");
+    const tensors = [{ name: "w", dtype: "float32" as const, shape: [1], data: new Float32Array(1) }];
+    await assert.rejects(manager.save({ metadata: { step: 2 }, tensors }), (e: Error) => {
+      assert.ok(e instanceof Deno.errors.NotFound, e.name);
+      assert.equal(
+        e.message,
+        `Cannot save checkpoint step 2 to ${file}: directory ${JSON.stringify(join(dir, "run"))} does not exist`,
+      );
+      return true;
+    });
+    await manager.close().catch(() => {}); // its lock went with the directory
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { CheckpointManager } from "../../src/manager/mod.ts";
 import { Preemption } from "../../src/manager/preemption.ts";
 import { withDir } from "./_helpers.ts";
-import { linesOf } from "../_util.ts";
+import { linesOf, packageImportMap } from "../_util.ts";
 
 const CHILD = fileURLToPath(new URL("./_preempt_child.ts", import.meta.url));
 
@@ -108,7 +108,46 @@ Deno.test("Preemption.reached answers false until a notice, then true, and keeps
 Deno.test("Preemption.listen rejects bad options with the option's name", () => {
   assert.throws(() => Preemption.listen({ signals: ["SIGKILL" as "SIGTERM"] }), /signal "SIGKILL"/);
   assert.throws(() => Preemption.listen({ gracePeriod: -1 }), /Invalid option gracePeriod: -1/);
+  assert.throws(
+    () => Preemption.listen({ pollIntreval: 10 } as never),
+    (e) => e instanceof TypeError && /unknown option "pollIntreval" \(known options: .*pollInterval/.test(e.message),
+  );
+  assert.throws(
+    () => Preemption.listen({ pollInterval: NaN }),
+    (e) => e instanceof RangeError && /pollInterval: NaN/.test(e.message),
+  );
   assert.throws(() => Preemption.listen({ secondSignal: "twice" as "exit" }), /Invalid option secondSignal/);
   assert.throws(() => Preemption.listen({ watchParent: 1 as unknown as boolean }), /Invalid option watchParent/);
   assert.throws(() => Preemption.listen({ signals: "SIGTERM" as unknown as [] }), /Invalid option signals/);
+});
+
+Deno.test("Preemption.poll sees SIGTERM in a trainOnBatch loop that has no timer, saves that step and exits 143", async () => {
+  await withDir(async (dir) => {
+    // The Node suite's child, with "@ckpt/ckpt" mapped to this checkout.
+    const child = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--no-lock",
+        `--import-map=${await packageImportMap(dir)}`,
+        "--allow-read",
+        "--allow-write",
+        "--allow-env",
+        fileURLToPath(new URL("../node/_preempt_train_child.mjs", import.meta.url)),
+        `${dir}/run`,
+      ],
+      stdout: "piped",
+    }).spawn();
+    const lines: string[] = [];
+    for await (const line of linesOf(child.stdout)) {
+      lines.push(line);
+      if (line === "step 200") child.kill("SIGTERM");
+    }
+    const { code } = await child.status;
+    assert.equal(code, 143, lines.slice(-3).join("\n"));
+    const drained = /^drained (\d+) 143$/.exec(lines.at(-1) ?? "");
+    assert.ok(drained && Number(drained[1]) >= 200, lines.slice(-3).join("\n"));
+    const manager = await CheckpointManager.open(`${dir}/run`, { readOnly: true });
+    assert.equal((await manager.latest())?.metadata.step, Number(drained[1]), "the step it stopped at is committed");
+    await manager.close();
+  });
 });

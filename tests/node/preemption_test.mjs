@@ -3,6 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readdir } from "node:fs/promises";
+import { CheckpointManager } from "@ckpt/ckpt";
 import { nodeChild, withTempDir } from "./_util.mjs";
 
 const CHILD = new URL("./_preempt_child.mjs", import.meta.url).pathname;
@@ -33,3 +34,31 @@ for (const [signal, status] of [["SIGTERM", 143], ["SIGINT", 130]]) {
     });
   });
 }
+
+const TRAIN_CHILD = new URL("./_preempt_train_child.mjs", import.meta.url).pathname;
+
+test(
+  "Preemption.poll under Node sees SIGTERM in a trainOnBatch loop that has no timer, saves that step and exits 143",
+  {
+    timeout: 120_000,
+  },
+  async () => {
+    await withTempDir(async (dir) => {
+      const lines = [];
+      const code = await new Promise((resolve, reject) => {
+        const child = nodeChild(TRAIN_CHILD, [dir], (line) => {
+          lines.push(line);
+          if (line === "step 200") child.kill("SIGTERM");
+        });
+        child.on("error", reject);
+        child.on("exit", resolve);
+      });
+      assert.equal(code, 143, lines.slice(-3).join("\n"));
+      const drained = /^drained (\d+) 143$/.exec(lines.at(-1) ?? "");
+      assert.ok(drained && Number(drained[1]) >= 200, lines.slice(-3).join("\n"));
+      const manager = await CheckpointManager.open(dir, { readOnly: true });
+      assert.equal((await manager.latest())?.metadata.step, Number(drained[1]), "the step it stopped at is committed");
+      await manager.close();
+    });
+  },
+);

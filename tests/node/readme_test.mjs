@@ -5,10 +5,11 @@
 // training loop twice: the second run resumes), then the CLI block runs there.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import process from "node:process";
+import { loadCheckpoint } from "@ckpt/ckpt";
 import { REPO, SCRATCH } from "./_util.mjs";
 
 /** The fenced blocks of a markdown file's section (from its heading to the next of the same level). */
@@ -59,3 +60,80 @@ test("the README's In Node example and docs/npm.md's usage run verbatim under No
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+/** The steps `index.json` in `dir` lists as committed (none while there is no index). */
+async function committedSteps(dir) {
+  const text = await readFile(join(dir, "index.json"), "utf8").catch(() => "");
+  return [...text.matchAll(/"step":\s*(\d+)/g)].map((m) => Number(m[1]));
+}
+
+/**
+ * Runs `node block.mjs` in `dir` and kills it with SIGKILL as soon as runs/mine has a committed
+ * checkpoint of step 20 to 90. Resolves with that step, or undefined when the loop ended first.
+ * From step 20 on, Adam's running powers and `pow(beta, t + 1)` differ in the last bit (at step
+ * 10 they happen to agree), so a resume that recomputes them ends elsewhere.
+ */
+function killAfterACommit(dir) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["block.mjs"], { cwd: dir, stdio: ["ignore", "inherit", "inherit"] });
+    let killed;
+    const poll = setInterval(async () => {
+      const steps = await committedSteps(join(dir, "runs/mine"));
+      const before = steps.filter((s) => s >= 20 && s < 100);
+      if (killed === undefined && before.length && !steps.includes(100)) {
+        killed = Math.max(...before);
+        child.kill("SIGKILL");
+      }
+    }, 1);
+    child.on("error", reject);
+    child.on("exit", (code, signal) => {
+      clearInterval(poll);
+      if (signal === "SIGKILL") resolve(killed);
+      else if (code === 0) resolve(undefined);
+      else reject(new Error(`the loop exited with ${code ?? signal}`));
+    });
+  });
+}
+
+/** The tensors of the checkpoint of step 100 in `dir`'s runs/mine, by name, as bytes. */
+async function finalTensors(dir) {
+  const c = await loadCheckpoint(join(dir, "runs/mine/step-000000100.ckpt"));
+  assert.equal(c.metadata.step, 100);
+  return new Map(c.tensors.map((t) => [t.name, new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)]));
+}
+
+test(
+  "docs/npm.md's training loop, killed with SIGKILL after a commit and run again, ends bit for bit where it ends uninterrupted",
+  {
+    timeout: 300_000,
+  },
+  async () => {
+    const [loop] = (await sectionBlocks("docs/npm.md", "## In a Node project")).filter((b) => b.lang === "js");
+    const [whole, killed] = [await mkdtemp(join(SCRATCH, "loop-")), await mkdtemp(join(SCRATCH, "loop-killed-"))];
+    try {
+      for (const dir of [whole, killed]) {
+        await writeFile(join(dir, "package.json"), JSON.stringify({ type: "module", private: true }));
+        await writeFile(join(dir, "block.mjs"), loop.code);
+      }
+      const r = await run(process.execPath, ["block.mjs"], whole);
+      assert.equal(r.code, 0, r.out);
+      // The loop is fast: the kill may come too late, after the last commit; then try again.
+      let at;
+      for (let attempt = 0; at === undefined && attempt < 10; attempt++) {
+        await rm(join(killed, "runs"), { recursive: true, force: true });
+        at = await killAfterACommit(killed);
+      }
+      assert.ok(at !== undefined, "killed the loop between two commits in one of 10 tries");
+      const again = await run(process.execPath, ["block.mjs"], killed);
+      assert.equal(again.code, 0, again.out);
+      const [want, got] = [await finalTensors(whole), await finalTensors(killed)];
+      assert.deepEqual([...got.keys()], [...want.keys()]);
+      for (const [name, bytes] of want) {
+        assert.deepEqual(got.get(name), bytes, `${name} after a resume from step ${at}`);
+      }
+    } finally {
+      await rm(whole, { recursive: true, force: true });
+      await rm(killed, { recursive: true, force: true });
+    }
+  },
+);

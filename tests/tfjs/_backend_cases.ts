@@ -75,6 +75,26 @@ export function backendCases(backend: string, use: () => Promise<unknown>, missi
   }, missing);
 
   componentTest({
+    name: `${backend}: Adam restored by default resumes bit for bit (its running powers rebuilt exactly)`,
+    async fn() {
+      await use();
+      const a = { model: buildModel(), optimizer: OPTIMIZERS.adam!() };
+      compile(a.model, a.optimizer);
+      await train(a.model, 0, 30); // from step 20 on, pow(beta, t + 1) and the running product differ
+      const c = await snapshot({ ...a, step: 30 });
+      const reference = await train(a.model, 30, 50);
+      const b = { model: buildModel({ seed: 42 }), optimizer: OPTIMIZERS.adam!() };
+      compile(b.model, b.optimizer);
+      await restore(c, b);
+      assert.deepEqual(await train(b.model, 30, 50), reference);
+      const [want, got] = [await weightValues(a.model), await weightValues(b.model)];
+      for (const [name, values] of want) assert.deepEqual(bits(got.get(name)!), bits(values), name);
+      a.model.dispose();
+      b.model.dispose();
+    },
+  }, missing);
+
+  componentTest({
     name: `${backend}: int32 and bool tensors round-trip`,
     async fn() {
       await use();

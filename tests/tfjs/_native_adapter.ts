@@ -81,7 +81,7 @@ test("strict restore refuses a checkpoint of another shape and changes nothing; 
   wide.dispose();
 });
 
-test('Adam: adamPowers "replay" resumes bit for bit; the default "recompute" starts about 1e-7 apart, as on cpu', async () => {
+test('Adam: adamPowers "replay" (the default) resumes bit for bit; "recompute" starts about 1e-7 apart, as on cpu', async () => {
   // The native backend keeps tfjs-core's running float32 product beta^t (a Mul kernel per
   // step) and setWeights() recomputes it with its Pow kernel; pow(beta, 1) is exactly beta here.
   assert.equal((await tf.pow(tf.scalar(0.999), 1).data())[0], Math.fround(0.999));

@@ -1,6 +1,7 @@
 import * as tf from "@tensorflow/tfjs";
 import assert from "node:assert/strict";
-import { snapshot, StagingPool } from "../../src/tfjs/mod.ts";
+import { CheckpointWriter, snapshot, StagingPool } from "../../src/tfjs/mod.ts";
+import { CheckpointManager } from "../../src/manager/mod.ts";
 import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
 import { takeOwnership } from "../../src/background/_transfer.ts";
 import { buildModel, compile, OPTIMIZERS, optimizerValues, train, weightValues } from "./_training.ts";
@@ -192,6 +193,8 @@ Deno.test("snapshot refuses bad arguments with a TypeError naming the problem", 
     [{ model: [w], step: -1 }, /step is -1/],
     [{ model: [w], step: 1.5 }, /step is 1.5/],
     [{ model: [w], step: 0, metrics: { loss: "low" } }, /metric "loss" is not a number/],
+    [{ model: [w], step: 0, metrics: { loss: [0.5, 0.9] } }, /metrics\.loss is an array of 2 numbers.*name each/],
+    [{ model: [w], step: 0, metrics: { loss: [] } }, /metrics\.loss is an array of 0 numbers/],
     [{ model: "model", step: 0 }, /model must be a tf.LayersModel/],
     [{ model: [w, tf.zeros([1])], step: 0 }, /model\[1\] is not a tf.Variable/],
     [{ model: [w, w], step: 0 }, /two weights are named "snapshot_bad\/w"/],
@@ -241,4 +244,24 @@ Deno.test("a snapshot's one buffer is wholly its tensors', so a background write
     assert.deepEqual(owned.tensors.map((t) => Array.from(t.data as Uint8Array)), [[1, 0, 1], [1, 1, 1], [4]]);
   }
   tf.dispose([w, flags, n]);
+});
+
+Deno.test("snapshot takes trainOnBatch's loss as it comes (number | number[]): a one-element array is its number", async () => {
+  const model = buildModel({ seed: 5 });
+  compile(model, OPTIMIZERS.sgd!());
+  const [x, y] = [tf.ones([4, 4]), tf.zeros([4, 1])];
+  // Type-checked as written (deno test checks it): trainOnBatch's type is number | number[].
+  const loss = await model.trainOnBatch(x, y);
+  const checkpoint = await snapshot({ model, step: 1, metrics: { loss, wrapped: [0.25] } });
+  assert.deepEqual(checkpoint.metadata.metrics, { loss: typeof loss === "number" ? loss : loss[0], wrapped: 0.25 });
+  const dir = await Deno.makeTempDir();
+  const writer = new CheckpointWriter();
+  const manager = await CheckpointManager.open(dir, { writer: writer.fileWriter });
+  const entry = await writer.save(manager, { model, step: 2, metrics: { loss } }); // the same through a writer
+  assert.equal(entry.metadata.metrics?.loss, checkpoint.metadata.metrics?.loss);
+  await writer.close();
+  await manager.close();
+  await Deno.remove(dir, { recursive: true });
+  tf.dispose([x, y]);
+  model.dispose();
 });

@@ -15,6 +15,7 @@ import {
   PLANE_ENTRY_BYTES,
   type PlaneScratch,
 } from "./_bytegroup.ts";
+import { withArticle } from "../_article.ts";
 
 /** The 8 bytes every binary checkpoint starts with: `\x89CKPT\r\n\x1a`. */
 export const BINARY_MAGIC: Uint8Array = new Uint8Array([0x89, 0x43, 0x4b, 0x50, 0x54, 0x0d, 0x0a, 0x1a]);
@@ -166,7 +167,7 @@ export function encodeRecordPrefix(kind: number, head: Uint8Array, bodyBytes: nu
 export function decodeRecordHeader(bytes: Uint8Array, offset: number, limits?: DecodeLimits): RecordHeader {
   const lim = resolveLimits(limits);
   if (bytes.byteLength < RECORD_HEADER_BYTES) {
-    fail(`${bytes.byteLength} bytes cannot hold a ${RECORD_HEADER_BYTES}-byte record header`, offset);
+    fail(`${bytes.byteLength} bytes cannot hold ${withArticle(`${RECORD_HEADER_BYTES}-byte`)} record header`, offset);
   }
   const v = new DataView(bytes.buffer, bytes.byteOffset, RECORD_HEADER_BYTES);
   const kind = bytes[0]!;

@@ -23,6 +23,7 @@ import { type Hash, peekDigest, sha256, toHex } from "../_hash.ts";
 import { digestingDecoder, digestingEncoder, type EncoderDigests, type Settle } from "../_pair.ts";
 import { EncodeGuard } from "../_encode_guard.ts";
 import { MAX_FLOAT32_TEXT, writeFloat32 } from "../_float32_text.ts";
+import { withArticle } from "../_article.ts";
 
 /** The first line of every JSON checkpoint. */
 export const JSON_HEADER_LINE = '{"ckpt":"jsonl","version":1}';
@@ -278,7 +279,7 @@ function fillValues(dtype: DType, values: unknown[], out: TensorData, at: number
       let b: bigint;
       if (typeof v === "string" && /^-?[0-9]{1,20}$/.test(v)) b = BigInt(v);
       else if (typeof v === "number" && Number.isSafeInteger(v)) b = BigInt(v);
-      else bad(i, `is ${JSON.stringify(v)}, not a ${dtype} (a decimal string)`);
+      else bad(i, `is ${JSON.stringify(v)}, not ${withArticle(dtype)} (a decimal string)`);
       const ok = dtype === "int64" ? BigInt.asIntN(64, b!) === b! : BigInt.asUintN(64, b!) === b!;
       if (!ok) bad(i, `${b!} is out of range for ${dtype}`);
       (out as BigInt64Array)[at + i] = b!;

@@ -330,6 +330,14 @@ Deno.test("binary encoder rejects invalid checkpoints with the tensor named", as
     /dtype int64 needs a BigInt64Array, got Float64Array/,
   );
   await assert.rejects(
+    () => enc([{ name: "a", dtype: "int32", shape: [1], data: new Float32Array(1) }]),
+    /dtype int32 needs an Int32Array, got Float32Array/,
+  );
+  await assert.rejects(
+    () => enc([{ name: "a", dtype: "uint8", shape: [1], data: new Int8Array(1) }]),
+    /dtype uint8 needs a Uint8Array, got Int8Array/,
+  );
+  await assert.rejects(
     () => enc([{ name: "a", dtype: "bool", shape: [1], data: new Uint8Array([3]) }]),
     /bool element 0 is 3/,
   );

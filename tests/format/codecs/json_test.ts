@@ -201,7 +201,7 @@ Deno.test("json decoder errors name the problem and the line", async (t) => {
       "int64 as unsafe number",
       build([META, ['{"tensor":{"name":"i","dtype":"int64","shape":[1],"group":"p"}}', '{"data":[9007199254740993]}']]),
       SyntaxError,
-      /not a int64 \(a decimal string\)/,
+      /not an int64 \(a decimal string\)/,
     ],
     [
       "bool as number",
