@@ -13,7 +13,9 @@
  *   round trip of its own), or, read with no announcements (a verify), one `partSize` part ahead.
  *   Every range must come from the version the first request saw: a response of another version
  *   (the object was overwritten mid-load) is an error naming both, never a splice of two
- *   versions. A range that ends short, or runs long, is a `SyntaxError`.
+ *   versions. A range that ends short, or runs long, is a `SyntaxError`. The first range that
+ *   fails stops the reader: the other requests are aborted, and the read waiting (or the next)
+ *   throws that failure.
  * - **Retries** are the store's, per request: `S3Store` retries a failed request and resumes a
  *   broken body from the byte where it stopped, with `If-Match`.
  *
@@ -127,7 +129,6 @@ interface Flight {
   filled: number;
   /** A read waiting for `filled` to reach `need`. */
   waiter?: { need: number; wake: () => void } | undefined;
-  done: Promise<void>;
 }
 
 /**
@@ -210,6 +211,26 @@ export async function openObjectReader(
   await fill(first.body, window, 0);
   const head = window;
 
+  let pos = 0;
+  /** The ranges of the body a decoder announced, in order; empty when none is being read. */
+  let flights: Flight[] = [];
+  /** Why the reader stopped: the first range that failed, or `close`. Every read after it throws it. */
+  let failure: { error: unknown } | undefined;
+  /** Stops the reader: the requests in flight are aborted and a read waiting on a range wakes to throw `error`. */
+  const fail = (error: unknown): void => {
+    if (failure) return;
+    failure = { error };
+    closed = true;
+    abort.abort(error);
+    for (const f of flights) f.waiter?.wake();
+  };
+  /** Throws why the reader stopped, if it did (a function: a read checks again after each wait). */
+  const throwIfStopped = (): void => {
+    if (failure) throw failure.error;
+  };
+  /** `p`, failing with the reader's failure (not the abort it caused in the other requests). */
+  const settled = (p: Promise<void>): Promise<void> => p.catch((e) => Promise.reject(failure ? failure.error : e));
+
   /** Fetches `into.byteLength` bytes from `start` into `into`, in one ranged GET, once a slot is free. */
   const fetchRange = (start: number, into: Uint8Array, flight?: Flight): Promise<void> => {
     const run = async () => {
@@ -232,6 +253,9 @@ export async function openObjectReader(
           );
         }
         await fill(r.body, into, start, flight);
+      } catch (e) {
+        fail(e); // a range no read waits on yet stops the reader too: nothing can wait on it forever
+        throw e;
       } finally {
         inFlight--;
         slots.give();
@@ -242,9 +266,6 @@ export async function openObjectReader(
     return p;
   };
 
-  let pos = 0;
-  /** The ranges of the body a decoder announced, in order; empty when none is being read. */
-  let flights: Flight[] = [];
   /**
    * Windows fetched ahead, in order: the one after an announced body (fetched with it), or, while
    * nothing is announced, the next part (a verify reads front to back and announces nothing).
@@ -270,8 +291,7 @@ export async function openObjectReader(
 
   const reader: ObjectReader = {
     ...described(url, { version, size }, head, stats, options.allocate, () => {
-      closed = true;
-      abort.abort(new Error(`Cannot read ${url}: the reader was closed`));
+      fail(new Error(`Cannot read ${url}: the reader was closed`));
     }),
     target(into: Uint8Array): void {
       // The window (and windows fetched ahead) may already hold the body's first bytes: the
@@ -290,9 +310,8 @@ export async function openObjectReader(
       for (let at = 0; at < length; at += step) {
         const n = Math.min(step, length - at);
         const part = into.subarray(have + at, have + at + n);
-        const flight: Flight = { start: start + at, into: part, filled: 0, done: Promise.resolve() };
-        flight.done = fetchRange(start + at, part, flight);
-        flight.done.then(() => flight.waiter?.wake(), () => flight.waiter?.wake());
+        const flight: Flight = { start: start + at, into: part, filled: 0 };
+        fetchRange(start + at, part, flight); // a failure reaches the reads by `fail`
         flights.push(flight);
       }
       // The window after the body, fetched meanwhile: the next record's header.
@@ -304,7 +323,7 @@ export async function openObjectReader(
       }
     },
     async read(into: Uint8Array): Promise<number | null> {
-      if (closed) throw new Error(`Cannot read ${url}: the reader was closed`);
+      throwIfStopped();
       if (into.byteLength === 0) return 0;
       if (pos >= size) return null;
       if (pos < windowAt + window.byteLength && pos >= windowAt) return fromWindow(into);
@@ -314,10 +333,10 @@ export async function openObjectReader(
         const off = pos - f.start;
         const n = Math.min(into.byteLength, f.into.byteLength - off);
         if (f.filled < off + n) {
-          // Wait for these bytes (or the range's end, or its failure, which `done` then throws).
+          // Wait for these bytes, or for any range's failure (`fail` wakes this read).
           await new Promise<void>((wake) => f.waiter = { need: off + n, wake });
           f.waiter = undefined;
-          if (f.filled < off + n) await f.done;
+          throwIfStopped();
         }
         const same = into.buffer === f.into.buffer && into.byteOffset === f.into.byteOffset + off;
         if (same) stats.bytesDirect += n;
@@ -331,7 +350,7 @@ export async function openObjectReader(
       if (i >= 0) {
         const w = ahead[i]!;
         ahead = ahead.slice(i + 1);
-        await w.done;
+        await settled(w.done);
         window = w.bytes;
         windowAt = w.at;
         readAhead();
@@ -341,7 +360,7 @@ export async function openObjectReader(
       ahead = [];
       streaming = true;
       const bytes = new Uint8Array(Math.min(Math.max(OBJECT_READER_WINDOW, into.byteLength), size - pos));
-      await fetchRange(pos, bytes);
+      await settled(fetchRange(pos, bytes));
       window = bytes;
       windowAt = pos;
       readAhead();
@@ -393,6 +412,8 @@ export async function openObjectStream(
   const more = async (): Promise<boolean> => {
     const { done, value } = await body.read();
     if (done) {
+      // `close` cancels the body: a read it ended early says so, not that the body was short.
+      if (closed) throw new Error(`Cannot read ${url}: the reader was closed`);
       if (stats.bytesFetched < size) {
         throw new SyntaxError(`Cannot read ${url}: the body ended at byte ${stats.bytesFetched} of ${size}`);
       }
