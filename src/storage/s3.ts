@@ -22,7 +22,7 @@ import { thisProcess } from "../runtime/process.ts";
 // deno-lint-ignore no-import-prefix -- by full specifier, so the module loads without this repo's deno.json
 import { AwsClient } from "npm:aws4fetch@1.0.20";
 import { type BodySender, nodeBodySender } from "./_node_http.ts";
-import { connectFailure, endpointOf } from "./_network.ts";
+import { blockedPort, connectFailure, endpointOf, failureText } from "./_network.ts";
 import { checkS3Options } from "./_storage_options.ts";
 import { checkKey, checkPrefix, checkRange } from "./_validate.ts";
 import {
@@ -480,8 +480,8 @@ export class S3Store implements ObjectStore {
         throw new Attempt(true, 0, "", `no response within ${this.#timeout} ms`, { cause: e });
       }
       if (e instanceof TypeError) {
-        const unreachable = connectFailure(e);
-        throw new Attempt(true, 0, "", `request failed (${e.message})`, { cause: e }, unreachable);
+        const unreachable = connectFailure(e, url);
+        throw new Attempt(!blockedPort(e), 0, "", `request failed (${failureText(e)})`, { cause: e }, unreachable);
       }
       throw e;
     }

@@ -172,3 +172,25 @@ Deno.test("an HTTP store where nothing listens: the same StoreUnreachableError",
     return true;
   });
 });
+
+Deno.test("an S3 endpoint on a port fetch blocks (9) is a StoreUnreachableError that says so, at once", async () => {
+  const endpoint = "http://127.0.0.1:9";
+  const store = new S3Store({
+    bucket: "ckpt",
+    endpoint,
+    retries: 5,
+    credentials: { accessKeyId: "a", secretAccessKey: "b" },
+  });
+  for (const op of [() => store.head("x"), () => store.get("x"), () => Array.fromAsync(store.list(""))]) {
+    await assert.rejects(op, (e: unknown) => {
+      assert.ok(e instanceof StoreUnreachableError, String(e));
+      assert.equal(e.endpoint, endpoint);
+      // No "(after 6 attempts)": a blocked port is not retried.
+      assert.match(
+        e.message,
+        /^Cannot reach http:\/\/127\.0\.0\.1:9 for s3:\/\/ckpt\/x?: fetch refuses port 9, one the Fetch standard blocks \(https:\/\/fetch\.spec\.whatwg\.org\/#bad-port\): serve the store on another port$/,
+      );
+      return true;
+    });
+  }
+});
