@@ -5,11 +5,10 @@
 // training loop twice: the second run resumes), then the CLI block runs there.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import process from "node:process";
-import { REPO, SCRATCH } from "./_util.mjs";
+import { REPO, runChild, SCRATCH } from "./_util.mjs";
 
 /** The fenced blocks of a markdown file's section (from its heading to the next of the same level). */
 async function sectionBlocks(file, heading) {
@@ -22,11 +21,7 @@ async function sectionBlocks(file, heading) {
 }
 
 function run(file, args, cwd) {
-  return new Promise((resolve) => {
-    execFile(file, args, { cwd, env: { ...process.env, NO_COLOR: "1" } }, (error, stdout, stderr) => {
-      resolve({ code: error ? error.code ?? 1 : 0, out: stdout + stderr, stdout });
-    });
-  });
+  return runChild(file, args, { cwd, env: { ...process.env, NO_COLOR: "1" } });
 }
 
 test("the README's In Node example and docs/npm.md's usage run verbatim under Node", { timeout: 180_000 }, async () => {

@@ -3,7 +3,6 @@
 // of an s3:// address. Skips without an endpoint, except in CI, where that fails. And, with no
 // store at all, what Node's fetch says of an endpoint it cannot reach reaches the user.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { createServer } from "node:net";
 import { test } from "node:test";
 import process from "node:process";
@@ -17,7 +16,7 @@ import {
   verifyCheckpoint,
 } from "@ckpt/ckpt";
 import { fixtureCheckpoint } from "./_fixture.mjs";
-import { componentTest, SCRATCH } from "./_util.mjs";
+import { componentTest, runChild, SCRATCH } from "./_util.mjs";
 
 // scripts/ceph.sh's defaults, as tests/_s3.ts.
 process.env.AWS_ENDPOINT_URL ??= "http://127.0.0.1:7480";
@@ -102,14 +101,8 @@ componentTest("a CheckpointManager on s3:// under Node keeps the newest and resu
 componentTest("npx ckpt verify reads an s3:// address under Node", missing, async () => {
   await withBucket(async (bucket) => {
     await saveCheckpoint(`s3://${bucket}/a.ckpt`, fixtureCheckpoint());
-    const code = await new Promise((resolve) => {
-      const child = spawn("npx", ["--no-install", "ckpt", "verify", `s3://${bucket}/a.ckpt`], {
-        cwd: SCRATCH,
-        stdio: "inherit",
-      });
-      child.on("close", resolve);
-    });
-    assert.equal(code, 0);
+    const r = await runChild("npx", ["--no-install", "ckpt", "verify", `s3://${bucket}/a.ckpt`], { cwd: SCRATCH });
+    assert.equal(r.code, 0, r.out);
   });
 }, TIMEOUT);
 

@@ -5,13 +5,12 @@
 // TypeScript 5 and 7, targets es2022 and esnext, with no @types/node (harness.ts's TYPES_DEPENDENCIES).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import process from "node:process";
-import { SCRATCH } from "./_util.mjs";
+import { runChild, SCRATCH } from "./_util.mjs";
 
 const CONSUMER = `
 import { type Checkpoint, CheckpointManager, loadCheckpoint, saveCheckpoint, type SaveResult } from "@ckpt/ckpt";
@@ -52,11 +51,7 @@ export async function use(model: tf.LayersModel, optimizer: tf.Optimizer): Promi
 `;
 
 function tsc(dir, args, bin = createRequire(join(SCRATCH, "package.json")).resolve("typescript/bin/tsc")) {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [bin, ...args], { cwd: dir }, (error, stdout, stderr) => {
-      resolve({ code: error ? error.code ?? 1 : 0, out: stdout + stderr });
-    });
-  });
+  return runChild(process.execPath, [bin, ...args], { cwd: dir });
 }
 
 const OPTIONS = [
