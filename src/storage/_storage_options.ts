@@ -17,6 +17,7 @@ const S3_OPTION_NAMES = optionNames<S3StoreOptions>()([
   "endpoint",
   "region",
   "credentials",
+  "profile",
   "partSize",
   "concurrency",
   "readConcurrency",

@@ -8,6 +8,8 @@ import { HttpStore } from "../../src/storage/http.ts";
 import { StoreUnreachableError } from "../../src/storage/types.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
+const NO_HOME = "/nonexistent-ckpt-home";
+const DENO_DIR = Deno.env.get("DENO_DIR") ?? `${Deno.env.get("HOME") ?? ""}/.cache/deno`;
 
 /** A port on 127.0.0.1 where nothing listens (bound, then closed). */
 function closedPort(): number {
@@ -23,7 +25,8 @@ async function runWith(env: Record<string, string>, code: string) {
     args: ["eval", "--quiet", code],
     cwd: ROOT,
     clearEnv: true,
-    env: { ...env, NO_COLOR: "1", PATH: Deno.env.get("PATH") ?? "", HOME: Deno.env.get("HOME") ?? "/" },
+    // A HOME with no ~/.aws (the shared AWS files would be read there); Deno's cache where it is.
+    env: { ...env, NO_COLOR: "1", PATH: Deno.env.get("PATH") ?? "", HOME: NO_HOME, DENO_DIR },
     stdout: "piped",
     stderr: "piped",
   }).output();
@@ -48,6 +51,10 @@ Deno.test("S3Store without credentials throws a TypeError naming the variables a
     assert.match(message, /no credentials: AWS_ACCESS_KEY_ID is not set/);
     assert.doesNotMatch(message, /AWS_SECRET_ACCESS_KEY is not set|attempts/);
     assert.match(message, /storage\.s3\.credentials/);
+    assert.match(
+      message,
+      /, and profile "default" has no aws_access_key_id and aws_secret_access_key in \/nonexistent-ckpt-home\/\.aws\/credentials \(absent\) or \/nonexistent-ckpt-home\/\.aws\/config \(absent\);/,
+    );
     assert.deepEqual(server.seen, []);
   } finally {
     await server.close();
