@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { awsSettings, parseIni } from "../../src/storage/_aws_config.ts";
+import { S3Store } from "../../src/storage/s3.ts";
 import { type S3Endpoint, s3Test } from "../_s3.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -250,6 +251,27 @@ Deno.test("S3Store with AWS_PROFILE naming a missing profile: the TypeError, not
     text.trim(),
     `TypeError: Cannot use the AWS profile "prod" (AWS_PROFILE): it is in neither /nonexistent-home/.aws/credentials (absent) ` +
       `nor /nonexistent-home/.aws/config (absent); add [prod] to the credentials file or [profile prod] to the config file, or unset AWS_PROFILE`,
+  );
+});
+
+Deno.test("storage.s3.profile names the profile for an s3:// address, before AWS_PROFILE", async () => {
+  await withFiles({ ".aws/credentials": CREDENTIALS }, async (home) => {
+    const { code, text } = await runWith(
+      { HOME: home, AWS_PROFILE: "dev", AWS_ENDPOINT_URL: "http://127.0.0.1:9" },
+      `import { loadCheckpoint } from "./mod.ts";
+       try { await loadCheckpoint("s3://ckpt/x.ckpt", { storage: { s3: { profile: "staging" } } }); }
+       catch (e) { console.log(e.name + ": " + e.message); }`,
+    );
+    assert.equal(code, 0, text);
+    assert.match(
+      text.trim(),
+      /^TypeError: Cannot use the AWS profile "staging" \(S3StoreOptions\.profile\): it is in neither /,
+    );
+  });
+  assert.throws(
+    () => new S3Store({ bucket: "ckpt", profile: "" }),
+    (e: unknown) =>
+      e instanceof TypeError && /Invalid S3StoreOptions\.profile: "" is not a profile name/.test(e.message),
   );
 });
 
