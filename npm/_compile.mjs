@@ -8,9 +8,13 @@
 // - relative ".ts" imports become ".js" (the compiler's rewriteRelativeImportExtensions);
 // - "npm:name@version/sub" imports become "name/sub" (the package.json lists them);
 // - `new URL("./x.ts", import.meta.url)` (the workers the library starts) names "./x.js".
+// And a declaration file that names `Symbol.dispose`, `Symbol.asyncDispose`, `Disposable` or
+// `AsyncDisposable` references `src/_disposable.d.ts` (DISPOSABLE below), so that a consumer whose
+// lib lacks esnext.disposable (`--target es2022`, no @types/node) still compiles the package.
 // Type errors are `deno task check`'s job; here only an unemittable program fails the build.
+import { mkdirSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { dirname, join, resolve } from "node:path";
+import { dirname, join, relative, resolve } from "node:path";
 import process from "node:process";
 
 const [toolsDir, outDir, ...entries] = process.argv.slice(2);
@@ -91,7 +95,44 @@ function rewriter(context) {
   return (file) => ts.visitNode(file, visit);
 }
 
-const emitted = program.emit(undefined, undefined, undefined, false, {
+/**
+ * The explicit resource management types, as TypeScript's lib.esnext.disposable and @types/node
+ * declare them (the same members, so that they merge with either): the package's classes name them
+ * in their `[Symbol.asyncDispose]()` members and `implements` clauses.
+ */
+const DISPOSABLE = `// The explicit resource management types for a consumer whose lib lacks them (a target before
+// esnext, no @types/node); the same declarations as TypeScript's lib.esnext.disposable and
+// @types/node, so they merge with either.
+interface SymbolConstructor {
+  readonly dispose: unique symbol;
+  readonly asyncDispose: unique symbol;
+}
+
+interface Disposable {
+  [Symbol.dispose](): void;
+}
+
+interface AsyncDisposable {
+  [Symbol.asyncDispose](): PromiseLike<void>;
+}
+`;
+const disposableFile = join(resolve(outDir), "src", "_disposable.d.ts");
+const NAMES_DISPOSABLE = /\bSymbol\.(?:async)?[dD]ispose\b|\b(?:Async)?Disposable\b/;
+
+/** Writes an emitted file; a declaration file naming the disposable types references DISPOSABLE first. */
+function writeFile(fileName, text) {
+  if (fileName.endsWith(".d.ts") && NAMES_DISPOSABLE.test(text)) {
+    let path = relative(dirname(fileName), disposableFile);
+    if (!path.startsWith(".")) path = `./${path}`;
+    text = `/// <reference path="${path}" />\n${text}`;
+  }
+  mkdirSync(dirname(fileName), { recursive: true });
+  writeFileSync(fileName, text);
+}
+
+mkdirSync(dirname(disposableFile), { recursive: true });
+writeFileSync(disposableFile, DISPOSABLE);
+const emitted = program.emit(undefined, writeFile, undefined, false, {
   before: [rewriter],
   afterDeclarations: [rewriter],
 });

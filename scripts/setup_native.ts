@@ -7,6 +7,7 @@
  * deno task setup:native                              # finds tensorflow_cpu-*.whl (see below)
  * deno task setup:native --wheel ./tensorflow_cpu-2.21.0-cp311-cp311-manylinux_2_27_x86_64.whl
  * deno task setup:native --libtensorflow /opt/libtensorflow-gpu   # lib/ and include/ of your own
+ * deno task setup:native --project ~/my-app           # and into a Node project: import "@tensorflow/tfjs-node"
  * ```
  *
  * Steps: find the library (a `tensorflow_cpu` / `tensorflow` wheel for Linux x86_64, whose
@@ -25,7 +26,11 @@
  * version, the platform and the SHA-256 of the library source: fresh clones on the same machine
  * reuse it; a new wheel or library builds anew. Then the packages in Deno's npm cache (where
  * `npm:@tensorflow/tfjs-node@4.22.0` resolves) get `lib` and `deps` links to the build, and
- * `.native/node_modules` in the clone links to the npm tree for Node (`NODE_PATH`).
+ * `.native/node_modules` in the clone links to the npm tree (for this repository's Node tests).
+ * With `--project DIR`, instead: `npm install --ignore-scripts @tensorflow/tfjs-node@4.22.0` in
+ * the npm project DIR (recorded in its package.json, deduplicated with the project's TF.js), the
+ * build's binding copied to where tfjs-node loads it, its `deps` linked to the build's libraries,
+ * and `import * as tf from "@tensorflow/tfjs-node"` checked from that project as an ES module.
  *
  * Environment: `CKPT_TF_WHEEL` (= `--wheel`), `CKPT_LIBTENSORFLOW` (= `--libtensorflow`),
  * `CKPT_WHEEL_DIRS` (colon-separated directories searched for a wheel, instead of
@@ -56,12 +61,14 @@ class SetupError extends Error {}
 function usage(): string {
   return [
     "usage: deno task setup:native [--wheel FILE | --libtensorflow DIR] [--cache DIR] [--rebuild] [--build-only]",
+    "                              [--project DIR]",
     "  --wheel FILE          a tensorflow_cpu (or tensorflow) wheel for Linux x86_64",
     "  --libtensorflow DIR   your own libtensorflow (a CUDA build for tfjs-node-gpu): DIR/lib/libtensorflow.so.2,",
     "                        DIR/lib/libtensorflow_framework.so.2 and DIR/include/tensorflow/c/c_api.h",
     "  --cache DIR           where builds are kept (default $CKPT_NATIVE_CACHE or ~/.cache/ckpt/native)",
     "  --rebuild             build again even if the cache has this build",
     "  --build-only          build (or reuse) and check the binding; link nothing into Deno's cache or the clone",
+    "  --project DIR         install @tensorflow/tfjs-node with this binding into the npm project DIR (for Node)",
   ].join("\n");
 }
 
@@ -71,6 +78,7 @@ interface Args {
   cache?: string;
   rebuild: boolean;
   buildOnly: boolean;
+  project?: string;
 }
 
 function parseArgs(args: string[]): Args {
@@ -91,6 +99,7 @@ function parseArgs(args: string[]): Args {
     else if (flag === "--cache") out.cache = value();
     else if (flag === "--rebuild") out.rebuild = true;
     else if (flag === "--build-only") out.buildOnly = true;
+    else if (flag === "--project") out.project = value();
     else if (flag === "--help" || flag === "-h") {
       console.log(usage());
       Deno.exit(0);
@@ -333,13 +342,14 @@ async function build(source: Source, target: string): Promise<Record<string, unk
     await Deno.symlink(names.lib, join(deps, "lib", INSTALL_CHECK_NAME));
 
     const nodedir = await findNodeDir();
-    console.log(`* compiling tfjs_binding.node (npm rebuild --build-from-source --nodedir=${nodedir}); a few minutes`);
+    console.log(`* compiling tfjs_binding.node (npm rebuild --build-from-source --nodedir=${nodedir})`);
     await run("npm", ["rebuild", NATIVE_PACKAGES[0], "--build-from-source", `--nodedir=${nodedir}`], {
       cwd: work,
       env: { npm_config_build_from_source: "true", npm_config_nodedir: nodedir },
     });
     const binding = join(NAPI_DIR, "tfjs_binding.node");
     if (!await isFile(join(cpu!, binding))) throw new SetupError(`the build left no ${binding} in ${cpu}`);
+    console.log(`  compiled in ${Math.round((performance.now() - started) / 1000)} s since the start`);
 
     // tfjs-node-gpu: the same binding sources → the same binary, over the same deps.
     const sources = ["binding.gyp", ...[...Deno.readDirSync(join(cpu!, "binding"))].map((e) => `binding/${e.name}`)]
@@ -387,6 +397,41 @@ async function relink(to: string, link: string) {
     if (e instanceof SetupError) throw e;
   }
   await Deno.symlink(to, link);
+}
+
+/**
+ * Installs tfjs-node into the npm project `project` with the build's binding: `npm install
+ * --ignore-scripts` (its own install script would download libtensorflow), the binding copied
+ * into the package, `deps` linked to the build's libraries; then checked from the project as an
+ * ES module, as the user's code imports it.
+ */
+async function installIntoProject(root: string, project: string): Promise<string> {
+  // `deno task` runs in the clone; a relative DIR is the user's, from where the task was started.
+  const dir = resolve(Deno.env.get("INIT_CWD") ?? Deno.cwd(), project);
+  if (!await isFile(join(dir, "package.json"))) {
+    throw new SetupError(`--project ${project}: no package.json in ${dir} (an npm project: npm init -y)`);
+  }
+  const [pkg] = NATIVE_PACKAGES;
+  console.log(`* npm install --ignore-scripts ${pkg}@${TFJS_NODE_VERSION} in ${dir}`);
+  await run("npm", ["install", "--ignore-scripts", "--no-audit", "--no-fund", `${pkg}@${TFJS_NODE_VERSION}`], {
+    cwd: dir,
+  });
+  const installed = join(dir, "node_modules", pkg);
+  const built = join(root, "node_modules", pkg);
+  const binding = join(NAPI_DIR, "tfjs_binding.node");
+  await Deno.mkdir(join(installed, NAPI_DIR), { recursive: true });
+  await Deno.copyFile(join(built, binding), join(installed, binding));
+  await relink(join(built, "deps"), join(installed, "deps"));
+  console.log(`* checking import * as tf from "${pkg}" in ${dir}`);
+  const code = `import * as tf from ${JSON.stringify(pkg)};
+const sum = tf.tidy(() => tf.matMul(tf.ones([2, 3]), tf.ones([3, 2])).sum().dataSync()[0]);
+console.log(JSON.stringify({ backend: tf.getBackend(), sum }));`;
+  const out = await run("node", ["--input-type=module", "-e", code], { cwd: dir, env: { TF_CPP_MIN_LOG_LEVEL: "2" } });
+  const result = JSON.parse(out.trim().split("\n").filter((l) => l.startsWith("{")).at(-1) ?? "null");
+  if (result?.backend !== "tensorflow" || result?.sum !== 12) {
+    throw new SetupError(`${pkg} installed in ${dir} but did not run on the tensorflow backend: ${out.trim()}`);
+  }
+  return dir;
 }
 
 /** Puts the build under the packages in Deno's npm cache, where `npm:@tensorflow/tfjs-node` loads from. */
@@ -460,6 +505,18 @@ async function main() {
     console.log(`native backend built: ${ready}\n  build:  ${target}`);
     return;
   }
+  if (opts.project !== undefined) {
+    const dir = await installIntoProject(target, opts.project);
+    console.log([
+      `native backend ready for Node in ${dir}: ${NATIVE_PACKAGES[0]}@${TFJS_NODE_VERSION} on TensorFlow ${
+        checks[NATIVE_PACKAGES[0]]?.tf
+      }`,
+      `  build:  ${target}`,
+      `  Node:   import * as tf from "${NATIVE_PACKAGES[0]}" in ${dir} (ES module or CommonJS)`,
+      `  after npm ci or a fresh node_modules, run this again (npm would run tfjs-node's install script)`,
+    ].join("\n"));
+    return;
+  }
   const linked = await linkIntoDeno(target);
   const repo = resolve(dirname(new URL(import.meta.url).pathname), "..");
   await Deno.mkdir(join(repo, ".native"), { recursive: true });
@@ -469,7 +526,7 @@ async function main() {
     `native backend ready: ${ready}`,
     `  build:  ${target}`,
     ...linked.map((d) => `  Deno:   ${d}/{lib,deps}`),
-    `  Node:   NODE_PATH=${join(repo, ".native", "node_modules")}`,
+    `  Node:   deno task setup:native --project DIR puts it into your npm project DIR`,
   ].join("\n"));
 }
 

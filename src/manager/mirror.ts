@@ -42,7 +42,7 @@ export interface MirroredManagerOptions {
   /**
    * The mirror's options: its own retention (such as `{ maxToKeep: 3, keepEvery: 500 }`),
    * codec, `incremental` (tensors that did not change are not uploaded again), `storage`
-   * (credentials of an `s3://` address; by default the `AWS_*` variables).
+   * (credentials of an `s3://` address; by default the `AWS_*` variables, then `~/.aws`).
    *
    * @default {{ maxToKeep: 3 }}
    */

@@ -175,7 +175,8 @@ export interface CheckpointManagerOptions {
   /**
    * Settings for the store an `s3://` or `http(s)://` directory address resolves to (endpoint,
    * region, credentials, part size); what is not given comes from the `AWS_*` environment
-   * variables. Not used when the directory is a path or an `ObjectStore`.
+   * variables, then the shared AWS files (`~/.aws/credentials`, `~/.aws/config`, profile
+   * `AWS_PROFILE`). Not used when the directory is a path or an `ObjectStore`.
    *
    * @default {undefined} (the environment)
    */

@@ -7,6 +7,7 @@ import { checkOptionNames, optionNames } from "../format/_options.ts";
 import type { FileStoreOptions } from "./file.ts";
 import type { HttpStoreOptions } from "./http.ts";
 import type { MemoryStoreOptions } from "./memory.ts";
+import type { OpfsStoreOptions } from "./opfs.ts";
 import type { ResolveOptions } from "./resolve.ts";
 import type { S3Credentials, S3StoreOptions } from "./s3.ts";
 
@@ -16,6 +17,7 @@ const S3_OPTION_NAMES = optionNames<S3StoreOptions>()([
   "endpoint",
   "region",
   "credentials",
+  "profile",
   "partSize",
   "concurrency",
   "readConcurrency",
@@ -31,6 +33,8 @@ const STORAGE_NAMES = optionNames<ResolveOptions>()(["s3", "http"]);
 export const FILE_STORE_OPTION_NAMES = optionNames<FileStoreOptions>()(["directWrites"]);
 /** The names {@linkcode MemoryStore}'s options take. */
 export const MEMORY_STORE_OPTION_NAMES = optionNames<MemoryStoreOptions>()(["name"]);
+/** The names {@linkcode OpfsStore.open}'s options take. */
+export const OPFS_STORE_OPTION_NAMES = optionNames<OpfsStoreOptions>()(["root"]);
 /** The names {@linkcode HttpStore}'s options take. */
 export { HTTP_OPTION_NAMES };
 

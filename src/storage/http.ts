@@ -5,7 +5,7 @@
  * @module
  */
 import { checkOptionNames } from "../format/_options.ts";
-import { connectFailure, endpointOf } from "./_network.ts";
+import { connectFailure, endpointOf, failureText } from "./_network.ts";
 import { HTTP_OPTION_NAMES } from "./_storage_options.ts";
 import { checkKey, checkRange, clipRange } from "./_validate.ts";
 import { iterate, readableFrom } from "../format/_streams.ts";
@@ -266,9 +266,9 @@ export class HttpStore implements ObjectStore {
       return await this.#fetch(url, { method, headers, ...(signal ? { signal } : {}) });
     } catch (e) {
       if (signal?.aborted) throw e;
-      const unreachable = connectFailure(e);
+      const unreachable = connectFailure(e, url);
       if (unreachable !== undefined) throw new StoreUnreachableError(url, endpointOf(url), unreachable, { cause: e });
-      throw new Error(`Cannot read ${url}: ${(e as Error)?.message ?? e}`, { cause: e });
+      throw new Error(`Cannot read ${url}: ${failureText(e)}`, { cause: e });
     }
   }
 

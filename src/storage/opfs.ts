@@ -39,6 +39,8 @@ import {
   type WriteOptions,
 } from "./types.ts";
 import { checkKey as checkKeyShape, checkPrefix, checkRange, clipRange } from "./_validate.ts";
+import { checkOptionNames } from "../format/_options.ts";
+import { OPFS_STORE_OPTION_NAMES } from "./_storage_options.ts";
 
 import { openWritable, type WritableEntry, type WritableFile } from "./_opfs_writable.ts";
 import { checkQuota } from "./quota.ts";
@@ -141,6 +143,7 @@ export class OpfsStore implements ObjectStore {
    * ```
    */
   static async open(path = "", options: OpfsStoreOptions = {}): Promise<OpfsStore> {
+    checkOptionNames(options, OPFS_STORE_OPTION_NAMES, "Cannot open an OPFS store");
     let dir = options.root;
     if (!dir) {
       const storage =

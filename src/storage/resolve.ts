@@ -36,7 +36,8 @@ export interface ResolveOptions {
   http?: Omit<HttpStoreOptions, "search">;
   /**
    * For `s3://` addresses: endpoint, region, credentials and tuning (`bucket` and `prefix` come
-   * from the address); what is not given comes from the `AWS_*` environment variables.
+   * from the address); what is not given comes from the `AWS_*` environment variables, then
+   * the shared AWS files (`~/.aws/credentials`, `~/.aws/config`, profile `AWS_PROFILE`).
    */
   s3?: Omit<S3StoreOptions, "bucket" | "prefix">;
 }

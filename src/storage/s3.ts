@@ -22,8 +22,9 @@ import { thisProcess } from "../runtime/process.ts";
 // deno-lint-ignore no-import-prefix -- by full specifier, so the module loads without this repo's deno.json
 import { AwsClient } from "npm:aws4fetch@1.0.20";
 import { type BodySender, nodeBodySender } from "./_node_http.ts";
-import { connectFailure, endpointOf } from "./_network.ts";
+import { blockedPort, connectFailure, endpointOf, failureText } from "./_network.ts";
 import { checkS3Options } from "./_storage_options.ts";
+import { type AwsSettings, awsSettings } from "./_aws_config.ts";
 import { checkKey, checkPrefix, checkRange } from "./_validate.ts";
 import {
   type GetOptions,
@@ -76,17 +77,29 @@ export interface S3StoreOptions {
    * path-style addressing (`endpoint/bucket/key`). Without one, AWS S3 in `region`, with
    * virtual-hosted addressing.
    *
-   * @default {the AWS_ENDPOINT_URL environment variable, else AWS S3}
+   * @default {AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else the profile's endpoint_url in ~/.aws/config, else AWS S3}
    */
   endpoint?: string;
-  /** The signing region. @default {the AWS_REGION environment variable, else "us-east-1"} */
+  /**
+   * The signing region.
+   *
+   * @default {AWS_REGION, AWS_DEFAULT_REGION, else the profile's region in ~/.aws/config, else "us-east-1"}
+   */
   region?: string;
   /**
    * The credentials to sign with.
    *
-   * @default {AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN from the environment}
+   * @default {AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN from the environment, else the profile's keys in ~/.aws/credentials, else in ~/.aws/config}
    */
   credentials?: S3Credentials;
+  /**
+   * The profile of the shared AWS files (`~/.aws/credentials`, `~/.aws/config`, or the files
+   * AWS_SHARED_CREDENTIALS_FILE and AWS_CONFIG_FILE name) to read what is not given here or in
+   * the environment; a named profile that neither file holds is a `TypeError`.
+   *
+   * @default {AWS_PROFILE, else "default"}
+   */
+  profile?: string;
   /** Bytes per multipart part. @default {DEFAULT_S3_PART_SIZE} */
   partSize?: number;
   /** Parts uploaded at once by one writer. @default {DEFAULT_S3_CONCURRENCY} */
@@ -166,6 +179,48 @@ export class S3Error extends Error {
 
 function env(name: string): string | undefined {
   return thisProcess.env(name); // undefined without --allow-env
+}
+
+/** Where requests go and who signs them. */
+interface Signing {
+  /** The bucket's URL, ending with `/`. */
+  base: string;
+  client: AwsClient;
+}
+
+/** The bucket's URL: path-style under an endpoint, else AWS S3's in `region`. */
+function baseUrl(bucket: string, endpoint: string | undefined, region: string): string {
+  if (endpoint) {
+    let u: URL;
+    try {
+      u = new URL(endpoint);
+    } catch {
+      throw new TypeError(`Invalid S3 endpoint ${JSON.stringify(endpoint)}: not a URL`);
+    }
+    if (u.protocol !== "http:" && u.protocol !== "https:") {
+      throw new TypeError(`Invalid S3 endpoint ${endpoint}: expected http: or https:`);
+    }
+    return `${u.origin}${u.pathname.replace(/\/+$/, "")}/${encodeURIComponent(bucket)}/`;
+  }
+  if (bucket.includes(".")) return `https://s3.${region}.amazonaws.com/${encodeURIComponent(bucket)}/`;
+  return `https://${bucket}.s3.${region}.amazonaws.com/`;
+}
+
+/** Why neither the environment nor the shared files gave credentials, and what to do. */
+function noCredentials(shared: AwsSettings): string {
+  const missing = [
+    ...(env("AWS_ACCESS_KEY_ID") ? [] : ["AWS_ACCESS_KEY_ID"]),
+    ...(env("AWS_SECRET_ACCESS_KEY") ? [] : ["AWS_SECRET_ACCESS_KEY"]),
+  ];
+  const denied = missing.filter((name) => !envReadable(name));
+  const why = denied.length > 0
+    ? `this process may not read ${denied.join(" and ")} (run with --allow-env)`
+    : `${missing.join(" and ")} ${missing.length > 1 ? "are" : "is"} not set`;
+  const files = shared.files.map((f) => f.state === "read" ? f.path : `${f.path} (${f.state})`);
+  const inFiles = files.length > 0
+    ? `, and profile "${shared.profile}" has no aws_access_key_id and aws_secret_access_key in ${files.join(" or ")}`
+    : "";
+  return `${why}${inFiles}; set them, or pass storage.s3.credentials (S3StoreOptions.credentials)`;
 }
 
 /** Whether the process may read the environment variable `name` (Deno asks; elsewhere it may). */
@@ -316,7 +371,6 @@ export class S3Store implements ObjectStore {
   readonly ranged: { concurrency: number; partSize: number };
   readonly #bucket: string;
   readonly #prefix: string;
-  readonly #base: string;
   readonly #partSize: number;
   readonly #concurrency: number;
   readonly #retries: number;
@@ -325,9 +379,9 @@ export class S3Store implements ObjectStore {
   /** node:http for request bodies (no copy, a Content-Length), where the runtime has it and no `fetch` was given. */
   #sender: Promise<BodySender | undefined> | undefined;
   readonly #pageSize: number;
-  readonly #region: string;
-  readonly #credentials: S3Credentials | undefined;
-  #client: AwsClient | undefined;
+  readonly #given: Pick<S3StoreOptions, "endpoint" | "region" | "credentials" | "profile">;
+  /** The address and the signer, resolved on first use (the shared files are read then). */
+  #signing: Promise<Signing> | undefined;
 
   /**
    * A store on a bucket (and a prefix in it). Checks the options; sends nothing.
@@ -359,60 +413,44 @@ export class S3Store implements ObjectStore {
     this.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
     // A fetch of the caller's sees every request, bodies included.
     if (options.fetch !== undefined) this.#sender = Promise.resolve(undefined);
-    this.#region = options.region ?? env("AWS_REGION") ?? env("AWS_DEFAULT_REGION") ?? "us-east-1";
-    const endpoint = options.endpoint ?? env("AWS_ENDPOINT_URL_S3") ?? env("AWS_ENDPOINT_URL");
-    if (endpoint !== undefined && endpoint !== "") {
-      let u: URL;
-      try {
-        u = new URL(endpoint);
-      } catch {
-        throw new TypeError(`Invalid S3 endpoint ${JSON.stringify(endpoint)}: not a URL`);
-      }
-      if (u.protocol !== "http:" && u.protocol !== "https:") {
-        throw new TypeError(`Invalid S3 endpoint ${endpoint}: expected http: or https:`);
-      }
-      this.#base = `${u.origin}${u.pathname.replace(/\/+$/, "")}/${encodeURIComponent(bucket)}/`;
-    } else if (bucket.includes(".")) {
-      this.#base = `https://s3.${this.#region}.amazonaws.com/${encodeURIComponent(bucket)}/`;
-    } else {
-      this.#base = `https://${bucket}.s3.${this.#region}.amazonaws.com/`;
+    // An endpoint given or in the environment is checked now; one from ~/.aws/config on first use.
+    const endpoint = options.endpoint ?? (env("AWS_ENDPOINT_URL_S3") || env("AWS_ENDPOINT_URL"));
+    if (endpoint) baseUrl(bucket, endpoint, "");
+    if (options.profile !== undefined && (typeof options.profile !== "string" || options.profile === "")) {
+      throw new TypeError(`Invalid S3StoreOptions.profile: ${JSON.stringify(options.profile)} is not a profile name`);
     }
-    this.#credentials = options.credentials;
+    this.#given = options;
   }
 
   /**
-   * The signer, made on first use so a store can be described without credentials. Missing
-   * credentials are a configuration error: a `TypeError` at once, never retried.
+   * The address and the signer, made on first use (so a store can be described without
+   * credentials) from the options, the environment and the shared AWS files. Missing credentials
+   * or a missing named profile are configuration errors: a `TypeError` at once, never retried.
    */
-  #signer(): AwsClient {
-    if (this.#client) return this.#client;
-    const c = this.#credentials ?? {
-      accessKeyId: env("AWS_ACCESS_KEY_ID") ?? "",
-      secretAccessKey: env("AWS_SECRET_ACCESS_KEY") ?? "",
-      sessionToken: env("AWS_SESSION_TOKEN"),
-    };
-    if (!c.accessKeyId || !c.secretAccessKey) {
-      const missing = [
-        ...(c.accessKeyId ? [] : ["AWS_ACCESS_KEY_ID"]),
-        ...(c.secretAccessKey ? [] : ["AWS_SECRET_ACCESS_KEY"]),
-      ];
-      const denied = missing.filter((name) => !envReadable(name));
-      const why = denied.length > 0
-        ? `this process may not read ${denied.join(" and ")} (run with --allow-env)`
-        : `${missing.join(" and ")} ${missing.length > 1 ? "are" : "is"} not set`;
-      throw new TypeError(
-        `Cannot sign requests to ${this.url}: no credentials: ${why}; set them, or pass storage.s3.credentials (S3StoreOptions.credentials)`,
-      );
+  #signer(): Promise<Signing> {
+    if (this.#signing === undefined) {
+      this.#signing = this.#resolve();
+      this.#signing.catch(() => this.#signing = undefined); // a fixed configuration is read again
     }
-    this.#client = new AwsClient({
+    return this.#signing;
+  }
+
+  async #resolve(): Promise<Signing> {
+    const given = this.#given;
+    const all = given.credentials !== undefined && given.region !== undefined && given.endpoint !== undefined;
+    const shared = all ? undefined : await awsSettings({ env, profile: given.profile });
+    const c = given.credentials ?? shared?.credentials;
+    if (!c) throw new TypeError(`Cannot sign requests to ${this.url}: no credentials: ${noCredentials(shared!)}`);
+    const region = given.region ?? shared?.region ?? "us-east-1";
+    const client = new AwsClient({
       accessKeyId: c.accessKeyId,
       secretAccessKey: c.secretAccessKey,
       ...(c.sessionToken ? { sessionToken: c.sessionToken } : {}),
       service: "s3",
-      region: this.#region,
+      region,
       retries: 0,
     });
-    return this.#client;
+    return { base: baseUrl(this.#bucket, given.endpoint ?? shared?.endpoint, region), client };
   }
 
   #where(key: string): string {
@@ -424,10 +462,10 @@ export class S3Store implements ObjectStore {
    * in `accept`; its body is the caller's to read or cancel.
    */
   async #request(spec: RequestSpec): Promise<Response> {
-    const url = new URL(this.#base + encodeKey(spec.path));
+    const { base, client: signer } = await this.#signer(); // a configuration error throws here, before any attempt
+    const url = new URL(base + encodeKey(spec.path));
     for (const [k, v] of Object.entries(spec.query ?? {})) url.searchParams.set(k, v);
     const where = this.#where(spec.path);
-    const signer = this.#signer(); // a configuration error throws here, before any attempt
     for (let attempt = 0;; attempt++) {
       spec.signal?.throwIfAborted();
       try {
@@ -480,8 +518,8 @@ export class S3Store implements ObjectStore {
         throw new Attempt(true, 0, "", `no response within ${this.#timeout} ms`, { cause: e });
       }
       if (e instanceof TypeError) {
-        const unreachable = connectFailure(e);
-        throw new Attempt(true, 0, "", `request failed (${e.message})`, { cause: e }, unreachable);
+        const unreachable = connectFailure(e, url);
+        throw new Attempt(!blockedPort(e), 0, "", `request failed (${failureText(e)})`, { cause: e }, unreachable);
       }
       throw e;
     }
@@ -873,9 +911,10 @@ export class S3Store implements ObjectStore {
   async presign(key: string, options: { expires?: number } = {}): Promise<string> {
     checkKey(key, this.url);
     const expires = positiveInt(options.expires ?? 3600, "expires", 1);
-    const url = new URL(this.#base + encodeKey(this.#prefix + key));
+    const { base, client } = await this.#signer();
+    const url = new URL(base + encodeKey(this.#prefix + key));
     url.searchParams.set("X-Amz-Expires", String(expires));
-    const signed = await this.#signer().sign(url.href, { method: "GET", aws: { signQuery: true } } as RequestInit);
+    const signed = await client.sign(url.href, { method: "GET", aws: { signQuery: true } } as RequestInit);
     return signed.url;
   }
 

@@ -2,31 +2,21 @@
 // `npx ckpt ...` in that project (tests/node/harness.ts's scratch project), no Deno anywhere.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import process from "node:process";
 import { CheckpointManager, loadCheckpoint, saveCheckpoint } from "@ckpt/ckpt";
 import { fixtureCheckpoint } from "./_fixture.mjs";
-import { SCRATCH, withTempDir } from "./_util.mjs";
+import { runChild, SCRATCH, withTempDir } from "./_util.mjs";
 
 /** Runs `npx ckpt ...args` in the scratch project; stdin from `input` (bytes) when given. */
-function ckpt(args, { input, cwd = SCRATCH } = {}) {
-  return new Promise((resolve, reject) => {
-    const child = spawn("npx", ["--no-install", "ckpt", ...args], {
-      cwd,
-      env: { ...process.env, NO_COLOR: "1" },
-      stdio: ["pipe", "pipe", "pipe"],
-    });
-    const out = [];
-    const err = [];
-    child.stdout.on("data", (c) => out.push(c));
-    child.stderr.on("data", (c) => err.push(c));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString() }));
-    child.stdin.on("error", () => {}); // a command that does not read standard input
-    child.stdin.end(input);
+async function ckpt(args, { input, cwd = SCRATCH } = {}) {
+  const r = await runChild("npx", ["--no-install", "ckpt", ...args], {
+    cwd,
+    env: { ...process.env, NO_COLOR: "1" },
+    input: input ?? "",
   });
+  return { code: r.code, stdout: r.stdoutBytes, stderr: r.stderr };
 }
 
 test("npx ckpt --version and --help run under Node", async () => {

@@ -3,24 +3,16 @@
 // with a clear error naming the step, leave no partial file, and keep the earlier checkpoint.
 // Both need root (to drop to `nobody`, to mount a tmpfs): elsewhere they skip, in CI they fail.
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { chmod, cp, mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
-import { componentTest, SCRATCH } from "./_util.mjs";
+import { componentTest, runChild, SCRATCH } from "./_util.mjs";
 
 const isRoot = process.getuid?.() === 0;
 
 function run(file, args, options = {}) {
-  return new Promise((resolve) => {
-    execFile(
-      file,
-      args,
-      options,
-      (error, stdout, stderr) => resolve({ code: error ? error.code ?? 1 : 0, stdout, stderr }),
-    );
-  });
+  return runChild(file, args, options);
 }
 
 /** A world-readable copy of the installed package and the child, for a process running as `nobody`. */

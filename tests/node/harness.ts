@@ -18,7 +18,8 @@
  * runner skips this directory (deno.json `test.exclude`). The tests see `CKPT_REPO` (this
  * repository), `CKPT_DENO_FIXTURES` (what Deno wrote from `_fixture.mjs`, for byte and error
  * comparisons: {@linkcode writeDenoFixtures}), `CKPT_TARBALL` (the packed package),
- * `CKPT_SCRATCH` (the scratch project: `npx ckpt` works there), the S3
+ * `CKPT_SCRATCH` (the scratch project: `npx ckpt` works there), `CKPT_TYPES_PROJECT` (the package
+ * beside {@linkcode TYPES_DEPENDENCIES}, when types_test.mjs runs), the S3
  * variables of tests/_s3.ts, and `CI`. A test that needs a component skips without it, and fails
  * in CI (any truthy `CI`: `componentTest` in `_util.mjs`).
  *
@@ -43,6 +44,18 @@ export const SCRATCH_DEPENDENCIES: Readonly<Record<string, string>> = Object.fre
   // package_test.mjs lints the tarball as a publisher would.
   "publint": "0.3.25",
   "@arethetypeswrong/cli": "0.18.5",
+});
+
+/**
+ * The dependencies of the project types_test.mjs compiles consumers in: the TypeScript versions a
+ * user may have (npm's `typescript` 5 and 7, the latter under an alias) and TF.js's typed parts,
+ * the package's optional peers. No `@types/node`: the package's declarations must compile without it.
+ */
+export const TYPES_DEPENDENCIES: Readonly<Record<string, string>> = Object.freeze({
+  "typescript": "5.9.3",
+  "typescript7": "npm:typescript@7.0.2",
+  "@tensorflow/tfjs-core": "4.22.0",
+  "@tensorflow/tfjs-layers": "4.22.0",
 });
 
 /** The tests' directory in this repository. */
@@ -114,13 +127,18 @@ export const SCRATCH_KEEP = 6;
  * change costs one small install: {@linkcode SCRATCH_DEPENDENCIES} (TF.js: about 280 MB) are
  * installed once per dependency set in `node-scratch/<deps key>`, and the tarball in a project
  * below it, `node-scratch/<deps key>/p/<tarball hash>`, whose imports of TF.js find the copy above
- * through Node's resolution (it climbs the `node_modules` of each parent directory).
+ * through Node's resolution (it climbs the `node_modules` of each parent directory). Another set of
+ * `dependencies` gets its own tree under `kind` (`node-types` for {@linkcode TYPES_DEPENDENCIES}).
  */
-export async function scratchProject(tarball: string): Promise<string> {
-  const depsKey = createHash("sha256").update(JSON.stringify(SCRATCH_DEPENDENCIES)).digest("hex").slice(0, 16);
-  const base = await once(join(cacheDir(), "node-scratch", depsKey), async (stage) => {
+export async function scratchProject(
+  tarball: string,
+  dependencies: Readonly<Record<string, string>> = SCRATCH_DEPENDENCIES,
+  kind = "node-scratch",
+): Promise<string> {
+  const depsKey = createHash("sha256").update(JSON.stringify(dependencies)).digest("hex").slice(0, 16);
+  const base = await once(join(cacheDir(), kind, depsKey), async (stage) => {
     await Deno.writeTextFile(join(stage, "package.json"), JSON.stringify({ private: true, type: "module" }));
-    const specs = Object.entries(SCRATCH_DEPENDENCIES).map(([n, v]) => `${n}@${v}`);
+    const specs = Object.entries(dependencies).map(([n, v]) => `${n}@${v}`);
     await run("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", ...specs], stage);
   });
   const key = createHash("sha256").update(await Deno.readFile(tarball)).digest("hex").slice(0, 16);
@@ -231,6 +249,9 @@ export async function runNodeTests(only: readonly string[] = []): Promise<NodeRu
     if (e.isFile && e.name.endsWith(".mjs")) await Deno.copyFile(join(NODE_TESTS_DIR, e.name), join(testsDir, e.name));
   }
   const names = only.length > 0 ? only.map((f) => f.split("/").at(-1)!) : await nodeTestFiles();
+  const typesProject = names.includes("types_test.mjs")
+    ? await scratchProject(tarball, TYPES_DEPENDENCIES, "node-types")
+    : "";
   const fixtures = join(scratch, "deno-fixtures");
   await Deno.remove(fixtures, { recursive: true }).catch(() => {});
   await writeDenoFixtures(fixtures);
@@ -243,6 +264,7 @@ export async function runNodeTests(only: readonly string[] = []): Promise<NodeRu
     CKPT_SCRATCH: scratch,
     CKPT_DENO_FIXTURES: fixtures,
     CKPT_TARBALL: tarball,
+    CKPT_TYPES_PROJECT: typesProject,
     NO_COLOR: "1",
   };
   for (const k of Object.keys(env)) if (k.startsWith("DENO_")) delete env[k];

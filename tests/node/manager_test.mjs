@@ -86,12 +86,11 @@ function startChild(dir, mode) {
   const committed = [];
   let ready;
   const readyP = new Promise((r) => ready = r);
-  const child = nodeChild(CHILD, [dir, mode], (line) => {
+  const { child, done } = nodeChild(CHILD, [dir, mode], (line) => {
     if (line.startsWith("ready")) ready();
     if (line.startsWith("committed ")) committed.push(Number(line.slice(10)));
   });
-  const exited = new Promise((r) => child.on("exit", (code, signal) => r({ code, signal })));
-  return { child, committed, ready: readyP, exited };
+  return { child, committed, ready: readyP, exited: done };
 }
 
 for (const mode of ["full", "incremental"]) {

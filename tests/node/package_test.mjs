@@ -3,12 +3,11 @@
 // issue asks (name, version from deno.json, type, exports, engines, bin, optional TF.js peers).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { existsSync } from "node:fs";
 import process from "node:process";
-import { REPO, SCRATCH } from "./_util.mjs";
+import { REPO, runChild, SCRATCH } from "./_util.mjs";
 
 const TARBALL = process.env.CKPT_TARBALL ?? "";
 
@@ -22,11 +21,7 @@ function binOf(name) {
 }
 
 function run(file, args, cwd = SCRATCH) {
-  return new Promise((resolve) => {
-    execFile(file, args, { cwd, env: { ...process.env, NO_COLOR: "1", FORCE_COLOR: "0" } }, (error, stdout, stderr) => {
-      resolve({ code: error ? error.code ?? 1 : 0, out: stdout + stderr });
-    });
-  });
+  return runChild(file, args, { cwd, env: { ...process.env, NO_COLOR: "1", FORCE_COLOR: "0" } });
 }
 
 test("package.json: name, deno.json's version, ESM, exports of every entry, engines, bin, optional TF.js peers", async () => {

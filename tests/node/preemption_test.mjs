@@ -9,16 +9,14 @@ import { nodeChild, withTempDir } from "./_util.mjs";
 const CHILD = new URL("./_preempt_child.mjs", import.meta.url).pathname;
 
 /** Runs the child until it is ready plus a moment, sends `signal`, and resolves with its exit and lines. */
-function stopWith(dir, signal) {
-  return new Promise((resolve, reject) => {
-    const lines = [];
-    const child = nodeChild(CHILD, [dir], (line) => {
-      lines.push(line);
-      if (line.startsWith("ready ")) setTimeout(() => child.kill(signal), 300);
-    });
-    child.on("error", reject);
-    child.on("exit", (code) => resolve({ code, lines }));
+async function stopWith(dir, signal) {
+  const lines = [];
+  const { done } = nodeChild(CHILD, [dir], (line, child) => {
+    lines.push(line);
+    if (line.startsWith("ready ")) setTimeout(() => child.kill(signal), 300);
   });
+  const { code } = await done;
+  return { code, lines };
 }
 
 for (const [signal, status] of [["SIGTERM", 143], ["SIGINT", 130]]) {

@@ -5,12 +5,11 @@
 // training loop twice: the second run resumes), then the CLI block runs there.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { execFile, spawn } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import process from "node:process";
 import { loadCheckpoint } from "@ckpt/ckpt";
-import { REPO, SCRATCH } from "./_util.mjs";
+import { REPO, runChild, SCRATCH, startChild } from "./_util.mjs";
 
 /** The fenced blocks of a markdown file's section (from its heading to the next of the same level). */
 async function sectionBlocks(file, heading) {
@@ -23,11 +22,7 @@ async function sectionBlocks(file, heading) {
 }
 
 function run(file, args, cwd) {
-  return new Promise((resolve) => {
-    execFile(file, args, { cwd, env: { ...process.env, NO_COLOR: "1" } }, (error, stdout, stderr) => {
-      resolve({ code: error ? error.code ?? 1 : 0, out: stdout + stderr, stdout });
-    });
-  });
+  return runChild(file, args, { cwd, env: { ...process.env, NO_COLOR: "1" } });
 }
 
 test("the README's In Node example and docs/npm.md's usage run verbatim under Node", { timeout: 180_000 }, async () => {
@@ -74,24 +69,24 @@ async function committedSteps(dir) {
  * 10 they happen to agree), so a resume that recomputes them ends elsewhere.
  */
 function killAfterACommit(dir) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["block.mjs"], { cwd: dir, stdio: ["ignore", "inherit", "inherit"] });
-    let killed;
-    const poll = setInterval(async () => {
-      const steps = await committedSteps(join(dir, "runs/mine"));
-      const before = steps.filter((s) => s >= 20 && s < 100);
-      if (killed === undefined && before.length && !steps.includes(100)) {
-        killed = Math.max(...before);
-        child.kill("SIGKILL");
-      }
-    }, 1);
-    child.on("error", reject);
-    child.on("exit", (code, signal) => {
-      clearInterval(poll);
-      if (signal === "SIGKILL") resolve(killed);
-      else if (code === 0) resolve(undefined);
-      else reject(new Error(`the loop exited with ${code ?? signal}`));
-    });
+  const { child, done } = startChild(process.execPath, ["block.mjs"], { cwd: dir, stderr: "inherit" });
+  let killed;
+  const poll = setInterval(async () => {
+    const steps = await committedSteps(join(dir, "runs/mine"));
+    const before = steps.filter((s) => s >= 20 && s < 100);
+    if (killed === undefined && before.length && !steps.includes(100)) {
+      killed = Math.max(...before);
+      child.kill("SIGKILL");
+    }
+  }, 1);
+  return done.then((r) => {
+    clearInterval(poll);
+    if (r.signal === "SIGKILL") return killed;
+    if (r.code === 0) return undefined;
+    throw new Error(`the loop exited with ${r.code ?? r.signal}: ${r.out.slice(-2000)}`);
+  }, (e) => {
+    clearInterval(poll);
+    throw e;
   });
 }
 

@@ -1,13 +1,22 @@
 // S3 under Node against the real object store CI starts (a Ceph RGW; scripts/ceph.sh), from the
 // installed package: files saved and loaded bit for bit, a manager on s3://, and `npx ckpt verify`
-// of an s3:// address. Skips without an endpoint, except in CI, where that fails.
+// of an s3:// address. Skips without an endpoint, except in CI, where that fails. And, with no
+// store at all, what Node's fetch says of an endpoint it cannot reach reaches the user.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { createServer } from "node:net";
+import { test } from "node:test";
 import process from "node:process";
 import { AwsClient } from "aws4fetch";
-import { CheckpointManager, loadCheckpoint, saveCheckpoint, verifyCheckpoint } from "@ckpt/ckpt";
+import {
+  CheckpointManager,
+  loadCheckpoint,
+  S3Store,
+  saveCheckpoint,
+  StoreUnreachableError,
+  verifyCheckpoint,
+} from "@ckpt/ckpt";
 import { fixtureCheckpoint } from "./_fixture.mjs";
-import { componentTest, SCRATCH } from "./_util.mjs";
+import { componentTest, runChild, SCRATCH } from "./_util.mjs";
 
 // scripts/ceph.sh's defaults, as tests/_s3.ts.
 process.env.AWS_ENDPOINT_URL ??= "http://127.0.0.1:7480";
@@ -92,13 +101,50 @@ componentTest("a CheckpointManager on s3:// under Node keeps the newest and resu
 componentTest("npx ckpt verify reads an s3:// address under Node", missing, async () => {
   await withBucket(async (bucket) => {
     await saveCheckpoint(`s3://${bucket}/a.ckpt`, fixtureCheckpoint());
-    const code = await new Promise((resolve) => {
-      const child = spawn("npx", ["--no-install", "ckpt", "verify", `s3://${bucket}/a.ckpt`], {
-        cwd: SCRATCH,
-        stdio: "inherit",
-      });
-      child.on("close", resolve);
-    });
-    assert.equal(code, 0);
+    const r = await runChild("npx", ["--no-install", "ckpt", "verify", `s3://${bucket}/a.ckpt`], { cwd: SCRATCH });
+    assert.equal(r.code, 0, r.out);
   });
 }, TIMEOUT);
+
+/** A local port nothing listens on: bound, then closed. */
+async function closedPort() {
+  const server = createServer();
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** The error each read of `store` fails with: HEAD, GET, a listing. */
+async function readErrors(store) {
+  const errors = [];
+  const list = async () => {
+    for await (const _ of store.list("")) { /* the first page fails */ }
+  };
+  for (const op of [() => store.head("x"), () => store.get("x"), list]) {
+    errors.push(await op().then(() => undefined, (e) => e));
+  }
+  return errors;
+}
+
+test("an S3 endpoint where nothing listens: a StoreUnreachableError with the cause, under Node's fetch", async () => {
+  const endpoint = `http://127.0.0.1:${await closedPort()}`;
+  const credentials = { accessKeyId: "a", secretAccessKey: "b" };
+  for (const e of await readErrors(new S3Store({ bucket: "ckpt", endpoint, retries: 0, credentials }))) {
+    assert.ok(e instanceof StoreUnreachableError, String(e));
+    assert.equal(e.endpoint, endpoint);
+    assert.match(e.message, /^Cannot reach http:\/\/127\.0\.0\.1:\d+ for s3:\/\/ckpt\/x?: connection refused$/);
+  }
+});
+
+test('an S3 endpoint on a port fetch blocks (9): the cause, not Node\'s bare "fetch failed"', async () => {
+  const endpoint = "http://127.0.0.1:9";
+  const credentials = { accessKeyId: "a", secretAccessKey: "b" };
+  for (const e of await readErrors(new S3Store({ bucket: "ckpt", endpoint, retries: 5, credentials }))) {
+    assert.ok(e instanceof StoreUnreachableError, String(e));
+    assert.match(
+      e.message,
+      /^Cannot reach http:\/\/127\.0\.0\.1:9 for s3:\/\/ckpt\/x?: fetch refuses port 9, one the Fetch standard blocks \(https:\/\/fetch\.spec\.whatwg\.org\/#bad-port\): serve the store on another port$/,
+    );
+  }
+});

@@ -2,13 +2,12 @@
 // golden-checkpoint snapshots whose update switch fits Node's runner (CKPT_UPDATE_SNAPSHOTS=1).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import process from "node:process";
 import { saveCheckpoint } from "@ckpt/ckpt";
 import { assertCheckpointEquals, assertCheckpointSnapshot, AssertionError } from "@ckpt/ckpt/testing";
-import { SCRATCH, withTempDir } from "./_util.mjs";
+import { runChild, SCRATCH, withTempDir } from "./_util.mjs";
 
 function ckpt(values) {
   return {
@@ -43,17 +42,10 @@ test("golden", async (t) => {
 
 /** Runs a node:test file in the scratch project; resolves with its exit code and output. */
 function nodeTest(file, env) {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--test", "--test-reporter=tap", file], {
-      cwd: SCRATCH,
-      // Without NODE_TEST_CONTEXT, which would make that runner report to this one instead of exiting non-zero.
-      env: Object.fromEntries(Object.entries({ ...process.env, ...env }).filter(([k]) => k !== "NODE_TEST_CONTEXT")),
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    child.stdout.on("data", (c) => out += c);
-    child.stderr.on("data", (c) => out += c);
-    child.on("close", (code) => resolve({ code, out }));
+  return runChild(process.execPath, ["--test", "--test-reporter=tap", file], {
+    cwd: SCRATCH,
+    // Without NODE_TEST_CONTEXT, which would make that runner report to this one instead of exiting non-zero.
+    env: Object.fromEntries(Object.entries({ ...process.env, ...env }).filter(([k]) => k !== "NODE_TEST_CONTEXT")),
   });
 }
 

@@ -4,13 +4,16 @@
 // `deno task setup:native` built on this machine; the test skips without it (fails in CI).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { copyFile, mkdir, readFile, stat, symlink, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { promisify } from "node:util";
-import { componentTest, REPO, SCRATCH, withTempDir } from "./_util.mjs";
+import { componentTest, REPO, runChild, SCRATCH, withTempDir } from "./_util.mjs";
 
-const run = promisify(execFile);
+/** Runs a command to its end; a failure is an error with its output. */
+async function run(file, args, options) {
+  const r = await runChild(file, args, options);
+  if (r.code !== 0) throw new Error(`${file} ${args.join(" ")} exited with ${r.code ?? r.signal}:\n${r.out}`);
+  return r;
+}
 const NATIVE = join(REPO, ".native", "node_modules", "@tensorflow", "tfjs-node");
 const BINDING = join("lib", "napi-v8", "tfjs_binding.node");
 
@@ -51,7 +54,7 @@ componentTest(
       await copyFile(join(NATIVE, BINDING), join(pkg, BINDING));
       await symlink(join(NATIVE, "deps"), join(pkg, "deps"));
       await copyFile(new URL("./_tfjs_node_child.mjs", import.meta.url), join(dir, "child.mjs"));
-      const { stdout } = await run("node", ["child.mjs"], { cwd: dir, maxBuffer: 1 << 24 });
+      const { stdout } = await run("node", ["child.mjs"], { cwd: dir });
       const r = JSON.parse(stdout.trim().split("\n").at(-1));
       assert.equal(r.backend, "tensorflow");
       assert.match(r.tensorflow, /^2\.\d+\.\d+/);

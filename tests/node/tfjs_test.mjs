@@ -69,23 +69,15 @@ test("BackgroundWriter saves on a worker thread while the main thread keeps runn
   });
 });
 
-/** Runs the training child; one that has not ended after `deadlineMs` is killed and reported as hung. */
-function runChild(args, { killAfterCommit, deadlineMs = 60_000 } = {}) {
+/** Runs the training child; one that has not ended after `deadlineMs` is killed and fails the test as hung. */
+async function train(args, { killAfterCommit, deadlineMs = 60_000 } = {}) {
   const lines = [];
-  const child = nodeChild(CHILD, args, (line, child) => {
+  const { done } = nodeChild(CHILD, args, (line, child) => {
     lines.push(line);
     if (killAfterCommit !== undefined && line === `committed ${killAfterCommit}`) child.kill("SIGKILL");
-  });
-  const deadline = setTimeout(() => {
-    lines.push(`hung: no exit after ${deadlineMs} ms`);
-    child.kill("SIGKILL");
   }, deadlineMs);
-  return new Promise((resolve) =>
-    child.on("exit", (code, signal) => {
-      clearTimeout(deadline);
-      resolve({ code, signal, lines });
-    })
-  );
+  const { code, signal } = await done;
+  return { code, signal, lines };
 }
 
 test(
@@ -97,10 +89,10 @@ test(
     await withTempDir(async (dir) => {
       for (let i = 0; i < 12; i++) {
         const run = join(dir, `run${i}`);
-        const first = await runChild([run, "20", "10"]);
+        const first = await train([run, "20", "10"]);
         assert.equal(first.code, 0, first.lines.join("\n"));
         await writeFile(join(run, "ckpt.lock"), JSON.stringify({ pid: 999_999_999 }) + "\n");
-        const resumed = await runChild([run, "40", "10"], { deadlineMs: 30_000 });
+        const resumed = await train([run, "40", "10"], { deadlineMs: 30_000 });
         assert.equal(resumed.code, 0, `run ${i}: ${resumed.lines.join("\n")}`);
         assert.ok(resumed.lines.includes("committed 40"), `run ${i}: ${resumed.lines.join("\n")}`);
       }
@@ -113,15 +105,15 @@ test(
   { timeout: 180_000 },
   async () => {
     await withTempDir(async (dir) => {
-      const whole = await runChild([join(dir, "whole"), "40", "10"]);
+      const whole = await train([join(dir, "whole"), "40", "10"]);
       assert.equal(whole.code, 0, whole.lines.join("\n"));
       const final = whole.lines.find((l) => l.startsWith("final "));
       assert.ok(final);
 
-      const killed = await runChild([join(dir, "killed"), "40", "10", "5"], { killAfterCommit: 20 });
+      const killed = await train([join(dir, "killed"), "40", "10", "5"], { killAfterCommit: 20 });
       assert.equal(killed.signal, "SIGKILL", "the run was killed");
       assert.ok(!killed.lines.some((l) => l.startsWith("final ")), "it was killed before the end");
-      const resumed = await runChild([join(dir, "killed"), "40", "10"]);
+      const resumed = await train([join(dir, "killed"), "40", "10"]);
       assert.equal(resumed.code, 0, resumed.lines.join("\n"));
       const start = Number(resumed.lines.find((l) => l.startsWith("start "))?.slice(6));
       assert.ok(start >= 20, `resumed from step ${start}, after the commit of step 20`);

@@ -6,8 +6,10 @@ import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { join } from "node:path";
 import { IN_CI } from "../_ci.ts";
+import { packedTarball, pathWithoutDeno } from "../node/harness.ts";
 
 const SCRIPT = fileURLToPath(new URL("../../scripts/setup_native.ts", import.meta.url));
+const ROOT = fileURLToPath(new URL("../../", import.meta.url)).replace(/\/$/, "");
 const PERMISSIONS = ["--allow-read", "--allow-write", "--allow-env", "--allow-run"];
 
 async function setup(args: string[], env: Record<string, string> = {}) {
@@ -99,6 +101,75 @@ Deno.test({
       assert.doesNotMatch(again.stdout, /compiling/);
     } finally {
       await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+/** The ```sh and ```js blocks of docs/tfjs.md's section on Node projects. */
+async function nodeProjectBlocks(): Promise<{ sh: string; js: string }> {
+  const docs = await Deno.readTextFile(join(ROOT, "docs", "tfjs.md"));
+  const start = docs.indexOf("\n### From a Node project (ES modules)\n");
+  assert.ok(start >= 0, "docs/tfjs.md has the section");
+  const section = docs.slice(start, docs.indexOf("\n**With a GPU (CUDA)**", start));
+  const sh = /^```sh\n([\s\S]*?)^```$/m.exec(section)?.[1];
+  const js = /^```js\n([\s\S]*?)^```$/m.exec(section)?.[1];
+  assert.ok(sh && js, section);
+  return { sh, js };
+}
+
+Deno.test({
+  name: "setup:native --project: a fresh ESM npm project runs docs/tfjs.md's save and restore on tfjs-node, under Node",
+  ignore: !deps && !IN_CI,
+  async fn() {
+    assert.ok(deps, "the native build (deno task setup:native)");
+    const { sh, js } = await nodeProjectBlocks();
+    const tarball = await packedTarball();
+    const parent = await Deno.makeTempDir({ prefix: "ckpt_node_project_" });
+    try {
+      const app = join(parent, "my-app");
+      await Deno.mkdir(app);
+      // The docs' commands as written, with the package from its tarball (it is not on the registry)
+      // and the clone where it is.
+      const commands = sh.replace("npm install @ckpt/ckpt", `npm install --no-audit --no-fund ${tarball}`)
+        .replace("/path/to/ckpt", ROOT);
+      assert.notEqual(commands, sh);
+      const setupRun = await new Deno.Command("sh", {
+        args: ["-e", "-c", commands],
+        cwd: parent,
+        env: { NO_COLOR: "1" },
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const text = new TextDecoder().decode(setupRun.stdout) + new TextDecoder().decode(setupRun.stderr);
+      assert.equal(setupRun.code, 0, text);
+      assert.match(
+        text,
+        new RegExp(`native backend ready for Node in ${app}: @tensorflow/tfjs-node@4\\.22\\.0 on TensorFlow 2\\.`),
+      );
+      assert.doesNotMatch(text, /NODE_PATH|a few minutes/);
+      const manifest = JSON.parse(await Deno.readTextFile(join(app, "package.json")));
+      assert.equal(manifest.type, "module");
+      assert.ok(manifest.dependencies["@tensorflow/tfjs-node"], "recorded in the project's package.json");
+      assert.ok(manifest.dependencies["@ckpt/ckpt"]);
+      // One tfjs-core in the project, shared by tfjs-node, @tensorflow/tfjs and @ckpt/ckpt/tfjs.
+      const lock = JSON.parse(await Deno.readTextFile(join(app, "package-lock.json")));
+      const cores = Object.keys(lock.packages).filter((p) => p.endsWith("node_modules/@tensorflow/tfjs-core"));
+      assert.deepEqual(cores, ["node_modules/@tensorflow/tfjs-core"]);
+
+      await Deno.writeTextFile(join(app, "app.mjs"), js);
+      const node = await new Deno.Command("node", {
+        args: ["app.mjs"],
+        cwd: app,
+        clearEnv: true,
+        env: { PATH: await pathWithoutDeno(), HOME: Deno.env.get("HOME") ?? "/", TF_CPP_MIN_LOG_LEVEL: "2" },
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const out = new TextDecoder().decode(node.stdout);
+      assert.equal(node.code, 0, out + new TextDecoder().decode(node.stderr));
+      assert.equal(out.trim().split("\n").at(-1), "tensorflow true");
+    } finally {
+      await Deno.remove(parent, { recursive: true });
     }
   },
 });

@@ -8,6 +8,8 @@ import { HttpStore } from "../../src/storage/http.ts";
 import { StoreUnreachableError } from "../../src/storage/types.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
+const NO_HOME = "/nonexistent-ckpt-home";
+const DENO_DIR = Deno.env.get("DENO_DIR") ?? `${Deno.env.get("HOME") ?? ""}/.cache/deno`;
 
 /** A port on 127.0.0.1 where nothing listens (bound, then closed). */
 function closedPort(): number {
@@ -23,7 +25,8 @@ async function runWith(env: Record<string, string>, code: string) {
     args: ["eval", "--quiet", code],
     cwd: ROOT,
     clearEnv: true,
-    env: { ...env, NO_COLOR: "1", PATH: Deno.env.get("PATH") ?? "", HOME: Deno.env.get("HOME") ?? "/" },
+    // A HOME with no ~/.aws (the shared AWS files would be read there); Deno's cache where it is.
+    env: { ...env, NO_COLOR: "1", PATH: Deno.env.get("PATH") ?? "", HOME: NO_HOME, DENO_DIR },
     stdout: "piped",
     stderr: "piped",
   }).output();
@@ -47,6 +50,10 @@ Deno.test("S3Store without credentials throws a TypeError naming the variables a
     assert.match(message, /no credentials: AWS_ACCESS_KEY_ID is not set/);
     assert.doesNotMatch(message, /AWS_SECRET_ACCESS_KEY is not set|attempts/);
     assert.match(message, /storage\.s3\.credentials/);
+    assert.match(
+      message,
+      /, and profile "default" has no aws_access_key_id and aws_secret_access_key in \/nonexistent-ckpt-home\/\.aws\/credentials \(absent\) or \/nonexistent-ckpt-home\/\.aws\/config \(absent\);/,
+    );
     assert.deepEqual(server.seen, []);
   } finally {
     await server.close();
@@ -170,4 +177,26 @@ Deno.test("an HTTP store where nothing listens: the same StoreUnreachableError",
     assert.equal(e.message, `Cannot reach ${base} for ${base}/models/a.ckpt: connection refused`);
     return true;
   });
+});
+
+Deno.test("an S3 endpoint on a port fetch blocks (9) is a StoreUnreachableError that says so, at once", async () => {
+  const endpoint = "http://127.0.0.1:9";
+  const store = new S3Store({
+    bucket: "ckpt",
+    endpoint,
+    retries: 5,
+    credentials: { accessKeyId: "a", secretAccessKey: "b" },
+  });
+  for (const op of [() => store.head("x"), () => store.get("x"), () => Array.fromAsync(store.list(""))]) {
+    await assert.rejects(op, (e: unknown) => {
+      assert.ok(e instanceof StoreUnreachableError, String(e));
+      assert.equal(e.endpoint, endpoint);
+      // No "(after 6 attempts)": a blocked port is not retried.
+      assert.match(
+        e.message,
+        /^Cannot reach http:\/\/127\.0\.0\.1:9 for s3:\/\/ckpt\/x?: fetch refuses port 9, one the Fetch standard blocks \(https:\/\/fetch\.spec\.whatwg\.org\/#bad-port\): serve the store on another port$/,
+      );
+      return true;
+    });
+  }
 });

@@ -13,6 +13,7 @@ import {
   saveCheckpoint,
   verifyCheckpoint,
 } from "../../mod.ts";
+import { OpfsStore } from "../../src/storage/opfs.ts";
 import { S3Store } from "../../src/storage/s3.ts";
 
 const checkpoint = { metadata: { step: 1 }, tensors: [] };
@@ -113,6 +114,11 @@ Deno.test("stores and the background writer check their options by name", async 
     typeError(/unknown option "directWrite" \(known options: directWrites\)/),
   );
   assert.throws(() => new MemoryStore({ nmae: "x" } as never), typeError(/unknown option "nmae"/));
+  // Refused before the runtime is asked for OPFS (Deno has none: the check comes first).
+  await assert.rejects(
+    () => OpfsStore.open("runs", { roots: {} } as never),
+    typeError(/^Cannot open an OPFS store: unknown option "roots" \(known options: root\)$/),
+  );
   assert.throws(
     () => new HttpStore("http://127.0.0.1:1/", { header: {} } as never),
     typeError(/unknown option "header"/),
