@@ -18,6 +18,8 @@ import { type CheckpointManagerOptions, DEFAULT_MAX_TO_KEEP } from "./options.ts
 import { retention, type RetentionPolicy } from "./_retention.ts";
 import type { Metadata } from "../format/types.ts";
 import { unref } from "../runtime/signals.ts";
+import { isNotFound } from "./_errors.ts";
+import { ChecksumMismatchError } from "../format/errors.ts";
 
 /** The default of {@linkcode MirroredManagerOptions.mirror}: the mirror's retention. */
 export const DEFAULT_MIRROR_OPTIONS: Readonly<CheckpointManagerOptions> = Object.freeze({ maxToKeep: 3 });
@@ -536,25 +538,25 @@ export class MirroredManager implements AsyncDisposable {
     if (!await this.#connect()) return false;
     const mirror = this.#mirror!;
     if (this.#newest !== undefined && step <= this.#newest) return true; // never goes back
-    let checkpoint: Checkpoint;
+    let copied: CheckpointEntry;
     try {
-      checkpoint = await this.#local.load(step);
+      // The committed file as it is, hashed on the way up and published only when its digest is
+      // the one the local index recorded (see CheckpointManager.copyFrom).
+      copied = await mirror.copyFrom(this.#local, step);
     } catch (e) {
-      // Retention removed it meanwhile, or it is damaged: nothing to send.
-      if (!(await this.#local.list()).some((c) => c.step === step)) return true;
-      this.#warn(`Cannot replicate step ${step}: the local copy does not load (${describe(e)})`);
-      return true;
-    }
-    try {
-      await mirror.save(checkpoint);
-    } catch (e) {
+      if (e instanceof ChecksumMismatchError || e instanceof SyntaxError || isNotFound(e)) {
+        // Retention removed it meanwhile, or it is damaged: nothing to send.
+        if (!(await this.#local.list()).some((c) => c.step === step)) return true;
+        this.#warn(`Cannot replicate step ${step}: the local copy does not verify (${describe(e)})`);
+        return true;
+      }
       // The mirror's manager may be fenced or in doubt about its index: open it afresh next time.
       this.#mirror = undefined;
       await mirror.close().catch(() => {});
       throw e;
     }
     this.#newest = step;
-    this.#mirrorEntries.push({ step, metadata: checkpoint.metadata, savedAt: new Date().toISOString() });
+    this.#mirrorEntries.push({ step, metadata: copied.metadata, savedAt: copied.savedAt });
     this.#mirrorEntries = this.#mirrorEntries.filter((e) =>
       retention(this.#mirrorEntries, this.#mirrorPolicy).get(e.step)?.length
     );
