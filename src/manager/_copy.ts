@@ -26,6 +26,8 @@ export interface CopyOptions {
   limits: Required<DecodeLimits>;
   /** The source's codecs of its own. */
   codecs: readonly Codec[];
+  /** Awaited before each chunk is read: paces the copy (see `CopyFromOptions.pace`). */
+  pace?: (() => Promise<void>) | undefined;
 }
 
 /**
@@ -51,6 +53,7 @@ export async function copyCommitted(
     // Each chunk goes to the writer (which copies it into its part) before the verifier gets it.
     const bytes = new ReadableStream<Uint8Array>({
       async pull(controller) {
+        await options.pace?.();
         const next = await chunks.read();
         if (next.done) return controller.close();
         n += next.value.byteLength;
@@ -65,7 +68,7 @@ export async function copyCommitted(
       async cancel(reason) {
         await chunks.cancel(reason);
       },
-    }, { highWaterMark: 0 });
+    }, { highWaterMark: 2 }); // the next chunks are read (and sent) while the verifier hashes one
     ({ digest } = await verifyCheckpoint(bytes, { ...options.limits, codecs: options.codecs }));
     if (n !== entry.bytes) {
       throw new SyntaxError(`Cannot copy checkpoint file ${path}: it has ${n} bytes, the index says ${entry.bytes}`);

@@ -30,6 +30,9 @@ export const DEFAULT_RETRY_DELAY = 500;
 /** The default of {@linkcode MirroredManagerOptions.maxRetryDelay}, in ms. */
 export const DEFAULT_MAX_RETRY_DELAY = 30_000;
 
+/** How often a replication waiting for a local save to end looks again, in ms. */
+const LOCAL_IDLE_POLL = 5;
+
 /** The default of {@linkcode MirroredManagerOptions.closeTimeout}, in ms. */
 export const DEFAULT_CLOSE_TIMEOUT = 10_000;
 
@@ -514,7 +517,9 @@ export class MirroredManager implements AsyncDisposable {
         ok = false;
       }
       if (ok) {
-        this.#queue.shift();
+        // By value: retention may have taken steps out of the queue while this one was sent.
+        const at = this.#queue.indexOf(step);
+        if (at >= 0) this.#queue.splice(at, 1);
         delay = this.#retryDelay;
         await this.#prune();
         continue;
@@ -533,6 +538,18 @@ export class MirroredManager implements AsyncDisposable {
     }
   }
 
+  /**
+   * Resolves once the local tier writes no save: replication goes a chunk at a time between
+   * local saves, so on a machine with few cores it does not slow the saves the training loop
+   * waits for (it catches up while the loop computes). Polled: the local tier says only whether
+   * a save is pending.
+   */
+  async #localIdle(): Promise<void> {
+    while (this.#local.pending && !this.#stopping) {
+      await new Promise<void>((resolve) => unref(setTimeout(resolve, LOCAL_IDLE_POLL)));
+    }
+  }
+
   /** Sends one step: true when it is on the mirror (or no longer needs to be), false to retry. */
   async #replicate(step: number): Promise<boolean> {
     if (!await this.#connect()) return false;
@@ -542,7 +559,7 @@ export class MirroredManager implements AsyncDisposable {
     try {
       // The committed file as it is, hashed on the way up and published only when its digest is
       // the one the local index recorded (see CheckpointManager.copyFrom).
-      copied = await mirror.copyFrom(this.#local, step);
+      copied = await mirror.copyFrom(this.#local, step, { pace: () => this.#localIdle() });
     } catch (e) {
       if (e instanceof ChecksumMismatchError || e instanceof SyntaxError || isNotFound(e)) {
         // Retention removed it meanwhile, or it is damaged: nothing to send.

@@ -84,6 +84,18 @@ export {
 export { DirectoryLockedError } from "./_lock.ts";
 export type { KeepReason } from "./_retention.ts";
 
+/** Options for {@linkcode CheckpointManager.copyFrom}. */
+export interface CopyFromOptions {
+  /**
+   * Awaited before each chunk (up to 4 MiB) of a byte-for-byte copy is read: a caller paces the
+   * copy with it (a `MirroredManager` waits there while its local tier writes a save, so
+   * replication never competes with a save for the CPU). Not called when the copy re-encodes.
+   *
+   * @default {undefined} (as fast as the stores go)
+   */
+  pace?: () => Promise<void>;
+}
+
 /** Whether `x` is an {@linkcode ObjectStore} rather than a path or URL. */
 function isStore(x: unknown): x is ObjectStore {
   const o = x as Partial<ObjectStore> | null;
@@ -546,6 +558,7 @@ export class CheckpointManager {
    *
    * @param source The manager to copy from (read-only or not).
    * @param step A step committed in `source`; another is a `RangeError`.
+   * @param options See {@linkcode CopyFromOptions}.
    * @returns This manager's entry for the copy.
    *
    * @example
@@ -567,7 +580,14 @@ export class CheckpointManager {
    * await Deno.remove(root, { recursive: true });
    * ```
    */
-  copyFrom(source: CheckpointManager, step: number): Promise<CheckpointEntry> {
+  copyFrom(source: CheckpointManager, step: number, options: CopyFromOptions = {}): Promise<CheckpointEntry> {
+    if (typeof options !== "object" || options === null) throw new TypeError("Invalid options: expected an object");
+    for (const name of Object.keys(options)) {
+      if (name !== "pace") throw new TypeError(`Invalid option ${name}: copyFrom takes only pace`);
+    }
+    if (options.pace !== undefined && typeof options.pace !== "function") {
+      throw new TypeError("Invalid option pace: expected a function");
+    }
     if (!(source instanceof CheckpointManager)) {
       throw new TypeError("Cannot copy checkpoint: the source is not a CheckpointManager");
     }
@@ -576,7 +596,7 @@ export class CheckpointManager {
     }
     this.#failures.throwUnreported();
     this.#assertWritable("copy a checkpoint");
-    return this.#enqueue(() => this.#copy(source, step));
+    return this.#enqueue(() => this.#copy(source, step, options.pace));
   }
 
   /**
@@ -787,7 +807,7 @@ export class CheckpointManager {
     return this.#public(entry);
   }
 
-  async #copy(source: CheckpointManager, step: number): Promise<CheckpointEntry> {
+  async #copy(source: CheckpointManager, step: number, pace?: () => Promise<void>): Promise<CheckpointEntry> {
     this.#assertWritable("copy a checkpoint");
     const from = (await source.#current()).find((e) => e.step === step);
     if (!from) {
@@ -801,7 +821,7 @@ export class CheckpointManager {
     const name = this.#lock ? o.pattern.format(step) : o.pattern.formatUnique(step, saveToken());
     let copied: boolean;
     try {
-      const options = { sync: o.sync, limits: source.#o.limits, codecs: source.#o.codecs };
+      const options = { sync: o.sync, limits: source.#o.limits, codecs: source.#o.codecs, pace };
       copied = await copyCommitted(source.#loc, from, this.#loc.store, name, options);
     } catch (e) {
       throw ioError(`Cannot copy checkpoint step ${step} from ${source.#loc.where} to ${this.#loc.name(name)}`, e);

@@ -87,3 +87,28 @@ Deno.test("copyFrom of an entry whose index was rebuilt (the file's SHA-256 reco
     await local.close();
   });
 });
+
+Deno.test("copyFrom's pace is awaited before each chunk: the copy waits while it holds", async () => {
+  await withDir(async (dir) => {
+    const local = await CheckpointManager.open(`${dir}/local`);
+    await local.save(makeCheckpoint(6, { trained: 2_500_000 })); // 10 MB: three chunks
+    const remote = await CheckpointManager.open(`${dir}/remote`);
+    let calls = 0;
+    let release!: () => void;
+    const held = new Promise<void>((r) => release = r);
+    const copying = remote.copyFrom(local, 6, {
+      pace: async () => {
+        if (++calls === 2) await held;
+      },
+    });
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(calls, 2, "stopped at the second chunk");
+    assert.deepEqual(await remote.list(), [], "nothing committed while the pace holds");
+    release();
+    assert.equal((await copying).step, 6);
+    assert.ok(calls >= 3, `${calls} calls`);
+    assert.throws(() => remote.copyFrom(local, 6, { pase: async () => {} } as never), /Invalid option pase/);
+    await remote.close();
+    await local.close();
+  });
+});
