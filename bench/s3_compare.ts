@@ -12,6 +12,10 @@
  * - peak RSS of a large save to `s3://` of tensors pulled one at a time (views of one buffer, so
  *   the input makes no garbage), in its own process.
  *
+ * Under the table, each direction's physical limit (bench/_bounds.ts): for the loads, the larger
+ * of the plain download and SHA-256 over the same bytes on the cores ckpt can use; for the
+ * saves, the larger of the plain upload and the hash.
+ *
  * Medians and ratios are printed, with each row's CPU time (the process's user + system time over
  * the operation: the RGW's own is not included), which a loaded machine changes far less than the
  * wall-clock time.
@@ -26,6 +30,7 @@ import process from "node:process";
 import { AwsClient } from "npm:aws4fetch@1.0.20";
 import { loadCheckpoint, saveCheckpoint, type TensorInput } from "../mod.ts";
 import { DEFAULT_S3_CONCURRENCY, DEFAULT_S3_PART_SIZE, S3Store } from "../src/storage/s3.ts";
+import { bound, hashPart, limitLine, loadAverage, sha256SecondsOneCore } from "./_bounds.ts";
 
 const { values } = parseArgs({
   options: {
@@ -187,6 +192,15 @@ console.log(`\n| ${mib} MiB, median of ${trials}`.padEnd(35) + "| time     | spe
 console.log("|----------------------------------|----------|-------------|----------|----------|");
 for (const n of saves) row(n, "save plain upload");
 for (const n of loads) row(n, "load plain download");
+const fileBytes = (await Deno.stat(`${dir}/ckpt.ckpt`)).size;
+const hash = hashPart(fileBytes, sha256SecondsOneCore(fileBytes));
+const saveLimit = bound([{ name: "plain upload", seconds: median(times["save plain upload"]!) }, hash]);
+const loadLimit = bound([{ name: "plain download", seconds: median(times["load plain download"]!) }, hash]);
+console.log(`\nload average ${loadAverage()}`);
+console.log(limitLine("save → s3", saveLimit, median(times["save ckpt → s3"]!), "none (shown for reference)"));
+console.log(
+  limitLine("load ← s3 + verify", loadLimit, median(times["load ckpt ← s3 + verify"]!), "≥ 0.9× the plain download"),
+);
 
 // Peak RSS of a large save, in its own process (`--rss-mib 0` skips it).
 if (rssMib > 0) {
