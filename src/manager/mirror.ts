@@ -546,7 +546,8 @@ export class MirroredManager implements AsyncDisposable {
    */
   async #localIdle(): Promise<void> {
     while (this.#local.pending && !this.#stopping) {
-      await new Promise<void>((resolve) => unref(setTimeout(resolve, LOCAL_IDLE_POLL)));
+      // Not unref'd: a replication under way keeps the process alive, as its upload does.
+      await new Promise<void>((resolve) => setTimeout(resolve, LOCAL_IDLE_POLL));
     }
   }
 
