@@ -87,6 +87,7 @@ export {
   type CheckpointFileWriter,
   CheckpointManager,
   type CheckpointManagerOptions,
+  type CopyFromOptions,
   DEFAULT_FILENAME,
   DEFAULT_MAX_TO_KEEP,
   DirectoryLockedError,

@@ -58,6 +58,7 @@
 import { parseArgs } from "node:util";
 import { join } from "node:path";
 import { peersPython } from "./_peers_env.ts";
+import { type Bound, bound, hashPart } from "./_bounds.ts";
 
 const { values } = parseArgs({
   options: {
@@ -442,6 +443,21 @@ function blocking(runs: Map<string, Run[]>, order: string[]): void {
   }
 }
 
+/**
+ * The physical-limit row under a table (bench/_bounds.ts): the bound, and `row`'s speed as a
+ * share of the speed the bound allows.
+ */
+function limitRow(b: Bound, row: Row, what: string, bytes: number): Row {
+  return {
+    name: `physical limit: ${b.text}`,
+    pages: "",
+    seconds: b.seconds,
+    mbs: mbs(bytes, b.seconds),
+    ratio: `${what} at ${(b.seconds / row.seconds).toFixed(2)}× the limit's speed`,
+    target: row.target ?? "",
+  };
+}
+
 /** "0.93× peer; target ≥ 1.0×: met" style cells. */
 function vs(value: number, peer: number | undefined, peerName: string, goal?: number): Pick<Row, "ratio" | "target"> {
   if (peer === undefined || !Number.isFinite(peer)) return { ratio: `no ${peerName} in this run` };
@@ -616,6 +632,12 @@ for (const mib of sizes) {
       Object.assign(r, { ratio: `ckpt save is ${v.ratio}`, target: `ckpt ${v.target}` });
     }
     rows[1]!.ratio = vs(rows[1]!.mbs, ddInPlace, "dd in place").ratio;
+    rows.push(limitRow(
+      bound([{ name: "dd new+mv", seconds: med(methods[1]!.name)! }, hashPart(bytes, bytes / (openssl0 * 1e6))]),
+      save,
+      "ckpt binary save",
+      bytes,
+    ));
     table(`### Save (${regime(regimeSeen)}; load average ${await loadAverage()})`, rows);
     blocking(runs, methods.map((m) => m.name));
   }
@@ -684,6 +706,11 @@ for (const mib of sizes) {
         run: () => ckpt("load-into", mib, ckptFile),
       },
     ];
+    methods.push({
+      name: "raw read of the same file into fresh memory (16 MiB buffers as ckpt allocates them, nothing checked)",
+      pages: "cached",
+      run: () => ckpt("read-raw", mib, ckptFile),
+    });
     if (haveNumpy) {
       methods.push({
         name: "`np.load` of the .npz, every array read",
@@ -749,6 +776,14 @@ for (const mib of sizes) {
       // touches them is a load to compare with (ckpt's lands in memory of its own, verified).
       if (!r.name.includes("no page read yet")) r.target = `ckpt ${v.target}`;
     }
+    const rawRead = rows.find((r) => r.name.startsWith("raw read of the same file"))!;
+    const fileBytes = (await Deno.stat(ckptFile)).size;
+    rows.push(limitRow(
+      bound([{ name: "raw read", seconds: rawRead.seconds }, hashPart(fileBytes, fileBytes / (openssl * 1e6))]),
+      loadFfi!,
+      "ckpt load + verify (FFI)",
+      bytes,
+    ));
     table(
       `### Load (page cache warm; tensors land in fresh memory; ${regime(regimeSeen)}; openssl ${
         openssl.toFixed(0)

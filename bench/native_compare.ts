@@ -17,6 +17,11 @@
  * 3. Load: `loadCheckpoint` (SHA-256 verified) + `restore` into the model and Adam against
  *    `tfl.loadLayersModel("file://…/model.json")` and `tf.train.Checkpoint.read`: targets ≥ 1.0x.
  *
+ * 4. Under each, the physical limit (bench/_bounds.ts): for the stall, the copy out of TF (row
+ *    `copy`); for the durable save, the larger of that copy, the raw durable write of the same
+ *    bytes (a new file, fdatasync, rename) and SHA-256 over them on the usable cores; for the load,
+ *    the larger of the raw read into fresh memory and the hash.
+ *
  * Python: `--python PATH`, or `CKPT_PEERS_PYTHON`, or the peers' environment that
  * `scripts/peers_venv.sh` builds from the local wheels (`bench/_peers_env.ts`); without one, or
  * with a python that cannot import tensorflow, the Python rows are left out and the reason
@@ -37,6 +42,7 @@ import { loadTfjsNode } from "../src/tfjs/_tfjs_node.ts";
 import { CheckpointWriter, restore } from "../src/tfjs/mod.ts";
 import { loadCheckpoint } from "../mod.ts";
 import { peersPython } from "./_peers_env.ts";
+import { bound, hashPart, limitLine, loadAverage } from "./_bounds.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -124,7 +130,24 @@ const ckptSave: number[] = [];
 const tfjsSave: number[] = [];
 const ckptLoad: number[] = [];
 const tfjsLoad: number[] = [];
+const rawWrite: number[] = [];
+const rawRead: number[] = [];
+const rawBytes = new Uint8Array(stateBytes).map((_, i) => i);
 for (let r = 0; r < ROUNDS; r++) {
+  // The raw durable write and read of as many bytes: the limit rows.
+  const raw = `${dir}/raw-${r}.bin`;
+  let t1 = performance.now();
+  const f = await Deno.open(`${raw}.tmp`, { write: true, createNew: true });
+  for (let at = 0; at < rawBytes.length;) at += await f.write(rawBytes.subarray(at));
+  await f.syncData();
+  f.close();
+  await Deno.rename(`${raw}.tmp`, raw);
+  rawWrite.push(performance.now() - t1);
+  t1 = performance.now();
+  await Deno.readFile(raw);
+  rawRead.push(performance.now() - t1);
+  await Deno.remove(raw);
+
   let t0 = performance.now();
   const path = `${dir}/save-${r}.ckpt`;
   await writer.save(path, { model, optimizer, step });
@@ -190,5 +213,32 @@ row("vs tf.train.Checkpoint.write", ckptSave, py?.write.map((s) => s * 1000), "p
 console.log("load + verify + restore (peer time / ckpt time):");
 row("vs tfl.loadLayersModel(file://)", ckptLoad, tfjsLoad, "tfjs-node");
 row("vs tf.train.Checkpoint.read", ckptLoad, py?.read.map((s) => s * 1000), "python");
+const hash = hashPart(stateBytes);
+const copySeconds = extra("copy") / 1000;
+console.log(`physical limits (load average ${loadAverage()}):`);
+console.log(
+  limitLine(
+    "the stall",
+    bound([{ name: "copy out of TF", seconds: copySeconds }]),
+    extra("writer") / 1000,
+    "≤ 1.2× the copy",
+  ),
+);
+console.log(limitLine(
+  "the durable save",
+  bound([
+    { name: "copy out of TF", seconds: copySeconds },
+    { name: "raw write + fdatasync + rename", seconds: median(rawWrite) / 1000 },
+    hash,
+  ]),
+  median(ckptSave) / 1000,
+  "≥ 1.0× model.save(file://)",
+));
+console.log(limitLine(
+  "load + verify (+ restore)",
+  bound([{ name: "raw read into fresh memory", seconds: median(rawRead) / 1000 }, hash]),
+  median(ckptLoad) / 1000,
+  "≥ 1.0× tf.loadLayersModel",
+));
 if (py) console.log(`python: TensorFlow ${py.tensorflow} (tf.train.Checkpoint, the same shapes with m and v)`);
 else console.log(`python rows left out: ${pyWhy}`);

@@ -12,6 +12,11 @@
  * - peak RSS of a large save to `s3://` of tensors pulled one at a time (views of one buffer, so
  *   the input makes no garbage), in its own process.
  *
+ * Under the table, each direction's physical limit (bench/_bounds.ts): for the loads, the larger
+ * of the plain download copied into fresh memory (buffers allocated as ckpt allocates tensors:
+ * the row "load plain → fresh memory") and SHA-256 over the same bytes on the cores ckpt can use; for the
+ * saves, the larger of the plain upload and the hash.
+ *
  * Medians and ratios are printed, with each row's CPU time (the process's user + system time over
  * the operation: the RGW's own is not included), which a loaded machine changes far less than the
  * wall-clock time.
@@ -26,6 +31,8 @@ import process from "node:process";
 import { AwsClient } from "npm:aws4fetch@1.0.20";
 import { loadCheckpoint, saveCheckpoint, type TensorInput } from "../mod.ts";
 import { DEFAULT_S3_CONCURRENCY, DEFAULT_S3_PART_SIZE, S3Store } from "../src/storage/s3.ts";
+import { freshBuffer } from "../src/storage/_huge_pages.ts";
+import { bound, hashPart, limitLine, loadAverage, sha256SecondsOneCore } from "./_bounds.ts";
 
 const { values } = parseArgs({
   options: {
@@ -142,6 +149,28 @@ const methods: Record<string, () => Promise<void>> = {
   "load plain download": async () => {
     if (await drain((await store.get("plain.bin")).body) !== mib * MiB) throw new Error("short download");
   },
+  "load plain → fresh memory": async () => {
+    // The download copied into fresh buffers of 16 MiB allocated as ckpt allocates tensors (2 MiB
+    // pages where FFI is granted): the raw read of the load rows' physical limit.
+    const { body, length } = await store.get("plain.bin");
+    let buffer: Uint8Array = new Uint8Array(0);
+    let at = 0;
+    let left = length;
+    for await (const chunk of body) {
+      for (let used = 0; used < chunk.byteLength;) {
+        if (at === buffer.length) {
+          buffer = freshBuffer(Math.min(left, 16 * MiB));
+          at = 0;
+        }
+        const n = Math.min(chunk.byteLength - used, buffer.length - at);
+        buffer.set(chunk.subarray(used, used + n), at);
+        at += n;
+        used += n;
+        left -= n;
+      }
+    }
+    if (left !== 0) throw new Error("short download");
+  },
   "load ckpt ← file + verify": async () => {
     const back = await loadCheckpoint(`${dir}/ckpt.ckpt`);
     if (back.tensors.length !== tensors.length) throw new Error("short load");
@@ -187,6 +216,18 @@ console.log(`\n| ${mib} MiB, median of ${trials}`.padEnd(35) + "| time     | spe
 console.log("|----------------------------------|----------|-------------|----------|----------|");
 for (const n of saves) row(n, "save plain upload");
 for (const n of loads) row(n, "load plain download");
+const fileBytes = (await Deno.stat(`${dir}/ckpt.ckpt`)).size;
+const hash = hashPart(fileBytes, sha256SecondsOneCore(fileBytes));
+const saveLimit = bound([{ name: "plain upload", seconds: median(times["save plain upload"]!) }, hash]);
+const loadLimit = bound([{
+  name: "plain download → fresh memory",
+  seconds: median(times["load plain → fresh memory"]!),
+}, hash]);
+console.log(`\nload average ${loadAverage()}`);
+console.log(limitLine("save → s3", saveLimit, median(times["save ckpt → s3"]!), "none (shown for reference)"));
+console.log(
+  limitLine("load ← s3 + verify", loadLimit, median(times["load ckpt ← s3 + verify"]!), "≥ 0.9× the plain download"),
+);
 
 // Peak RSS of a large save, in its own process (`--rss-mib 0` skips it).
 if (rssMib > 0) {

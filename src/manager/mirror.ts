@@ -18,6 +18,8 @@ import { type CheckpointManagerOptions, DEFAULT_MAX_TO_KEEP } from "./options.ts
 import { retention, type RetentionPolicy } from "./_retention.ts";
 import type { Metadata } from "../format/types.ts";
 import { unref } from "../runtime/signals.ts";
+import { isNotFound } from "./_errors.ts";
+import { ChecksumMismatchError } from "../format/errors.ts";
 
 /** The default of {@linkcode MirroredManagerOptions.mirror}: the mirror's retention. */
 export const DEFAULT_MIRROR_OPTIONS: Readonly<CheckpointManagerOptions> = Object.freeze({ maxToKeep: 3 });
@@ -27,6 +29,9 @@ export const DEFAULT_RETRY_DELAY = 500;
 
 /** The default of {@linkcode MirroredManagerOptions.maxRetryDelay}, in ms. */
 export const DEFAULT_MAX_RETRY_DELAY = 30_000;
+
+/** How often a replication waiting for a local save to end looks again, in ms. */
+const LOCAL_IDLE_POLL = 5;
 
 /** The default of {@linkcode MirroredManagerOptions.closeTimeout}, in ms. */
 export const DEFAULT_CLOSE_TIMEOUT = 10_000;
@@ -512,7 +517,9 @@ export class MirroredManager implements AsyncDisposable {
         ok = false;
       }
       if (ok) {
-        this.#queue.shift();
+        // By value: retention may have taken steps out of the queue while this one was sent.
+        const at = this.#queue.indexOf(step);
+        if (at >= 0) this.#queue.splice(at, 1);
         delay = this.#retryDelay;
         await this.#prune();
         continue;
@@ -531,30 +538,43 @@ export class MirroredManager implements AsyncDisposable {
     }
   }
 
+  /**
+   * Resolves once the local tier writes no save: replication goes a chunk at a time between
+   * local saves, so on a machine with few cores it does not slow the saves the training loop
+   * waits for (it catches up while the loop computes). Polled: the local tier says only whether
+   * a save is pending.
+   */
+  async #localIdle(): Promise<void> {
+    while (this.#local.pending && !this.#stopping) {
+      // Not unref'd: a replication under way keeps the process alive, as its upload does.
+      await new Promise<void>((resolve) => setTimeout(resolve, LOCAL_IDLE_POLL));
+    }
+  }
+
   /** Sends one step: true when it is on the mirror (or no longer needs to be), false to retry. */
   async #replicate(step: number): Promise<boolean> {
     if (!await this.#connect()) return false;
     const mirror = this.#mirror!;
     if (this.#newest !== undefined && step <= this.#newest) return true; // never goes back
-    let checkpoint: Checkpoint;
+    let copied: CheckpointEntry;
     try {
-      checkpoint = await this.#local.load(step);
+      // The committed file as it is, hashed on the way up and published only when its digest is
+      // the one the local index recorded (see CheckpointManager.copyFrom).
+      copied = await mirror.copyFrom(this.#local, step, { pace: () => this.#localIdle() });
     } catch (e) {
-      // Retention removed it meanwhile, or it is damaged: nothing to send.
-      if (!(await this.#local.list()).some((c) => c.step === step)) return true;
-      this.#warn(`Cannot replicate step ${step}: the local copy does not load (${describe(e)})`);
-      return true;
-    }
-    try {
-      await mirror.save(checkpoint);
-    } catch (e) {
+      if (e instanceof ChecksumMismatchError || e instanceof SyntaxError || isNotFound(e)) {
+        // Retention removed it meanwhile, or it is damaged: nothing to send.
+        if (!(await this.#local.list()).some((c) => c.step === step)) return true;
+        this.#warn(`Cannot replicate step ${step}: the local copy does not verify (${describe(e)})`);
+        return true;
+      }
       // The mirror's manager may be fenced or in doubt about its index: open it afresh next time.
       this.#mirror = undefined;
       await mirror.close().catch(() => {});
       throw e;
     }
     this.#newest = step;
-    this.#mirrorEntries.push({ step, metadata: checkpoint.metadata, savedAt: new Date().toISOString() });
+    this.#mirrorEntries.push({ step, metadata: copied.metadata, savedAt: copied.savedAt });
     this.#mirrorEntries = this.#mirrorEntries.filter((e) =>
       retention(this.#mirrorEntries, this.#mirrorPolicy).get(e.step)?.length
     );

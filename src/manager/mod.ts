@@ -57,6 +57,7 @@ import {
 import type { CheckpointEntry, ListedCheckpoint, TensorSummary } from "./entry.ts";
 import type { BestBy, CheckpointManagerOptions } from "./options.ts";
 import { ioError, isDamage, isNotFound, notFound } from "./_errors.ts";
+import { copyCommitted } from "./_copy.ts";
 import { INDEX_FILE, readIndex, type StoredEntry, writeIndex } from "./_index.ts";
 import { Location } from "./_location.ts";
 import { DirectoryLock } from "./_lock.ts";
@@ -82,6 +83,18 @@ export {
 } from "./options.ts";
 export { DirectoryLockedError } from "./_lock.ts";
 export type { KeepReason } from "./_retention.ts";
+
+/** Options for {@linkcode CheckpointManager.copyFrom}. */
+export interface CopyFromOptions {
+  /**
+   * Awaited before each chunk (up to 4 MiB) of a byte-for-byte copy is read: a caller paces the
+   * copy with it (a `MirroredManager` waits there while its local tier writes a save, so
+   * replication never competes with a save for the CPU). Not called when the copy re-encodes.
+   *
+   * @default {undefined} (as fast as the stores go)
+   */
+  pace?: () => Promise<void>;
+}
 
 /** Whether `x` is an {@linkcode ObjectStore} rather than a path or URL. */
 function isStore(x: unknown): x is ObjectStore {
@@ -532,6 +545,61 @@ export class CheckpointManager {
   }
 
   /**
+   * Copies committed checkpoint `step` of `source` (another manager) into this one and commits it
+   * here, as `save()` would: the same step, metadata and tensors, after every step committed here.
+   * When this manager writes whole files with the codec and compression `source` was opened with
+   * (not `incremental`, no `groups`), the source's file goes up as it is, without decoding it into
+   * tensors or encoding it again: it streams to this manager's store through the verification a
+   * load runs (every record digest and the stream digest, which must be the one the source's
+   * index recorded), and the object is published and committed only once that passed. A file
+   * damaged since its commit is aborted, nothing is committed here, and the promise rejects as
+   * `load()` would ({@linkcode ChecksumMismatchError}, `SyntaxError`). Otherwise the checkpoint
+   * is loaded (verified) from `source` and saved here. Waits for a save in flight, as `save()`.
+   *
+   * @param source The manager to copy from (read-only or not).
+   * @param step A step committed in `source`; another is a `RangeError`.
+   * @param options See {@linkcode CopyFromOptions}.
+   * @returns This manager's entry for the copy.
+   *
+   * @example
+   * ```ts
+   * import { CheckpointManager } from "./mod.ts";
+   * import assert from "node:assert/strict";
+   * const root = await Deno.makeTempDir();
+   * const local = await CheckpointManager.open(`${root}/local`);
+   * const saved = await local.save({
+   *   metadata: { step: 7 },
+   *   tensors: [{ name: "w", dtype: "float32", shape: [2], data: new Float32Array([1, 2]) }],
+   * });
+   * const remote = await CheckpointManager.open(`${root}/remote`);
+   * const copied = await remote.copyFrom(local, 7);
+   * assert.equal(copied.sha256, saved.sha256); // the same bytes
+   * assert.deepEqual((await remote.load(7)).tensors[0]!.data, new Float32Array([1, 2]));
+   * await remote.close();
+   * await local.close();
+   * await Deno.remove(root, { recursive: true });
+   * ```
+   */
+  copyFrom(source: CheckpointManager, step: number, options: CopyFromOptions = {}): Promise<CheckpointEntry> {
+    if (typeof options !== "object" || options === null) throw new TypeError("Invalid options: expected an object");
+    for (const name of Object.keys(options)) {
+      if (name !== "pace") throw new TypeError(`Invalid option ${name}: copyFrom takes only pace`);
+    }
+    if (options.pace !== undefined && typeof options.pace !== "function") {
+      throw new TypeError("Invalid option pace: expected a function");
+    }
+    if (!(source instanceof CheckpointManager)) {
+      throw new TypeError("Cannot copy checkpoint: the source is not a CheckpointManager");
+    }
+    if (!Number.isSafeInteger(step) || step < 0) {
+      throw new TypeError(`Cannot copy checkpoint: step ${step} is not a non-negative integer`);
+    }
+    this.#failures.throwUnreported();
+    this.#assertWritable("copy a checkpoint");
+    return this.#enqueue(() => this.#copy(source, step, options.pace));
+  }
+
+  /**
    * Deletes a committed checkpoint: it leaves the index first, then its file (and blobs no other
    * checkpoint references) are removed. Waits for a save in flight. A step that is not committed
    * is a `RangeError`.
@@ -728,12 +796,7 @@ export class CheckpointManager {
     checkCheckpointObject(checkpoint, "Cannot save checkpoint");
     validateMetadata(checkpoint.metadata);
     const step = checkpoint.metadata.step;
-    const last = this.#entries.at(-1);
-    if (last && step <= last.step) {
-      throw new RangeError(
-        `Cannot save checkpoint step ${step} in ${this.#loc.where}: step ${last.step} is already committed and steps must increase (delete newer checkpoints first to go back)`,
-      );
-    }
+    this.#assertAbove(step);
     // Under the lock a step's file has one writer and keeps its plain name; on an object store
     // every save writes keys of its own, so a stale writer can never overwrite committed bytes.
     const name = this.#lock ? this.#o.pattern.format(step) : this.#o.pattern.formatUnique(step, saveToken());
@@ -742,6 +805,48 @@ export class CheckpointManager {
       : await this.#writeFull(name, checkpoint);
     await this.#commit(entry);
     return this.#public(entry);
+  }
+
+  async #copy(source: CheckpointManager, step: number, pace?: () => Promise<void>): Promise<CheckpointEntry> {
+    this.#assertWritable("copy a checkpoint");
+    const from = (await source.#current()).find((e) => e.step === step);
+    if (!from) {
+      throw new RangeError(`Cannot copy checkpoint: no committed checkpoint for step ${step} in ${source.#loc.where}`);
+    }
+    const o = this.#o;
+    const sameBytes = from.kind === "full" && !o.incremental && o.groups === undefined &&
+      o.codec === source.#o.codec && o.compression === source.#o.compression;
+    if (!sameBytes) return await this.#save(await source.#load(from));
+    this.#assertAbove(step);
+    const name = this.#lock ? o.pattern.format(step) : o.pattern.formatUnique(step, saveToken());
+    let copied: boolean;
+    try {
+      const options = { sync: o.sync, limits: source.#o.limits, codecs: source.#o.codecs, pace };
+      copied = await copyCommitted(source.#loc, from, this.#loc.store, name, options);
+    } catch (e) {
+      throw ioError(`Cannot copy checkpoint step ${step} from ${source.#loc.where} to ${this.#loc.name(name)}`, e);
+    }
+    // The index records the whole file's SHA-256 (rebuilt from the files): verified as a load does.
+    if (!copied) return await this.#save(await source.#load(from));
+    const entry: StoredEntry = {
+      ...from,
+      file: name,
+      bytesWritten: from.bytes,
+      savedAt: new Date().toISOString(),
+      metadata: structuredClone(from.metadata),
+    };
+    await this.#commit(entry);
+    return this.#public(entry);
+  }
+
+  /** Throws unless `step` is above every committed step. */
+  #assertAbove(step: number): void {
+    const last = this.#entries.at(-1);
+    if (last && step <= last.step) {
+      throw new RangeError(
+        `Cannot save checkpoint step ${step} in ${this.#loc.where}: step ${last.step} is already committed and steps must increase (delete newer checkpoints first to go back)`,
+      );
+    }
   }
 
   async #writeFull(name: string, checkpoint: CheckpointInput): Promise<StoredEntry> {

@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 import { FileStore } from "./file.ts";
 import { HttpStore, type HttpStoreOptions } from "./http.ts";
 import type { S3StoreOptions } from "./s3.ts";
+import { DEFAULT_S3_PART_SIZE, DEFAULT_S3_READ_CONCURRENCY } from "./_s3_defaults.ts";
 import type { ObjectInfo, ObjectStore } from "./types.ts";
 import { checkStorageOptions } from "./_storage_options.ts";
 
@@ -119,7 +120,14 @@ function s3Store(url: URL, prefix: string, options: ResolveOptions): ObjectStore
   const bucket = s3Parts(url).bucket;
   let real: Promise<ObjectStore> | undefined;
   const load = () => real ??= import("./s3.ts").then((m) => new m.S3Store({ ...options.s3, bucket, prefix }));
-  return lazyStore(`s3://${bucket}/${prefix}`, load);
+  // As the S3Store will say (which checks the values when it is made, at the first request): a
+  // whole-object read goes through the object reader (bodies into their buffers, hashed as from
+  // a file), not through a stream of the body.
+  const ranged = {
+    concurrency: options.s3?.readConcurrency ?? DEFAULT_S3_READ_CONCURRENCY,
+    partSize: options.s3?.partSize ?? DEFAULT_S3_PART_SIZE,
+  };
+  return { ...lazyStore(`s3://${bucket}/${prefix}`, load), ranged };
 }
 
 /**

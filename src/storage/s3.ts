@@ -25,6 +25,7 @@ import { type BodySender, nodeBodySender } from "./_node_http.ts";
 import { blockedPort, connectFailure, endpointOf, failureText } from "./_network.ts";
 import { checkS3Options } from "./_storage_options.ts";
 import { type AwsSettings, awsSettings } from "./_aws_config.ts";
+import { DEFAULT_S3_PART_SIZE, DEFAULT_S3_READ_CONCURRENCY } from "./_s3_defaults.ts";
 import { checkKey, checkPrefix, checkRange } from "./_validate.ts";
 import {
   type GetOptions,
@@ -39,8 +40,7 @@ import {
   type WriteOptions,
 } from "./types.ts";
 
-/** Default multipart part size: 8 MiB (S3 requires at least 5 MiB for every part but the last). */
-export const DEFAULT_S3_PART_SIZE = 8 * 1024 * 1024;
+export { DEFAULT_S3_PART_SIZE } from "./_s3_defaults.ts";
 /** Default number of parts uploaded at once. */
 export const DEFAULT_S3_CONCURRENCY = 4;
 /** Default number of times a failed request is retried. */
@@ -405,7 +405,7 @@ export class S3Store implements ObjectStore {
     this.#concurrency = positiveInt(options.concurrency ?? DEFAULT_S3_CONCURRENCY, "concurrency", 1);
     this.#retries = positiveInt(options.retries ?? DEFAULT_S3_RETRIES, "retries", 0);
     this.ranged = {
-      concurrency: positiveInt(options.readConcurrency ?? 1, "readConcurrency", 1),
+      concurrency: positiveInt(options.readConcurrency ?? DEFAULT_S3_READ_CONCURRENCY, "readConcurrency", 1),
       partSize: this.#partSize,
     };
     this.#timeout = positiveInt(options.timeout ?? DEFAULT_S3_TIMEOUT_MS, "timeout", 1);

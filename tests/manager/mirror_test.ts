@@ -211,6 +211,34 @@ s3Test(
   },
 );
 
+s3Test(
+  "MirroredManager never commits a local checkpoint damaged before its replication: the upload is aborted, a warning says so",
+  async (b) => {
+    await withDir(async (dir) => {
+      // Committed locally while no mirror was there, then damaged (same size) before catch-up.
+      const local = await CheckpointManager.open(dir);
+      for (const step of [5, 10, 15]) await local.save(makeCheckpoint(step, { trained: 2_000_000 })); // 8 MB: two parts
+      const damaged = (await local.list()).find((e) => e.step === 10)!;
+      await local.close();
+      const bytes = await Deno.readFile(damaged.path);
+      bytes[bytes.length >> 1]! ^= 0x10; // inside the trained tensor's data
+      await Deno.writeFile(damaged.path, bytes);
+
+      const warnings: string[] = [];
+      const m = await MirroredManager.open(dir, mirrorStore(b, b.endpoint.endpoint), options(warnings));
+      assert.ok(await m.mirrored(20_000), JSON.stringify(m.status()));
+      await m.close();
+      assert.ok(
+        warnings.some((w) => /Cannot replicate step 10: the local copy does not verify .*Checksum mismatch/.test(w)),
+        warnings.join("\n"),
+      );
+      assert.deepEqual(await assertMirrorSound(b, 2_000_000), [5, 15]);
+      const keys = await Array.fromAsync(b.store({ prefix: "run" }).list(), (o) => o.key);
+      assert.ok(!keys.some((k) => /step-0+10/.test(k)), `no object of step 10 on the mirror:\n${keys.join("\n")}`);
+    });
+  },
+);
+
 s3Test("MirroredManager with an incremental mirror uploads each blob once", async (b) => {
   const proxy = new FaultProxy(b.endpoint.endpoint);
   try {

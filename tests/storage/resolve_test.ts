@@ -81,3 +81,11 @@ Deno.test("opfs: addresses name the browser's Origin Private File System; in Den
   assert.throws(() => resolveObject("opfs:///runs/"), /names a directory/);
   await assert.rejects(store.head(key), /no navigator\.storage\.getDirectory\(\)/);
 });
+
+Deno.test("an s3:// address resolves to a store that says how it reads whole objects, before its module loads", () => {
+  // loadCheckpoint reads an object with `ranged` as a file (src/storage/object_reader.ts); without
+  // it an s3:// address fell back to decoding the stream of one GET, hashed on the main thread.
+  assert.deepEqual(resolveObject("s3://bucket/run/a.ckpt").store.ranged, { concurrency: 1, partSize: 8 * 2 ** 20 });
+  const tuned = resolveObject("s3://bucket/a.ckpt", { s3: { readConcurrency: 4, partSize: 16 * 2 ** 20 } });
+  assert.deepEqual(tuned.store.ranged, { concurrency: 4, partSize: 16 * 2 ** 20 });
+});

@@ -1,0 +1,81 @@
+// The physical-limit rows of the side-by-side benchmarks: what no implementation of a row can
+// beat on this machine, measured in the same run, so that the gap between ckpt and its target is
+// explained by a number. For a load + verify, the larger of the raw read of the same bytes into
+// fresh memory and SHA-256 over them spread over the cores ckpt can use; for a save, the larger
+// of the raw durable write (or upload) and the hash. SHA-256 is timed here on one core, with the
+// same implementation ckpt hashes with in Deno (node:crypto, OpenSSL), and divided by the cores:
+// each ckpt path hashes on at most that many threads at once, and hashing splits evenly by
+// tensor, so the division is the best any split could do.
+
+import { createHash } from "node:crypto";
+
+/** The cores ckpt can use: the hash threads it starts are bounded by them. */
+export function usableCores(): number {
+  return Math.max(1, navigator.hardwareConcurrency || 1);
+}
+
+/**
+ * Seconds SHA-256 takes over `bytes` bytes on one core, measured over a buffer of up to 64 MiB
+ * hashed in 1 MiB updates (best of three: a loaded machine only makes it slower).
+ */
+export function sha256SecondsOneCore(bytes: number): number {
+  const size = Math.min(bytes, 64 * 2 ** 20);
+  const buffer = new Uint8Array(size).map((_, i) => i * 31);
+  let best = Infinity;
+  for (let round = 0; round < 3; round++) {
+    const t0 = performance.now();
+    const h = createHash("sha256");
+    for (let at = 0; at < size; at += 2 ** 20) h.update(buffer.subarray(at, at + 2 ** 20));
+    h.digest();
+    best = Math.min(best, (performance.now() - t0) / 1000);
+  }
+  return best * (bytes / size);
+}
+
+/** One part of a bound: what it measures and how long it takes. */
+export interface BoundPart {
+  /** What it is, such as `plain download`. */
+  name: string;
+  /** Its time in seconds. */
+  seconds: number;
+}
+
+/** A physical limit: the slowest of its parts, which no implementation of the row can beat. */
+export interface Bound {
+  /** The limiting part's seconds. */
+  seconds: number;
+  /** "max(a 0.41 s, b 0.12 s)", for the table. */
+  text: string;
+}
+
+/** The larger of `parts`, described. */
+export function bound(parts: readonly BoundPart[]): Bound {
+  const seconds = Math.max(...parts.map((p) => p.seconds));
+  const text = `max(${parts.map((p) => `${p.name} ${p.seconds.toFixed(3)} s`).join(", ")})`;
+  return { seconds, text };
+}
+
+/** The hash part of a bound over `bytes` bytes: one core's time divided by the usable cores. */
+export function hashPart(bytes: number, oneCoreSeconds = sha256SecondsOneCore(bytes)): BoundPart {
+  const cores = usableCores();
+  return { name: `SHA-256 on ${cores} core${cores === 1 ? "" : "s"}`, seconds: oneCoreSeconds / cores };
+}
+
+/**
+ * The limit line printed under a table: the bound, ckpt's time as a fraction of what the bound
+ * allows (1.00: at the limit), and the row's target beside it.
+ */
+export function limitLine(row: string, b: Bound, ckptSeconds: number, target: string): string {
+  return `| physical limit of ${row} | ${b.text} = ${b.seconds.toFixed(3)} s | ckpt at ${
+    (b.seconds / ckptSeconds).toFixed(2)
+  }× the limit's speed | target: ${target} |`;
+}
+
+/** The load average (1, 5 and 15 minutes), or why there is none (`--allow-sys` not granted). */
+export function loadAverage(): string {
+  try {
+    return Deno.loadavg().map((x) => x.toFixed(2)).join(" ");
+  } catch (e) {
+    return `unknown (${(e as Error).name})`;
+  }
+}
