@@ -1088,7 +1088,7 @@ interface Multipart {
   partSize: number;
   concurrency: number;
   putWhole(data: Uint8Array, signal: AbortSignal): Promise<ObjectInfo>;
-  create(signal: AbortSignal): Promise<string>;
+  create(signal: AbortSignal | undefined): Promise<string>;
   part(uploadId: string, part: number, data: Uint8Array, signal: AbortSignal): Promise<string>;
   complete(uploadId: string, etags: string[], size: number, signal: AbortSignal): Promise<ObjectInfo>;
   abort(uploadId: string): Promise<void>;
@@ -1154,7 +1154,10 @@ class S3Writer implements ObjectWriter {
     }
     this.#etags.push("");
     if (this.#uploadId === undefined) {
-      this.#uploadId = this.#mp.create(this.#abort.signal);
+      // Not cancelled by an abort: a CreateMultipartUpload cut after the store acted on it would
+      // leave an upload no one knows the id of. It completes (bounded by the request timeout), and
+      // #discard then aborts the upload it made.
+      this.#uploadId = this.#mp.create(undefined);
       this.#uploadId.catch(() => {}); // awaited by every part; seen there
     }
     while (this.#inFlight.size >= this.#mp.concurrency) await Promise.race(this.#inFlight);
