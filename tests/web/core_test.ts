@@ -67,7 +67,9 @@ browserTest("core round trips", { entries: { core: "tests/web/page/core_entry.ts
             const fromResponse = await m.loadCheckpoint(new Response(blob), opts);
             const fromStream = await m.loadCheckpoint(blob.stream(), opts);
             const fromBytes = await m.loadCheckpoint(new Uint8Array(await blob.arrayBuffer()), opts);
-            const same = [fromResponse, fromStream, fromBytes].every((x) =>
+            // With no codecs given: every format the library registers (safetensors too) is recognised.
+            const byDefault = await m.loadCheckpoint(blob);
+            const same = [fromResponse, fromStream, fromBytes, byDefault].every((x) =>
               x.tensors.length === fromBlob.tensors.length &&
               x.tensors.every((t, i) => t.name === fromBlob.tensors[i]!.name)
             );
