@@ -19,10 +19,12 @@ import {
   type HashThread,
   hashThreadDue,
   hasNativeDigest,
+  hasWebDigest,
   nativeDigest,
   sha256,
   startHashThread,
   toHex,
+  webDigest,
 } from "../_hash.ts";
 import type { Settle } from "../_pair.ts";
 import { PlaneScratch } from "./_bytegroup.ts";
@@ -138,6 +140,8 @@ interface TensorAt extends RecordStart, Tensorish {
  * - `decode`: a byte-grouped body, decoded and hashed here;
  * - `rangeRaw`: a raw body read here while the range thread hashes the same bytes from the file;
  * - `nativeRaw`: a raw body read here, hashed on the native thread while the next is read;
+ * - `webRaw`: in a page, a raw body read here with room for its record's prefix before it,
+ *   hashed by WebCrypto (one call over the record's bytes) while the next is read;
  * - `raw`: a raw body read here and hashed here, or on the hash thread once that is up.
  */
 type Route =
@@ -149,6 +153,7 @@ type Route =
   | "decode"
   | "rangeRaw"
   | "nativeRaw"
+  | "webRaw"
   | "raw";
 
 /** A tensor's record from its verified body bytes. */
@@ -198,6 +203,8 @@ export class BinaryDecoder {
   #deferLoad = false;
   /** Raw bodies read from a file hashed on the native thread. */
   #nativeRaw = false;
+  /** In a page, large raw bodies hashed by WebCrypto once read whole, while this thread reads the next. */
+  #webLoad = false;
   /** A second thread that reads and hashes (and decodes) every other large body of a large file itself. */
   #ranger: RangeHasher | undefined;
 
@@ -331,7 +338,11 @@ export class BinaryDecoder {
     // hasher (a 256 MiB byte-grouped load took 383-445 ms so against 480-630 with one), and it
     // takes none with one thread asked for.
     this.#nativeLoad = keep && !reuse && parallel !== false && !rangeForced && hasNativeDigest();
+    // In a page (no native thread, no range hasher), WebCrypto takes the place of the native
+    // thread for raw bodies: a native SHA-256 that runs off this thread, one call per record.
+    this.#webLoad = keep && !reuse && parallel !== false && !this.#nativeLoad && hasWebDigest();
     this.#out.nativeLoad = this.#nativeLoad;
+    this.#out.holdFollowers = this.#nativeLoad || this.#webLoad;
     const input = this.#input;
     if (ranges && !this.#nativeLoad && !this.#tap && isByteReader(input) && input.rangeHasher) {
       if ((await input.stat()).size >= rangeFileMin) this.#ranger = await input.rangeHasher();
@@ -441,6 +452,8 @@ export class BinaryDecoder {
         return await this.#rangeRaw(t);
       case "nativeRaw":
         return yield* this.#nativeRawBody(t);
+      case "webRaw":
+        return yield* this.#webRawBody(t);
       case "raw":
         return yield* this.#raw(t);
     }
@@ -473,6 +486,7 @@ export class BinaryDecoder {
     }
     if (ranger?.ready && free() && !this.#reuse && rh.bodyBytes >= RANGE_BODY_MIN) return "rangeRaw";
     if (this.#nativeRaw && rh.bodyBytes >= OFF_THREAD_MIN) return "nativeRaw";
+    if (this.#webLoad && rh.bodyBytes >= OFF_THREAD_MIN) return "webRaw";
     return "raw";
   }
 
@@ -610,11 +624,47 @@ export class BinaryDecoder {
     const body = await this.#r.readBody(t.rh.bodyBytes, t.subject, undefined, t.rawInto);
     const job = nativeDigest([prefix, body])!;
     this.#out.track(job).catch(() => {});
-    const out = this.#out;
-    yield* out.handOutWhile(() =>
-      out.pendingCount() >= NATIVE_WINDOW || out.pendingBytes() + body.byteLength > NATIVE_WINDOW_BYTES
-    );
+    yield* this.#handOutWindow(body.byteLength);
     await this.#whenHashed(t, job.then((digest) => ({ digest })), () => finish(t, body));
+  }
+
+  /**
+   * In a page: the body read into a buffer with room for the record's prefix before it (the body
+   * 64-byte aligned), so that the record's bytes lie together for one WebCrypto call, which
+   * copies them and hashes off this thread while this thread reads the next tensor (a body in the
+   * caller's buffer, or a view into the input, is joined to its prefix first); handed out as on
+   * the native thread.
+   */
+  async *#webRawBody(t: TensorAt): AsyncGenerator<CheckpointRecord> {
+    const prefix = concatBytes(prefixParts(t)); // before the read reuses them
+    const room = prefix.byteLength + padTo(prefix.byteLength);
+    const ours = { buffer: undefined as ArrayBuffer | undefined };
+    const body = await this.#r.readBody(
+      t.rh.bodyBytes,
+      t.subject,
+      undefined,
+      t.rawInto ?? ((n) => new Uint8Array(ours.buffer = new ArrayBuffer(room + n), room, n)),
+    );
+    let bytes: Uint8Array;
+    if (ours.buffer && body.buffer === ours.buffer) {
+      bytes = new Uint8Array(ours.buffer, room - prefix.byteLength, prefix.byteLength + body.byteLength);
+      bytes.set(prefix);
+    } else bytes = concatBytes([prefix, body]);
+    const job = webDigest(bytes)!;
+    job.catch(() => {});
+    yield* this.#handOutWindow(body.byteLength);
+    await this.#whenHashed(t, job.then((digest) => ({ digest })), () => finish(t, body));
+  }
+
+  /**
+   * Hands out the oldest tensors being hashed off this thread until, with one more of `bytes`,
+   * at most NATIVE_WINDOW are, and NATIVE_WINDOW_BYTES at most (unless one alone is larger).
+   */
+  #handOutWindow(bytes: number): AsyncGenerator<CheckpointRecord> {
+    const out = this.#out;
+    return out.handOutWhile(() =>
+      out.pendingCount() >= NATIVE_WINDOW || out.pendingBytes() + bytes > NATIVE_WINDOW_BYTES
+    );
   }
 
   /** Read here; hashed here, or on the hash thread once that is up (`parallelHash: true`). */

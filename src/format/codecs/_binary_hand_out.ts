@@ -86,6 +86,8 @@ export class HandOut {
   readonly #planes: PlaneScratch;
   /** Whether the load hashes large tensors on the native thread (decided with the file header). */
   nativeLoad = false;
+  /** Whether small tensors may be held back behind the tensors being hashed off this thread (a load that hashes there). */
+  holdFollowers = false;
   /** Oldest first; more than one only on the native thread. */
   readonly #pending: Pending[] = [];
   /** A byte-grouped tensor read but not decoded yet: decoded while the next body is read, or before anything after it is handed out. */
@@ -219,13 +221,13 @@ export class HandOut {
 
   /**
    * Holds `record`, a small tensor verified and in a buffer of its own, back behind the deferred
-   * tensor, or in a load that hashes on the native thread behind the last tensor being hashed
+   * tensor, or in a load that hashes off this thread behind the last tensor being hashed
    * there, when there is one and room (FOLLOWERS_MAX_BYTES, FOLLOWERS_MAX: behind the deferred
    * one, or behind all those being hashed): the next large body can then be read while that one
    * is decoded or hashed. False where it must be handed out now, after everything held.
    */
   #holdBack(record: CheckpointRecord, bytes: number): boolean {
-    const group = this.#deferred ? [this.#deferred] : this.nativeLoad ? this.#pending : [];
+    const group = this.#deferred ? [this.#deferred] : this.holdFollowers ? this.#pending : [];
     const t = group.at(-1);
     if (!t || bytes >= HOLD_MAX) return false;
     let heldBytes = 0;
