@@ -134,7 +134,8 @@ interface TensorAt extends RecordStart, Tensorish {
  * - `rangeVerify`: a verify's raw body, read and hashed by the range thread from the file;
  * - `hashPieces`: a verify's raw body, hashed here piece by piece through two small buffers;
  * - `rangeDecode`: a byte-grouped body, read, decoded and hashed by the range thread;
- * - `defer`: a load's large byte-grouped body, read while the one before it is decoded;
+ * - `defer`: a load's large byte-grouped body, read while the one before it is decoded (and
+ *   hashed: on the native thread, by WebCrypto in a page, or here);
  * - `decodeParts`: a verify's large byte-grouped body, decoded a part at a time, each part hashed
  *   on the native thread while this thread decodes the next;
  * - `decode`: a byte-grouped body, decoded and hashed here;
@@ -343,6 +344,7 @@ export class BinaryDecoder {
     this.#webLoad = keep && !reuse && parallel !== false && !this.#nativeLoad && hasWebDigest();
     this.#out.nativeLoad = this.#nativeLoad;
     this.#out.holdFollowers = this.#nativeLoad || this.#webLoad;
+    this.#out.webLoad = this.#webLoad;
     const input = this.#input;
     if (ranges && !this.#nativeLoad && !this.#tap && isByteReader(input) && input.rangeHasher) {
       if ((await input.stat()).size >= rangeFileMin) this.#ranger = await input.rangeHasher();

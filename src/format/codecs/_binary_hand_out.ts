@@ -3,11 +3,12 @@
 // tensors verified meanwhile held behind them. The decoder (_binary_decoder.ts) reads; this
 // keeps the order.
 import type { CheckpointRecord } from "../types.ts";
-import { equalBytes, nativeDigest, sha256, toHex } from "../_hash.ts";
+import { equalBytes, nativeDigest, sha256, toHex, webDigest } from "../_hash.ts";
+import { concatBytes } from "../dtype.ts";
 import type { ChunkReader } from "../_chunk_reader.ts";
 import { ChecksumMismatchError } from "../errors.ts";
 import type { PlaneScratch } from "./_bytegroup.ts";
-import { decodeTensorBody, decodeTensorBodyParts, type TensorDescriptor } from "./_binary_layout.ts";
+import { decodeTensorBody, decodeTensorBodyParts, padTo, type TensorDescriptor } from "./_binary_layout.ts";
 
 /** Tensor bodies from this size on are never held back behind another (see {@linkcode FOLLOWERS_MAX_BYTES}). */
 const HOLD_MAX = 2 ** 20;
@@ -88,6 +89,8 @@ export class HandOut {
   nativeLoad = false;
   /** Whether small tensors may be held back behind the tensors being hashed off this thread (a load that hashes there). */
   holdFollowers = false;
+  /** Whether a page's load hashes large tensors by WebCrypto (decided with the file header). */
+  webLoad = false;
   /** Oldest first; more than one only on the native thread. */
   readonly #pending: Pending[] = [];
   /** A byte-grouped tensor read but not decoded yet: decoded while the next body is read, or before anything after it is handed out. */
@@ -247,7 +250,7 @@ export class HandOut {
    * awaiting the outer promise must not wait for the hash). With a native thread, a part at a
    * time, each part hashed there while this thread makes the next, in the background (a malformed
    * plane is then the job's error): this thread meanwhile waits for the next body's read, or reads
-   * small tensors. Otherwise decoded at once (a malformed body throws the decoder's own error
+   * small tensors. In a page, decoded at once and hashed by WebCrypto, off this thread. Otherwise decoded at once (a malformed body throws the decoder's own error
    * now) and hashed here.
    */
   async #sendDeferred(): Promise<{ record: Promise<CheckpointRecord> }> {
@@ -262,6 +265,21 @@ export class HandOut {
       const job = this.track(nativeDigest(prepend(prefix, parts, made))!);
       this.#decoding = Promise.race([whole, job.catch(() => {})]);
       return { record: this.matched(job.then((digest) => ({ digest })), digest, t, () => finish(data)) };
+    }
+    if (this.webLoad) {
+      // Decoded into a buffer with room for the record's prefix before it, so that the bytes the
+      // record digest covers lie together for one WebCrypto call, off this thread.
+      const room = prefix.byteLength + padTo(prefix.byteLength);
+      const ours = { buffer: undefined as ArrayBuffer | undefined };
+      const into = (n: number) => new Uint8Array(ours.buffer = new ArrayBuffer(room + n), room, n);
+      const body = await decodeTensorBody(t.d, stored, t.bodyAt, into, this.#planes);
+      const at = room - prefix.byteLength;
+      const bytes = body.buffer === ours.buffer
+        ? new Uint8Array(ours.buffer, at, prefix.byteLength + body.byteLength)
+        : concatBytes([prefix, body]);
+      if (bytes.buffer === ours.buffer) bytes.set(prefix);
+      const job = webDigest(bytes)!.then((digest) => ({ digest }));
+      return { record: this.matched(job, digest, t, () => finish(body)) };
     }
     const body = await decodeTensorBody(t.d, stored, t.bodyAt, allocate, this.#planes);
     const job = Promise.resolve(sha256().update(prefix).update(body).digest());
