@@ -54,12 +54,9 @@ export { jsonCodec } from "./src/format/codecs/json.ts";
 export { type IndexEntry } from "./src/format/codecs/binary.ts";
 export { type CheckpointIndex } from "./src/format/codecs/binary_file.ts";
 export { type CodecName, type Compression, encodeCheckpoint, type EncodeOptions } from "./src/format/encode.ts";
-export {
-  type CheckpointBytes,
-  type DecodeOptions,
-  DEFAULT_READ_CODECS,
-  type SniffResult,
-} from "./src/format/decode.ts";
+export { type CheckpointBytes, type DecodeOptions, type SniffResult } from "./src/format/decode.ts";
+// Registers safetensors with the format layer's codec registry, so every load recognises it.
+export { DEFAULT_READ_CODECS } from "./src/interop/read_codecs.ts";
 export {
   type CheckpointSource,
   decodeCheckpoint,

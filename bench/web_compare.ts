@@ -6,6 +6,12 @@
  *   moved over the key) against writing the same bytes to one OPFS file with `createWritable()`,
  *   no encoding, no hashing; and `loadCheckpoint` from OPFS (decode, every digest checked)
  *   against reading the file back with `File.arrayBuffer()`;
+ * - the physical limit of each: the larger of the raw read (or write) and SHA-256 over the same
+ *   bytes by the engine's own WebCrypto (`crypto.subtle.digest`, one call per tensor);
+ * - how responsive the page stays while a `BackgroundWriter` saves the same tensors from its
+ *   worker: the longest main-thread task meanwhile (`PerformanceObserver` `longtask` entries,
+ *   where the engine has them: Chromium), and in every engine the longest gap between two
+ *   `setTimeout(0)` callbacks;
  * - ckpt's byte-grouped save and load (`compression: "bytegroup"`, through the page's
  *   CompressionStream / DecompressionStream) against ckpt uncompressed, on N(0, 0.02) weights;
  * - TF.js's own `model.save("indexeddb://…")` / `tf.loadLayersModel("indexeddb://…")` against
@@ -15,6 +21,10 @@
  *   (CDP `Runtime.getHeapUsage`, sampled every 20 ms from here) above what it held before,
  *   for ckpt's save and for `model.save("indexeddb://…")` of a model of the same size
  *   (Chromium only: the other engines have no such protocol call).
+ *
+ * Each engine starts with its origin's OPFS emptied (what earlier runs left counts against the
+ * quota: WebKit's is 1000 MB, 1048576000 bytes) and prints what `navigator.storage.estimate()`
+ * then allows.
  *
  * Trials are interleaved (A, B, A, B…), the table gives medians and, per row, ckpt's speed over
  * the peer's (the peer's time divided by ckpt's: above 1, ckpt is faster). A timing never
@@ -82,7 +92,10 @@ const median = (xs: number[]) => {
 };
 const mbs = (mib: number, ms: number) => (mib * MiB) / 1e6 / (ms / 1000);
 
-type Op = Exclude<keyof Lib, "makeTensors" | "makeModel" | "cleanUp" | "bytegroupRatio">;
+type Op = Exclude<
+  keyof Lib,
+  "makeTensors" | "makeModel" | "cleanUp" | "bytegroupRatio" | "emptyOpfs" | "backgroundSaveLongestTask"
+>;
 const call = (page: Page, op: Op) => page.evaluate((op: Op) => m[op](), op);
 
 /** Runs `ops` interleaved for `TRIALS` rounds (after one untimed warm-up round); medians in ms. */
@@ -166,6 +179,12 @@ async function bench(engine: Engine, page: Page): Promise<void> {
     rows.push(`| ${[engine, ...cells].join(" | ")} |`);
     console.log(rows.at(-1));
   };
+  // What earlier runs left counts against the quota (WebKit's refused a run so): start empty.
+  const q = await page.evaluate(() => m.emptyOpfs());
+  console.log(
+    `${engine}: OPFS emptied (${q.removed} entries); the engine allows ${(q.quota / MiB).toFixed(0)} MiB ` +
+      `(navigator.storage.estimate(): quota ${q.quota} bytes, ${q.usage} used)`,
+  );
   for (const mib of SIZES) {
     await page.evaluate((mib: number, t: number) => m.makeTensors(mib, t), mib, TENSOR_MIB);
     const r = await interleaved(page, ["rawWrite", "ckptSave"]);
@@ -177,7 +196,7 @@ async function bench(engine: Engine, page: Page): Promise<void> {
       `${r.rawWrite!.toFixed(0)} ms (${w[1]!.toFixed(0)} MB/s)`,
       `${(w[0]! / w[1]!).toFixed(2)}×`,
     );
-    const l = await interleaved(page, ["rawRead", "ckptLoad"]);
+    const l = await interleaved(page, ["rawRead", "ckptLoad", "webCryptoSha256"]);
     const rd = [mbs(mib, l.ckptLoad!), mbs(mib, l.rawRead!)];
     row(
       "load + verify from OPFS vs raw `File.arrayBuffer()`",
@@ -185,6 +204,40 @@ async function bench(engine: Engine, page: Page): Promise<void> {
       `${l.ckptLoad!.toFixed(0)} ms (${rd[0]!.toFixed(0)} MB/s)`,
       `${l.rawRead!.toFixed(0)} ms (${rd[1]!.toFixed(0)} MB/s)`,
       `${(rd[0]! / rd[1]!).toFixed(2)}×`,
+    );
+    // The physical limit: a load + verify can be no faster than the raw read into fresh memory,
+    // nor than SHA-256 over the same bytes by the platform's own (WebCrypto); a save no faster
+    // than the raw write, nor than that hash.
+    const hash = l.webCryptoSha256!;
+    for (
+      const [what, ckptMs, rawMs, raw] of [
+        ["load + verify", l.ckptLoad!, l.rawRead!, "raw read"],
+        ["save", r.ckptSave!, r.rawWrite!, "raw write"],
+      ] as const
+    ) {
+      const limit = Math.max(rawMs, hash);
+      row(
+        `${what}: physical limit, the larger of the ${raw} (${
+          rawMs.toFixed(0)
+        } ms) and WebCrypto SHA-256 over the same bytes (${hash.toFixed(0)} ms)`,
+        String(mib),
+        `${ckptMs.toFixed(0)} ms (${mbs(mib, ckptMs).toFixed(0)} MB/s)`,
+        `${limit.toFixed(0)} ms (${mbs(mib, limit).toFixed(0)} MB/s)`,
+        `${(limit / ckptMs).toFixed(2)}×`,
+      );
+    }
+    // The page stays responsive while a worker saves: the longest main-thread task meanwhile.
+    const tasks = [];
+    for (let i = 0; i < TRIALS; i++) tasks.push(await page.evaluate(() => m.backgroundSaveLongestTask()));
+    const longTasks = tasks.map((t) => t.longTask).filter((t): t is number => t !== null);
+    row(
+      "`BackgroundWriter` save to OPFS: longest main-thread task meanwhile (PerformanceObserver `longtask`; " +
+        "longest `setTimeout(0)` gap)",
+      String(mib),
+      `${longTasks.length ? `${Math.max(...longTasks).toFixed(0)} ms` : "no longtask entries in this engine"}; ` +
+        `${Math.max(...tasks.map((t) => t.gap)).toFixed(0)} ms gap`,
+      `save ${median(tasks.map((t) => t.ms)).toFixed(0)} ms`,
+      "",
     );
   }
   for (const mib of BYTEGROUP_SIZES) {

@@ -44,6 +44,7 @@ import {
   write,
 } from "./_io.ts";
 import { ChecksumMismatchError } from "../../mod.ts";
+import "../interop/read_codecs.ts"; // every command recognises safetensors
 import { convertCommand } from "./convert.ts";
 import { diffCommand } from "./diff.ts";
 import { inspectCommand } from "./inspect.ts";

@@ -7,13 +7,11 @@
 import { type Codec, type DecoderOptions, DETECT_BYTES } from "./codec.ts";
 import { binaryCodec, decodeRecords, FLAG_BYTEGROUP, HEADER_BYTES } from "./codecs/binary.ts";
 import { BUILTIN_CODECS, type Compression } from "./encode.ts";
+import { readCodecs } from "./codec_registry.ts";
 import type { CheckpointRecord } from "./types.ts";
 import { settled } from "./_pair.ts";
 import { iterate, readableFrom } from "./_streams.ts";
 import { type DecodeLimits, resolveLimits } from "./limits.ts";
-// safetensors is a codec of the core (mod.ts exports it) kept beside its interop helpers; that
-// module imports only from src/format, so reading it by default here makes no cycle.
-import { safetensorsCodec } from "../interop/safetensors.ts";
 
 /** Checkpoint bytes: all at once (a `Uint8Array`, a `Blob`), a `Response`'s body, or a stream. (`loadCheckpoint` and friends also take addresses.) */
 export type CheckpointBytes =
@@ -30,7 +28,7 @@ export type CheckpointBytes =
 export interface DecodeOptions extends DecoderOptions {
   /**
    * Codecs of your own to recognise, tried before the ones recognised by default
-   * ({@linkcode DEFAULT_READ_CODECS}: ckpt binary, ckpt JSON, safetensors).
+   * (`DEFAULT_READ_CODECS`: ckpt binary, ckpt JSON, safetensors).
    *
    * @default {[]}
    */
@@ -206,32 +204,17 @@ async function* capped(bytes: ReadableStream<Uint8Array>, max: number, gzip: boo
   }
 }
 
-/**
- * The codecs every reader recognises from the bytes, in the order they are tried (after the
- * caller's own `codecs`): ckpt binary, ckpt JSON Lines, safetensors.
- *
- * @example
- * ```ts
- * import { DEFAULT_READ_CODECS } from "../../mod.ts";
- * import assert from "node:assert/strict";
- * assert.deepEqual(DEFAULT_READ_CODECS.map((c) => c.name), ["binary", "json", "safetensors"]);
- * ```
- */
-export const DEFAULT_READ_CODECS: readonly Codec[] = Object.freeze([
-  ...Object.values(BUILTIN_CODECS),
-  safetensorsCodec,
-]);
-
 /** "ckpt binary, ckpt JSON, safetensors", after the caller's own codecs: for "nothing recognised" messages. */
 export function formatsTried(codecs: readonly Codec[] = []): string {
-  const names = [...codecs.filter((c) => !DEFAULT_READ_CODECS.includes(c)), ...DEFAULT_READ_CODECS].map((c) =>
+  const defaults = readCodecs();
+  const names = [...codecs.filter((c) => !defaults.includes(c)), ...defaults].map((c) =>
     c === BUILTIN_CODECS.binary ? "ckpt binary" : c === BUILTIN_CODECS.json ? "ckpt JSON" : c.name
   );
   return [...new Set(names)].join(", ");
 }
 
 /**
- * The first codec (the caller's, then the default ones) that claims these leading bytes (up to
+ * The first codec (the caller's, then the default ones: {@linkcode readCodecs}) that claims these leading bytes (up to
  * {@linkcode DETECT_BYTES}), or `undefined` (gzip, or nothing recognised).
  *
  * @example
@@ -244,7 +227,7 @@ export function formatsTried(codecs: readonly Codec[] = []): string {
  * ```
  */
 export function detectCodec(head: Uint8Array, codecs: readonly Codec[] = []): Codec | undefined {
-  return [...codecs, ...DEFAULT_READ_CODECS].find((c) => c.detect(head));
+  return [...codecs, ...readCodecs()].find((c) => c.detect(head));
 }
 
 /**

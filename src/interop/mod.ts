@@ -29,6 +29,7 @@
  *
  * @module
  */
+export { DEFAULT_READ_CODECS } from "./read_codecs.ts"; // registers safetensors: every load recognises it
 export {
   createSafetensorsCodec,
   decodeSafetensorsHeader,

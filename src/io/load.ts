@@ -3,31 +3,24 @@
  *
  * @module
  */
-import { type DecodeOptions, decodeWithDigest } from "../format/decode.ts";
+import type { DecodeOptions } from "../format/decode.ts";
 import { ChecksumMismatchError } from "../format/errors.ts";
 import type { Checkpoint, CheckpointRecord, Metadata, Tensor } from "../format/types.ts";
-import { binaryCodec, decodeFooter, decodeRecords, FOOTER_BYTES } from "../format/codecs/binary.ts";
-import { type Hash, sha256, toHex } from "../format/_hash.ts";
-import { settled } from "../format/_pair.ts";
-import { fileReader, readFull } from "../storage/_file_io.ts";
+import { type Hash, sha256 } from "../format/_hash.ts";
 import { checkStorageOptions } from "../storage/_storage_options.ts";
 import { checkOptionNames, LIMIT_OPTION_NAMES, optionNames } from "../format/_options.ts";
 import { checkInto, placeInto } from "../format/_read_into.ts";
 import { isAddress } from "../storage/resolve.ts";
 import { openRandomAccess } from "../storage/random_access.ts";
-import type { ObjectReader } from "../storage/object_reader.ts";
-import type { StoreObject } from "../storage/resolve.ts";
 import {
   type CheckpointSource,
-  fileCodec,
+  decodeByteSource,
   locate,
-  openBinaryObject,
-  openSource,
+  openByteSource,
   readerCodec,
   sourceRecords,
   type StorageOptions,
 } from "./read.ts";
-import { type FileHandle, SeekMode } from "../runtime/files.ts";
 
 /** Options for {@linkcode loadCheckpoint}. */
 export interface LoadOptions extends DecodeOptions, StorageOptions {
@@ -85,48 +78,6 @@ const LOAD_HINTS: Readonly<Record<string, string>> = {
   compression: "a load recognises gzip from the bytes",
 };
 
-/** The stream digest stored in an open binary file's footer (hex), undefined if it has none; leaves the position at 0. */
-async function storedDigest(file: FileHandle): Promise<string | undefined> {
-  try {
-    const size = (await file.stat()).size;
-    if (size < FOOTER_BYTES) return undefined;
-    await file.seek(size - FOOTER_BYTES, SeekMode.Start);
-    const footer = new Uint8Array(FOOTER_BYTES);
-    if (await readFull(file, footer) < FOOTER_BYTES) return undefined;
-    return toHex(decodeFooter(footer, size - FOOTER_BYTES).digest);
-  } catch (e) {
-    if (e instanceof SyntaxError) return undefined; // the full read says what is wrong
-    throw e;
-  } finally {
-    await file.seek(0, SeekMode.Start);
-  }
-}
-
-/** The stream digest stored in a binary object's footer (hex), by one ranged GET; undefined if it has none. */
-async function objectDigest(object: ObjectReader, at: StoreObject): Promise<string | undefined> {
-  if (object.size < FOOTER_BYTES) return undefined;
-  try {
-    const { body, length } = await at.store.get(at.key, { range: { offset: object.size - FOOTER_BYTES } });
-    const footer = new Uint8Array(await new Response(body).arrayBuffer());
-    if (length !== FOOTER_BYTES || footer.byteLength !== FOOTER_BYTES) return undefined;
-    return toHex(decodeFooter(footer, object.size - FOOTER_BYTES).digest);
-  } catch (e) {
-    if (e instanceof SyntaxError) return undefined; // the full read says what is wrong
-    throw e;
-  }
-}
-
-function tapped(source: ReadableStream<Uint8Array>, hash: Hash): ReadableStream<Uint8Array> {
-  return source.pipeThrough(
-    new TransformStream<Uint8Array, Uint8Array>({
-      transform(chunk, c) {
-        hash.update(chunk);
-        c.enqueue(chunk);
-      },
-    }),
-  );
-}
-
 /**
  * The `sha256` option, lower-cased: `undefined` when not given; given as `undefined` or as
  * anything but 64 hex digits, a `TypeError`.
@@ -165,78 +116,39 @@ export async function verifiedRecords(
   options: DecodeOptions & StorageOptions & { sha256?: string },
   bodies: "keep" | "hash",
 ): Promise<VerifiedRecords> {
-  const wantedDigest = wantedSha256(options);
+  const wanted = wantedSha256(options);
   const at = isAddress(source) ? locate(source, options) : undefined;
-  let records: AsyncIterable<CheckpointRecord>;
-  let streamDigest: Promise<string | undefined>;
+  if (wanted === undefined) {
+    const { records, digest } = sourceRecords(at ?? source, options, bodies);
+    return { records, digest, checkDigest: () => Promise.resolve() };
+  }
+  const opened = await openByteSource(at ?? source, options);
   let tap: Hash | undefined;
-  let file: FileHandle | undefined;
-  let path: string | undefined;
-  const local = at?.store.files;
-  if (at && local && wantedDigest !== undefined) {
-    const opened = await local.open(at.key);
-    if (await fileCodec(opened, options.codecs) === binaryCodec) {
-      file = opened;
-      path = local.path(at.key);
-    } else opened.close();
+  try {
+    // From a stream, the bytes' SHA-256 is computed as well, in case that is what was given; from
+    // a binary file or object only when its footer holds another stream digest than the one given
+    // (the stored one is checked by decoding), in the same pass, over the bytes the decoder reads.
+    if (opened.kind === "stream" || await opened.storedDigest() !== wanted) tap = sha256();
+  } catch (e) {
+    if (opened.kind !== "stream") opened.close();
+    throw e;
   }
-  const object = at && !file && wantedDigest !== undefined ? await openBinaryObject(at, options) : undefined;
-  if (file) {
-    // A local binary file, decoded from the open file: the stored stream digest is checked by
-    // decoding; only when the footer holds another value is the file's SHA-256 computed as well,
-    // in the same pass, over the bytes the decoder reads.
-    const open = file;
-    if (await storedDigest(open) !== wantedDigest) tap = sha256();
-    const fileTap = tap;
-    const digest = settled<string>();
-    streamDigest = digest.promise;
-    records = (async function* () {
-      try {
-        yield* decodeRecords(fileReader(open, path), options, fileTap, digest, bodies);
-      } finally {
-        open.close();
-      }
-    })();
-  } else if (object) {
-    // A binary object read as a file (S3): as for a local file, the object's SHA-256 is computed
-    // as well only when its footer holds another stream digest than the one given.
-    const open = object;
-    if (await objectDigest(open, at!) !== wantedDigest) tap = sha256();
-    const objectTap = tap;
-    const digest = settled<string>();
-    streamDigest = digest.promise;
-    records = (async function* () {
-      try {
-        yield* decodeRecords(open, options, objectTap, digest, bodies);
-      } finally {
-        open.close();
-      }
-    })();
-  } else if (wantedDigest !== undefined) {
-    // From a stream, the bytes' SHA-256 is computed as well, in case that is what was given.
-    tap = sha256();
-    ({ records, digest: streamDigest } = decodeWithDigest(
-      tapped(openSource(at ?? source, options), tap),
-      options,
-      bodies,
-    ));
-  } else {
-    ({ records, digest: streamDigest } = sourceRecords(at ?? source, options, bodies));
+  const { records, digest } = decodeByteSource(opened, options, bodies, tap);
+  return { records, digest, checkDigest: () => checkWanted(wanted, digest, tap) };
+}
+
+/** Checks the `sha256` option against the stream digest, or else the bytes' SHA-256 (`tap`), once the records ended. */
+async function checkWanted(wanted: string, streamDigest: Promise<string | undefined>, tap?: Hash): Promise<void> {
+  const stream = await streamDigest;
+  if (stream === wanted) return;
+  const actual = tap?.digest("hex");
+  if (actual === wanted) return;
+  // Report the file's digest when it was computed (the likelier meaning of a digest that matches
+  // nothing), else the stream digest.
+  if (actual !== undefined) {
+    throw new ChecksumMismatchError("source bytes", wanted, actual, stream ? `(stream digest ${stream})` : "");
   }
-  const checkDigest = async () => {
-    if (wantedDigest === undefined) return;
-    const stream = await streamDigest;
-    if (stream === wantedDigest) return;
-    const actual = tap?.digest("hex");
-    if (actual === wantedDigest) return;
-    // Report the file's digest when it was computed (the likelier meaning of a digest that
-    // matches nothing), else the stream digest.
-    if (actual !== undefined) {
-      throw new ChecksumMismatchError("source bytes", wantedDigest, actual, stream ? `(stream digest ${stream})` : "");
-    }
-    throw new ChecksumMismatchError("checkpoint stream digest", wantedDigest, stream ?? "none");
-  };
-  return { records, digest: streamDigest, checkDigest };
+  throw new ChecksumMismatchError("checkpoint stream digest", wanted, stream ?? "none");
 }
 
 /**

@@ -1,8 +1,10 @@
 /**
  * Reading checkpoints from any address: a path, a `file:` URL, `http(s)://`, `s3://`,
- * `{ store, key }`, or bytes and streams. Local binary files take a fast path (bodies read
- * straight into their final buffers); other stores stream through `get`; random access goes
- * through ranges ({@linkcode openRandomAccess}).
+ * `{ store, key }`, or bytes and streams. A whole read chooses its path once, in
+ * {@linkcode openByteSource}: a local binary file or a binary object of a store that reads
+ * objects as files (S3) is decoded from the open reader (bodies read straight into their final
+ * buffers); anything else streams through `get`. Random access goes through ranges
+ * ({@linkcode openRandomAccess}).
  *
  * @module
  */
@@ -19,10 +21,12 @@ import {
 } from "../format/decode.ts";
 import type { DecodeLimits } from "../format/limits.ts";
 import type { CheckpointRecord } from "../format/types.ts";
-import { binaryCodec, decodeRecords } from "../format/codecs/binary.ts";
+import { binaryCodec, decodeFooter, decodeRecords, FOOTER_BYTES } from "../format/codecs/binary.ts";
 import { type CheckpointIndex, readBinaryIndex } from "../format/codecs/binary_file.ts";
 import { readableFrom } from "../format/_streams.ts";
 import { settled } from "../format/_pair.ts";
+import type { ByteReader } from "../format/_byte_reader.ts";
+import { type Hash, toHex } from "../format/_hash.ts";
 import { fileReader, readFull } from "../storage/_file_io.ts";
 import { type CountingReader, openRandomAccess } from "../storage/random_access.ts";
 import { type ObjectReader, openObjectReader, openObjectStream } from "../storage/object_reader.ts";
@@ -192,53 +196,148 @@ export function decodeCheckpoint(
 }
 
 /**
+ * Where a whole read's bytes come from, chosen once from what the source and its store can do:
+ * - `file`: a local ckpt binary file, decoded from the open file (bodies read straight into their
+ *   buffers, hashed on the native thread or by a range hasher);
+ * - `object`: a ckpt binary object of a store that reads objects as files (S3: bodies fetched
+ *   into place, by parallel ranged GETs where the store asks for them);
+ * - `stream`: anything else, as a byte stream (gzip, ckpt JSON, safetensors, HTTP, a `Blob`,
+ *   bytes, a stream).
+ */
+export type ByteSource =
+  | {
+    kind: "file" | "object";
+    reader: ByteReader;
+    close(): void;
+    /** The stream digest its footer holds (hex), by a read of the footer alone; undefined if it has none. */
+    storedDigest(): Promise<string | undefined>;
+  }
+  | { kind: "stream"; bytes: ReadableStream<Uint8Array> };
+
+/** Opens `source` for a whole read by the fastest path it allows (see {@linkcode ByteSource}). */
+export async function openByteSource(
+  source: CheckpointSource,
+  options: DecodeOptions & StorageOptions,
+): Promise<ByteSource> {
+  if (!isAddress(source)) return { kind: "stream", bytes: bytesStream(source) };
+  const at = locate(source, options);
+  const local = at.store.files;
+  if (local) {
+    const file = await local.open(at.key);
+    let binary = false;
+    try {
+      binary = await fileCodec(file, options.codecs) === binaryCodec;
+    } finally {
+      if (!binary) file.close();
+    }
+    if (binary) {
+      const reader = fileReader(file, local.path(at.key));
+      return { kind: "file", reader, close: () => file.close(), storedDigest: () => fileDigest(file) };
+    }
+  }
+  const object = await openBinaryObject(at, options);
+  if (object) {
+    return {
+      kind: "object",
+      reader: object,
+      close: () => object.close(),
+      storedDigest: () => objectDigest(object, at),
+    };
+  }
+  return { kind: "stream", bytes: openSource(at, options) };
+}
+
+/**
+ * The records of an open {@linkcode ByteSource} and its stream digest, as `decodeWithDigest`
+ * gives them; `tap`, if given, sees every byte read. A file or an object is closed once the
+ * records end, however they end.
+ */
+export function decodeByteSource(
+  source: ByteSource,
+  options: DecodeOptions,
+  bodies: "keep" | "hash",
+  tap?: Hash,
+): { records: AsyncGenerator<CheckpointRecord>; digest: Promise<string | undefined> } {
+  if (source.kind === "stream") {
+    return decodeWithDigest(tap ? tapped(source.bytes, tap) : source.bytes, options, bodies);
+  }
+  const open = source;
+  const digest = settled<string>();
+  async function* records(): AsyncGenerator<CheckpointRecord> {
+    try {
+      yield* decodeRecords(open.reader, options, tap, digest, bodies);
+    } finally {
+      open.close();
+    }
+  }
+  return { records: records(), digest: digest.promise };
+}
+
+/** `source`'s bytes unchanged, each also given to `hash`. */
+function tapped(source: ReadableStream<Uint8Array>, hash: Hash): ReadableStream<Uint8Array> {
+  return source.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, c) {
+        hash.update(chunk);
+        c.enqueue(chunk);
+      },
+    }),
+  );
+}
+
+/** The stream digest stored in an open binary file's footer (hex), undefined if it has none; leaves the position at 0. */
+async function fileDigest(file: FileHandle): Promise<string | undefined> {
+  try {
+    const size = (await file.stat()).size;
+    if (size < FOOTER_BYTES) return undefined;
+    await file.seek(size - FOOTER_BYTES, SeekMode.Start);
+    const footer = new Uint8Array(FOOTER_BYTES);
+    if (await readFull(file, footer) < FOOTER_BYTES) return undefined;
+    return toHex(decodeFooter(footer, size - FOOTER_BYTES).digest);
+  } catch (e) {
+    if (e instanceof SyntaxError) return undefined; // the full read says what is wrong
+    throw e;
+  } finally {
+    await file.seek(0, SeekMode.Start);
+  }
+}
+
+/** The stream digest stored in a binary object's footer (hex), by one ranged GET; undefined if it has none. */
+async function objectDigest(object: ObjectReader, at: StoreObject): Promise<string | undefined> {
+  if (object.size < FOOTER_BYTES) return undefined;
+  try {
+    const { body, length } = await at.store.get(at.key, { range: { offset: object.size - FOOTER_BYTES } });
+    const footer = new Uint8Array(await new Response(body).arrayBuffer());
+    if (length !== FOOTER_BYTES || footer.byteLength !== FOOTER_BYTES) return undefined;
+    return toHex(decodeFooter(footer, object.size - FOOTER_BYTES).digest);
+  } catch (e) {
+    if (e instanceof SyntaxError) return undefined; // the full read says what is wrong
+    throw e;
+  }
+}
+
+/**
  * {@linkcode decodeCheckpoint}'s records as a generator, and the stream digest as
  * `decodeWithDigest` gives it. With `bodies: "hash"`, a ckpt binary checkpoint's tensors are
- * verified and not kept (their data an empty array).
+ * verified and not kept (their data an empty array). The source is opened when the first record
+ * is asked for.
  */
 export function sourceRecords(
   source: CheckpointSource,
   options: DecodeOptions & StorageOptions = {},
   bodies: "keep" | "hash" = "keep",
 ): { records: AsyncGenerator<CheckpointRecord>; digest: Promise<string | undefined> } {
-  if (!isAddress(source)) return decodeWithDigest(source, options, bodies);
   const digest = settled<string | undefined>();
   async function* records(): AsyncGenerator<CheckpointRecord> {
-    const at = locate(source as StorageAddress, options);
-    const local = at.store.files;
-    if (local) {
-      // Fast path for binary files: bodies read straight into their final buffers.
-      const file = await local.open(at.key);
-      try {
-        if (await fileCodec(file, options.codecs) === binaryCodec) {
-          yield* decodeRecords(fileReader(file, local.path(at.key)), options, undefined, digest, bodies);
-          return;
-        }
-      } finally {
-        file.close();
-      }
-    }
-    const object = await openBinaryObject(at, options);
-    if (object) {
-      try {
-        yield* decodeRecords(object, options, undefined, digest, bodies);
-        return;
-      } finally {
-        object.close();
-      }
-    }
-    const decoded = decodeWithDigest(openSource(at, options), options, bodies);
-    yield* decoded.records;
-    digest.resolve(await decoded.digest);
-  }
-  async function* settling(): AsyncGenerator<CheckpointRecord> {
     try {
-      yield* records();
+      const decoded = decodeByteSource(await openByteSource(source, options), options, bodies);
+      yield* decoded.records;
+      digest.resolve(await decoded.digest);
     } finally {
       digest.reject(new Error("Cannot give the checkpoint digest: the stream did not end intact"));
     }
   }
-  return { records: settling(), digest: digest.promise };
+  return { records: records(), digest: digest.promise };
 }
 
 /**

@@ -13,9 +13,7 @@
  *   round trip of its own), or, read with no announcements (a verify), one `partSize` part ahead.
  *   Every range must come from the version the first request saw: a response of another version
  *   (the object was overwritten mid-load) is an error naming both, never a splice of two
- *   versions. A range that ends short, or runs long, is a `SyntaxError`. The first range that
- *   fails stops the reader: the other requests are aborted, and the read waiting (or the next)
- *   throws that failure.
+ *   versions. A range that ends short, or runs long, is a `SyntaxError`.
  * - **Retries** are the store's, per request: `S3Store` retries a failed request and resumes a
  *   broken body from the byte where it stopped, with `If-Match`.
  *
@@ -78,28 +76,6 @@ function positiveInt(value: number, name: string): number {
   return value;
 }
 
-/** What both readers share: the object's description, their counts, `stat`, `allocate` and `close`. */
-function described(
-  url: string,
-  info: { version: string; size: number },
-  head: Uint8Array,
-  stats: ObjectReaderStats,
-  allocate: ((n: number) => Uint8Array) | undefined,
-  close: () => void,
-): Omit<ObjectReader, "read"> {
-  const { version, size } = info;
-  return {
-    url,
-    version,
-    size,
-    head,
-    stats,
-    close,
-    stat: () => Promise.resolve({ size }),
-    ...(allocate ? { allocate } : {}),
-  };
-}
-
 /** A counting semaphore: `concurrency` ranged GETs in flight at most. */
 class Slots {
   #free: number;
@@ -129,8 +105,93 @@ interface Flight {
   filled: number;
   /** A read waiting for `filled` to reach `need`. */
   waiter?: { need: number; wake: () => void } | undefined;
+  done: Promise<void>;
 }
 
+/** A response body copied into `into`, which it must fill exactly; `flight`, if given, follows its progress. */
+async function fill(
+  url: string,
+  stats: ObjectReaderStats,
+  body: ReadableStream<Uint8Array>,
+  into: Uint8Array,
+  start: number,
+  flight?: Flight,
+): Promise<void> {
+  let at = 0;
+  for await (const chunk of body) {
+    if (at + chunk.byteLength > into.byteLength) {
+      await body.cancel().catch(() => {});
+      throw new SyntaxError(
+        `Cannot read ${url}: the store sent more than the ${into.byteLength} bytes asked for at offset ${start}`,
+      );
+    }
+    into.set(chunk, at);
+    at += chunk.byteLength;
+    if (flight) {
+      // A read waiting for these bytes goes on now: the decoder hashes them while the rest arrive.
+      flight.filled = at;
+      if (flight.waiter && at >= flight.waiter.need) flight.waiter.wake();
+    }
+  }
+  stats.bytesFetched += at;
+  if (at !== into.byteLength) {
+    throw new SyntaxError(
+      `Cannot read ${url}: the store sent ${at} of the ${into.byteLength} bytes asked for at offset ${start}`,
+    );
+  }
+}
+
+/** What both readers share: the object's description, their counts, `stat` and `close`. */
+abstract class Described implements ObjectReader {
+  readonly url: string;
+  readonly version: string;
+  readonly size: number;
+  readonly head: Uint8Array;
+  readonly stats: ObjectReaderStats;
+  declare readonly allocate?: (n: number) => Uint8Array;
+  /** Aborts the requests in flight on `close`. */
+  protected readonly abort: AbortController;
+  protected closed = false;
+
+  constructor(
+    url: string,
+    info: { version: string; size: number },
+    head: Uint8Array,
+    stats: ObjectReaderStats,
+    options: { allocate?: ((n: number) => Uint8Array) | undefined },
+    abort: AbortController,
+  ) {
+    this.url = url;
+    this.version = info.version;
+    this.size = info.size;
+    this.head = head;
+    this.stats = stats;
+    this.abort = abort;
+    // An own property only when given: a decoder falls back to `new Uint8Array(n)` without it.
+    if (options.allocate) Object.defineProperty(this, "allocate", { value: options.allocate, enumerable: true });
+  }
+
+  stat(): Promise<{ size: number }> {
+    return Promise.resolve({ size: this.size });
+  }
+
+  close(): void {
+    this.closed = true;
+    this.abort.abort(new Error(`Cannot read ${this.url}: the reader was closed`));
+  }
+
+  /** A read after `close` is an error. */
+  protected checkOpen(): void {
+    if (this.closed) throw new Error(`Cannot read ${this.url}: the reader was closed`);
+  }
+
+  abstract read(into: Uint8Array): Promise<number | null>;
+}
+
+/** The signal of a reader's requests: its own `abort`, and the caller's `signal` if given. */
+function readerSignal(abort: AbortController, signal: AbortSignal | undefined): AbortSignal {
+  return signal ? AbortSignal.any([signal, abort.signal]) : abort.signal;
+}
 /**
  * Opens `key` for a front-to-back read; the first request fetches the first window and tells the
  * object's size and version.
@@ -164,210 +225,248 @@ export async function openObjectReader(
   const concurrency = positiveInt(options.concurrency ?? DEFAULT_OBJECT_READER_CONCURRENCY, "concurrency");
   const url = store.url + key;
   const abort = new AbortController();
-  const signal = options.signal ? AbortSignal.any([options.signal, abort.signal]) : abort.signal;
-  const slots = new Slots(concurrency);
+  const signal = readerSignal(abort, options.signal);
   const stats: ObjectReaderStats = { requests: 0, bytesFetched: 0, bytesDirect: 0, peakInFlight: 0 };
-  let inFlight = 0;
-  let closed = false;
-
-  /** Copies a response body into `into`, which must be filled exactly. */
-  const fill = async (
-    body: ReadableStream<Uint8Array>,
-    into: Uint8Array,
-    start: number,
-    flight?: Flight,
-  ): Promise<void> => {
-    let at = 0;
-    for await (const chunk of body) {
-      if (at + chunk.byteLength > into.byteLength) {
-        await body.cancel().catch(() => {});
-        throw new SyntaxError(
-          `Cannot read ${url}: the store sent more than the ${into.byteLength} bytes asked for at offset ${start}`,
-        );
-      }
-      into.set(chunk, at);
-      at += chunk.byteLength;
-      if (flight) {
-        // A read waiting for these bytes goes on now: the decoder hashes them while the rest arrive.
-        flight.filled = at;
-        if (flight.waiter && at >= flight.waiter.need) flight.waiter.wake();
-      }
-    }
-    stats.bytesFetched += at;
-    if (at !== into.byteLength) {
-      throw new SyntaxError(
-        `Cannot read ${url}: the store sent ${at} of the ${into.byteLength} bytes asked for at offset ${start}`,
-      );
-    }
-  };
-
   // The first window: the object's size and version.
   stats.requests++;
   const first = await store.get(key, { range: { offset: 0, length: OBJECT_READER_WINDOW }, signal });
-  const size = first.info.size;
-  const version = first.info.version;
-  let window: Uint8Array = new Uint8Array(first.length);
-  let windowAt = 0;
-  await fill(first.body, window, 0);
-  const head = window;
+  const head = new Uint8Array(first.length);
+  await fill(url, stats, first.body, head, 0);
+  const ranges = { store, key, signal, partSize, slots: new Slots(concurrency) };
+  return new RangedReader(url, first.info, head, stats, options, abort, ranges);
+}
 
-  let pos = 0;
+/** A window of the object: `bytes` from offset `at`, there once `done` settles. */
+interface Window {
+  at: number;
+  bytes: Uint8Array;
+  done: Promise<void>;
+}
+
+/**
+ * {@linkcode openObjectReader}'s reader. A read takes its bytes from the one place that holds
+ * them: the current window, a range of the announced body, a window fetched ahead, or a new
+ * window fetched from where the read is.
+ */
+class RangedReader extends Described {
+  readonly #store: ObjectStore;
+  readonly #key: string;
+  readonly #signal: AbortSignal;
+  readonly #partSize: number;
+  readonly #slots: Slots;
+  #inFlight = 0;
+  /** Of the next byte read. */
+  #pos = 0;
+  /** The bytes at hand, from `#windowAt`. */
+  #window: Uint8Array;
+  #windowAt = 0;
   /** The ranges of the body a decoder announced, in order; empty when none is being read. */
-  let flights: Flight[] = [];
-  /** Why the reader stopped: the first range that failed, or `close`. Every read after it throws it. */
-  let failure: { error: unknown } | undefined;
-  /** Stops the reader: the requests in flight are aborted and a read waiting on a range wakes to throw `error`. */
-  const fail = (error: unknown): void => {
-    if (failure) return;
-    failure = { error };
-    closed = true;
-    abort.abort(error);
-    for (const f of flights) f.waiter?.wake();
-  };
-  /** Throws why the reader stopped, if it did (a function: a read checks again after each wait). */
-  const throwIfStopped = (): void => {
-    if (failure) throw failure.error;
-  };
-  /** `p`, failing with the reader's failure (not the abort it caused in the other requests). */
-  const settled = (p: Promise<void>): Promise<void> => p.catch((e) => Promise.reject(failure ? failure.error : e));
-
-  /** Fetches `into.byteLength` bytes from `start` into `into`, in one ranged GET, once a slot is free. */
-  const fetchRange = (start: number, into: Uint8Array, flight?: Flight): Promise<void> => {
-    const run = async () => {
-      await slots.take();
-      try {
-        if (closed) throw new Error(`Cannot read ${url}: the reader was closed`);
-        stats.peakInFlight = Math.max(stats.peakInFlight, ++inFlight);
-        stats.requests++;
-        const r = await store.get(key, { range: { offset: start, length: into.byteLength }, signal });
-        if (r.info.version !== version) {
-          await r.body.cancel().catch(() => {});
-          throw new Error(
-            `Cannot read ${url}: the object changed while being read (version ${version}, now ${r.info.version})`,
-          );
-        }
-        if (r.offset !== start || r.length !== into.byteLength) {
-          await r.body.cancel().catch(() => {});
-          throw new SyntaxError(
-            `Cannot read ${url}: asked for ${into.byteLength} bytes at ${start}, got ${r.length} at ${r.offset}`,
-          );
-        }
-        await fill(r.body, into, start, flight);
-      } catch (e) {
-        fail(e); // a range no read waits on yet stops the reader too: nothing can wait on it forever
-        throw e;
-      } finally {
-        inFlight--;
-        slots.give();
-      }
-    };
-    const p = run();
-    p.catch(() => {}); // awaited by the read that needs it
-    return p;
-  };
-
+  #flights: Flight[] = [];
   /**
    * Windows fetched ahead, in order: the one after an announced body (fetched with it), or, while
    * nothing is announced, the next part (a verify reads front to back and announces nothing).
    */
-  let ahead: { at: number; bytes: Uint8Array; done: Promise<void> }[] = [];
+  #ahead: Window[] = [];
   /** True while the object is read with no announcement: then one part is fetched ahead. */
-  let streaming = false;
-  const readAhead = (): void => {
-    const at = ahead.length
-      ? ahead[ahead.length - 1]!.at + ahead[ahead.length - 1]!.bytes.byteLength
-      : windowAt + window.byteLength;
-    if (!streaming || ahead.length > 0 || flights.length || at >= size || closed) return;
-    const bytes = new Uint8Array(Math.min(partSize, size - at));
-    ahead.push({ at, bytes, done: fetchRange(at, bytes) });
-  };
+  #streaming = false;
+  /** Why the reader stopped: the first range that failed, or `close`. Every read after it throws it. */
+  #failure: { error: unknown } | undefined;
 
-  const fromWindow = (into: Uint8Array): number => {
-    const n = Math.min(into.byteLength, windowAt + window.byteLength - pos);
-    into.set(window.subarray(pos - windowAt, pos - windowAt + n));
-    pos += n;
+  constructor(
+    url: string,
+    info: { version: string; size: number },
+    head: Uint8Array,
+    stats: ObjectReaderStats,
+    options: ObjectReaderOptions,
+    abort: AbortController,
+    ranges: { store: ObjectStore; key: string; signal: AbortSignal; partSize: number; slots: Slots },
+  ) {
+    super(url, info, head, stats, options, abort);
+    this.#store = ranges.store;
+    this.#key = ranges.key;
+    this.#signal = ranges.signal;
+    this.#partSize = ranges.partSize;
+    this.#slots = ranges.slots;
+    this.#window = head;
+  }
+
+  /**
+   * Says where the next `into.byteLength` bytes go: the window (and windows fetched ahead) may
+   * already hold the body's first bytes, which the decoder takes by `read`; the rest is fetched
+   * straight into place, and the window after the body with it.
+   */
+  target(into: Uint8Array): void {
+    this.#streaming = false;
+    let covered = this.#windowAt + this.#window.byteLength;
+    for (const w of this.#ahead) if (w.at === covered) covered += w.bytes.byteLength;
+    const have = Math.max(0, Math.min(into.byteLength, covered - this.#pos));
+    const start = this.#pos + have;
+    const length = Math.min(into.byteLength - have, this.size - start);
+    if (length <= 0 || this.closed) return;
+    this.#flights = this.#fetchBody(into.subarray(have, have + length), start);
+    // The window after the body, fetched meanwhile: the next record's header.
+    const after = start + length;
+    this.#ahead = this.#ahead.filter((w) => w.at < start);
+    if (after < this.size) this.#ahead.push(this.#fetchWindow(after, OBJECT_READER_WINDOW));
+  }
+
+  override close(): void {
+    this.#fail(new Error(`Cannot read ${this.url}: the reader was closed`));
+  }
+
+  async read(into: Uint8Array): Promise<number | null> {
+    this.#throwIfStopped();
+    if (into.byteLength === 0) return 0;
+    const pos = this.#pos;
+    if (pos >= this.size) return null;
+    if (pos < this.#windowAt + this.#window.byteLength && pos >= this.#windowAt) return this.#fromWindow(into);
+    const f = this.#flights.find((f) => pos >= f.start && pos < f.start + f.into.byteLength);
+    if (f) return await this.#fromFlight(f, into);
+    this.#flights = [];
+    const i = this.#ahead.findIndex((w) => pos >= w.at && pos < w.at + w.bytes.byteLength);
+    if (i >= 0) {
+      const w = this.#ahead[i]!;
+      this.#ahead = this.#ahead.slice(i + 1);
+      return await this.#fromNextWindow(w, into);
+    }
+    // Anywhere else (no announcement): one window from here, and the next part fetched ahead.
+    this.#ahead = [];
+    this.#streaming = true;
+    const w = this.#fetchWindow(pos, Math.max(OBJECT_READER_WINDOW, into.byteLength));
+    return await this.#fromNextWindow(w, into);
+  }
+
+  /** Bytes of the current window. */
+  #fromWindow(into: Uint8Array): number {
+    const n = Math.min(into.byteLength, this.#windowAt + this.#window.byteLength - this.#pos);
+    const from = this.#pos - this.#windowAt;
+    into.set(this.#window.subarray(from, from + n));
+    this.#pos += n;
     return n;
-  };
+  }
 
-  const reader: ObjectReader = {
-    ...described(url, { version, size }, head, stats, options.allocate, () => {
-      fail(new Error(`Cannot read ${url}: the reader was closed`));
-    }),
-    target(into: Uint8Array): void {
-      // The window (and windows fetched ahead) may already hold the body's first bytes: the
-      // decoder takes those by `read`; the rest is fetched straight into place.
-      streaming = false;
-      let covered = windowAt + window.byteLength;
-      for (const w of ahead) if (w.at === covered) covered += w.bytes.byteLength;
-      const have = Math.max(0, Math.min(into.byteLength, covered - pos));
-      const start = pos + have;
-      const length = Math.min(into.byteLength - have, size - start);
-      if (length <= 0 || closed) return;
-      // Ranges of partSize (fewer requests cost less CPU: each one is signed and set up), split
-      // evenly, so the last is not a sliver.
-      const step = Math.ceil(length / Math.ceil(length / partSize));
-      flights = [];
-      for (let at = 0; at < length; at += step) {
-        const n = Math.min(step, length - at);
-        const part = into.subarray(have + at, have + at + n);
-        const flight: Flight = { start: start + at, into: part, filled: 0 };
-        fetchRange(start + at, part, flight); // a failure reaches the reads by `fail`
-        flights.push(flight);
+  /** Bytes of `w` once it arrived; it becomes the current window, and the next part is fetched ahead. */
+  async #fromNextWindow(w: Window, into: Uint8Array): Promise<number> {
+    await this.#settled(w.done);
+    this.#window = w.bytes;
+    this.#windowAt = w.at;
+    this.#readAhead();
+    return this.#fromWindow(into);
+  }
+
+  /** Bytes of an announced body's range, once they arrived (in place when `into` is where they went). */
+  async #fromFlight(f: Flight, into: Uint8Array): Promise<number> {
+    const off = this.#pos - f.start;
+    const n = Math.min(into.byteLength, f.into.byteLength - off);
+    if (f.filled < off + n) {
+      // Wait for these bytes, or the range's end, or any range's failure (`#fail` wakes this read;
+      // one that came before it set `#failure`, checked first).
+      this.#throwIfStopped();
+      await Promise.race([new Promise<void>((wake) => f.waiter = { need: off + n, wake }), this.#settled(f.done)]);
+      f.waiter = undefined;
+      this.#throwIfStopped();
+      if (f.filled < off + n) await this.#settled(f.done);
+    }
+    const same = into.buffer === f.into.buffer && into.byteOffset === f.into.byteOffset + off;
+    if (same) this.stats.bytesDirect += n;
+    else into.set(f.into.subarray(off, off + n));
+    this.#pos += n;
+    const last = this.#flights[this.#flights.length - 1]!;
+    if (this.#pos >= last.start + last.into.byteLength) this.#flights = [];
+    return n;
+  }
+
+  /**
+   * `into`, the bytes from `start`, fetched in ranges of partSize (fewer requests cost less CPU:
+   * each one is signed and set up), split evenly, so the last is not a sliver.
+   */
+  #fetchBody(into: Uint8Array, start: number): Flight[] {
+    const length = into.byteLength;
+    const step = Math.ceil(length / Math.ceil(length / this.#partSize));
+    const flights: Flight[] = [];
+    for (let at = 0; at < length; at += step) {
+      const part = into.subarray(at, Math.min(length, at + step));
+      const flight: Flight = { start: start + at, into: part, filled: 0, done: Promise.resolve() };
+      flight.done = this.#fetchRange(start + at, part, flight);
+      flight.done.then(() => flight.waiter?.wake(), () => flight.waiter?.wake());
+      flights.push(flight);
+    }
+    return flights;
+  }
+
+  /** While the object is read with no announcement, the next part, fetched ahead (one at most). */
+  #readAhead(): void {
+    const last = this.#ahead.at(-1);
+    const at = last ? last.at + last.bytes.byteLength : this.#windowAt + this.#window.byteLength;
+    if (!this.#streaming || this.#ahead.length > 0 || this.#flights.length || at >= this.size || this.closed) return;
+    this.#ahead.push(this.#fetchWindow(at, this.#partSize));
+  }
+
+  /** Up to `n` bytes from `at` (fewer at the object's end), into a buffer of their own. */
+  #fetchWindow(at: number, n: number): Window {
+    const bytes = new Uint8Array(Math.min(n, this.size - at));
+    return { at, bytes, done: this.#fetchRange(at, bytes) };
+  }
+
+  /** Fetches `into.byteLength` bytes from `start` into `into`, in one ranged GET, once a slot is free. */
+  #fetchRange(start: number, into: Uint8Array, flight?: Flight): Promise<void> {
+    const p = this.#get(start, into, flight);
+    p.catch(() => {}); // awaited by the read that needs it
+    return p;
+  }
+
+  /**
+   * Stops the reader: the requests in flight are aborted, and a read waiting on a range wakes to
+   * throw `error` (a range no read waits on yet stops it too: nothing can then wait on it forever).
+   */
+  #fail(error: unknown): void {
+    if (this.#failure) return;
+    this.#failure = { error };
+    this.closed = true;
+    this.abort.abort(error);
+    for (const f of this.#flights) f.waiter?.wake();
+  }
+
+  #throwIfStopped(): void {
+    if (this.#failure) throw this.#failure.error;
+    this.checkOpen();
+  }
+
+  /** `p`, failing with the reader's failure (not the abort it caused in the other requests). */
+  #settled(p: Promise<void>): Promise<void> {
+    return p.catch((e) => Promise.reject(this.#failure ? this.#failure.error : e));
+  }
+
+  async #get(start: number, into: Uint8Array, flight?: Flight): Promise<void> {
+    const { url, stats, version } = this;
+    await this.#slots.take();
+    try {
+      if (this.closed) throw new Error(`Cannot read ${url}: the reader was closed`);
+      stats.peakInFlight = Math.max(stats.peakInFlight, ++this.#inFlight);
+      stats.requests++;
+      const range = { offset: start, length: into.byteLength };
+      const r = await this.#store.get(this.#key, { range, signal: this.#signal });
+      if (r.info.version !== version) {
+        await r.body.cancel().catch(() => {});
+        throw new Error(
+          `Cannot read ${url}: the object changed while being read (version ${version}, now ${r.info.version})`,
+        );
       }
-      // The window after the body, fetched meanwhile: the next record's header.
-      const after = start + length;
-      ahead = ahead.filter((w) => w.at < start);
-      if (after < size) {
-        const bytes = new Uint8Array(Math.min(OBJECT_READER_WINDOW, size - after));
-        ahead.push({ at: after, bytes, done: fetchRange(after, bytes) });
+      if (r.offset !== start || r.length !== into.byteLength) {
+        await r.body.cancel().catch(() => {});
+        throw new SyntaxError(
+          `Cannot read ${url}: asked for ${into.byteLength} bytes at ${start}, got ${r.length} at ${r.offset}`,
+        );
       }
-    },
-    async read(into: Uint8Array): Promise<number | null> {
-      throwIfStopped();
-      if (into.byteLength === 0) return 0;
-      if (pos >= size) return null;
-      if (pos < windowAt + window.byteLength && pos >= windowAt) return fromWindow(into);
-      // Inside the announced body: wait for the range that holds `pos`.
-      const f = flights.find((f) => pos >= f.start && pos < f.start + f.into.byteLength);
-      if (f) {
-        const off = pos - f.start;
-        const n = Math.min(into.byteLength, f.into.byteLength - off);
-        if (f.filled < off + n) {
-          // Wait for these bytes, or for any range's failure (`fail` wakes this read).
-          await new Promise<void>((wake) => f.waiter = { need: off + n, wake });
-          f.waiter = undefined;
-          throwIfStopped();
-        }
-        const same = into.buffer === f.into.buffer && into.byteOffset === f.into.byteOffset + off;
-        if (same) stats.bytesDirect += n;
-        else into.set(f.into.subarray(off, off + n));
-        pos += n;
-        if (pos >= flights[flights.length - 1]!.start + flights[flights.length - 1]!.into.byteLength) flights = [];
-        return n;
-      }
-      flights = [];
-      const i = ahead.findIndex((w) => pos >= w.at && pos < w.at + w.bytes.byteLength);
-      if (i >= 0) {
-        const w = ahead[i]!;
-        ahead = ahead.slice(i + 1);
-        await settled(w.done);
-        window = w.bytes;
-        windowAt = w.at;
-        readAhead();
-        return fromWindow(into);
-      }
-      // Anywhere else (no announcement): one window from here, and the next part fetched ahead.
-      ahead = [];
-      streaming = true;
-      const bytes = new Uint8Array(Math.min(Math.max(OBJECT_READER_WINDOW, into.byteLength), size - pos));
-      await settled(fetchRange(pos, bytes));
-      window = bytes;
-      windowAt = pos;
-      readAhead();
-      return fromWindow(into);
-    },
-  };
-  return reader;
+      await fill(url, stats, r.body, into, start, flight);
+    } catch (e) {
+      this.#fail(e);
+      throw e;
+    } finally {
+      this.#inFlight--;
+      this.#slots.give();
+    }
+  }
 }
 
 /**
@@ -401,55 +500,104 @@ export async function openObjectStream(
 ): Promise<ObjectReader> {
   const url = store.url + key;
   const abort = new AbortController();
-  const signal = options.signal ? AbortSignal.any([options.signal, abort.signal]) : abort.signal;
-  const got = await store.get(key, { signal });
-  const size = got.info.size;
+  const got = await store.get(key, { signal: readerSignal(abort, options.signal) });
   const stats: ObjectReaderStats = { requests: 1, bytesFetched: 0, bytesDirect: 0, peakInFlight: 1 };
-  const body = got.body.getReader();
-  let pending: Uint8Array = new Uint8Array(0); // a chunk's bytes not yet read
-  let pos = 0; // of the next byte read
-  let closed = false;
-  const more = async (): Promise<boolean> => {
-    const { done, value } = await body.read();
+  const chunks = new BodyChunks(url, got.info.size, stats, got.body);
+  // The first bytes, for a format's magic.
+  while (chunks.pending.byteLength < Math.min(64, got.info.size) && await chunks.more()) { /* a tiny first chunk */ }
+  return new StreamReader(url, got.info, chunks.pending, stats, options, abort, chunks);
+}
+
+/** A response body's chunks, one at hand at a time, counted against the size the store gave. */
+class BodyChunks {
+  readonly #url: string;
+  readonly #size: number;
+  readonly #stats: ObjectReaderStats;
+  readonly #body: ReadableStreamDefaultReader<Uint8Array>;
+  /** A chunk's bytes not yet read. */
+  pending: Uint8Array = new Uint8Array(0);
+
+  constructor(url: string, size: number, stats: ObjectReaderStats, body: ReadableStream<Uint8Array>) {
+    this.#url = url;
+    this.#size = size;
+    this.#stats = stats;
+    this.#body = body.getReader();
+  }
+
+  /** The next chunk into `pending`; false at the end (a body that ends short, or runs long, is a `SyntaxError`). */
+  async more(): Promise<boolean> {
+    const { done, value } = await this.#body.read();
+    const stats = this.#stats;
     if (done) {
-      // `close` cancels the body: a read it ended early says so, not that the body was short.
-      if (closed) throw new Error(`Cannot read ${url}: the reader was closed`);
-      if (stats.bytesFetched < size) {
-        throw new SyntaxError(`Cannot read ${url}: the body ended at byte ${stats.bytesFetched} of ${size}`);
+      if (stats.bytesFetched < this.#size) {
+        throw new SyntaxError(
+          `Cannot read ${this.#url}: the body ended at byte ${stats.bytesFetched} of ${this.#size}`,
+        );
       }
       return false;
     }
     stats.bytesFetched += value.byteLength;
-    if (stats.bytesFetched > size) {
-      throw new SyntaxError(`Cannot read ${url}: the body runs past the ${size} bytes the store gave`);
+    if (stats.bytesFetched > this.#size) {
+      throw new SyntaxError(`Cannot read ${this.#url}: the body runs past the ${this.#size} bytes the store gave`);
     }
-    pending = value;
+    this.pending = value;
     return true;
-  };
-  // The first bytes, for a format's magic.
-  while (pending.byteLength < Math.min(64, size) && await more()) { /* a tiny first chunk */ }
-  const head = pending;
-  return {
-    ...described(url, got.info, head, stats, options.allocate, () => {
-      closed = true;
-      abort.abort(new Error(`Cannot read ${url}: the reader was closed`));
-      body.cancel().catch(() => {});
-    }),
-    async read(into: Uint8Array): Promise<number | null> {
-      if (closed) throw new Error(`Cannot read ${url}: the reader was closed`);
-      if (into.byteLength === 0) return 0;
-      if (pos >= size) return null;
-      // Fill as much of `into` as the chunks at hand and those that follow give, up to its end.
-      let n = 0;
-      while (n < into.byteLength) {
-        if (pending.byteLength === 0 && !(await more())) break;
-        const k = Math.min(pending.byteLength, into.byteLength - n);
-        into.set(pending.subarray(0, k), n);
-        pending = pending.subarray(k);
-        n += k;
-      }
-      pos += n;
-      return n;
-    },
-  };
+  }
+
+  cancel(): void {
+    this.#body.cancel().catch(() => {});
+  }
+}
+
+/** {@linkcode openObjectStream}'s reader: each read fills the caller's buffer from the body's chunks. */
+class StreamReader extends Described {
+  readonly #chunks: BodyChunks;
+  /** Of the next byte read. */
+  #pos = 0;
+
+  constructor(
+    url: string,
+    info: { version: string; size: number },
+    head: Uint8Array,
+    stats: ObjectReaderStats,
+    options: Pick<ObjectReaderOptions, "allocate">,
+    abort: AbortController,
+    chunks: BodyChunks,
+  ) {
+    super(url, info, head, stats, options, abort);
+    this.#chunks = chunks;
+  }
+
+  /** Fills as much of `into` as the chunks at hand and those that follow give, up to its end. */
+  async read(into: Uint8Array): Promise<number | null> {
+    this.checkOpen();
+    if (into.byteLength === 0) return 0;
+    if (this.#pos >= this.size) return null;
+    const chunks = this.#chunks;
+    let n = 0;
+    while (n < into.byteLength) {
+      if (chunks.pending.byteLength === 0 && !(await this.#more())) break;
+      const k = Math.min(chunks.pending.byteLength, into.byteLength - n);
+      into.set(chunks.pending.subarray(0, k), n);
+      chunks.pending = chunks.pending.subarray(k);
+      n += k;
+    }
+    this.#pos += n;
+    return n;
+  }
+
+  /** The next chunk; `close` cancels the body, and a read it ended early says so, not that the body was short. */
+  async #more(): Promise<boolean> {
+    try {
+      return await this.#chunks.more();
+    } catch (e) {
+      this.checkOpen();
+      throw e;
+    }
+  }
+
+  override close(): void {
+    super.close();
+    this.#chunks.cancel();
+  }
 }

@@ -15,6 +15,7 @@
  *
  * @module
  */
+import "../interop/read_codecs.ts"; // a checkpoint compared may be a safetensors file
 export { assertCheckpointEquals, type AssertCheckpointOptions, type CheckpointLike } from "./assert.ts";
 export { assertCheckpointSnapshot, type SnapshotAssertOptions, type SnapshotTestContext } from "./snapshot.ts";
 export { AssertionError } from "./assertion_error.ts";

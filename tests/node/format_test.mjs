@@ -2,7 +2,15 @@
 // bit for bit through streams, and corrupt bytes are refused with the classes Deno uses.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { ChecksumMismatchError, decodeCheckpoint, encodeCheckpoint, loadCheckpoint, saveCheckpoint } from "@ckpt/ckpt";
+import {
+  ChecksumMismatchError,
+  decodeCheckpoint,
+  DEFAULT_READ_CODECS,
+  encodeCheckpoint,
+  loadCheckpoint,
+  safetensorsCodec,
+  saveCheckpoint,
+} from "@ckpt/ckpt";
 
 const INPUT = {
   metadata: { step: 42, metrics: { loss: 0.5 } },
@@ -87,4 +95,14 @@ test("decodeCheckpoint streams records from a stream of bytes", async () => {
   const names = [];
   for await (const r of decodeCheckpoint(encodeCheckpoint(INPUT))) if (r.type === "tensor") names.push(r.tensor.name);
   assert.deepEqual(names, INPUT.tensors.map((t) => t.name));
+});
+
+test("the package recognises safetensors bytes with no codecs option (the interop layer registers it)", async () => {
+  assert.deepEqual(DEFAULT_READ_CODECS.map((c) => c.name), ["binary", "json", "safetensors"]);
+  const bytes = await collect(encodeCheckpoint(INPUT, { codec: safetensorsCodec }));
+  const loaded = await loadCheckpoint(new Blob([bytes]));
+  for (const t of INPUT.tensors) {
+    const got = loaded.tensors.find((l) => l.name === t.name);
+    assert.deepEqual(bytesOf(got.data), bytesOf(t.data), t.name);
+  }
 });

@@ -125,3 +125,28 @@ Deno.test("openObjectReader refuses a range that ends short or comes from anothe
     /^SyntaxError: Cannot read memory:\/\/store\/o\.bin: the body ended at byte 4194303 of 4194304$/,
   );
 });
+
+Deno.test("openObjectReader: a read of a range that failed before the read came rejects, never waits", async () => {
+  const mem = new MemoryStore();
+  await mem.put("o.bin", bytes(4 * MiB, 4));
+  // Every range after the first window fails at once, before the decoder reads the body.
+  const down = Object.create(mem) as MemoryStore;
+  down.get = (key, options) =>
+    options?.range && "offset" in options.range && options.range.offset > 0
+      ? Promise.reject(new Error("the network is down"))
+      : mem.get(key, options);
+  const r = await openObjectReader(down, "o.bin", { partSize: MiB });
+  await r.read(new Uint8Array(OBJECT_READER_WINDOW));
+  const body = new Uint8Array(MiB);
+  r.target!(body);
+  await new Promise((wait) => setTimeout(wait, 20)); // the ranges' failures (no I/O) are in by now
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const hung = new Promise<string>((resolve) => timer = setTimeout(() => resolve("hung"), 10_000));
+  try {
+    const got = await Promise.race([r.read(body).then(() => "read", (e: Error) => e.message), hung]);
+    assert.equal(got, "the network is down");
+  } finally {
+    clearTimeout(timer);
+    r.close();
+  }
+});

@@ -67,7 +67,9 @@ browserTest("core round trips", { entries: { core: "tests/web/page/core_entry.ts
             const fromResponse = await m.loadCheckpoint(new Response(blob), opts);
             const fromStream = await m.loadCheckpoint(blob.stream(), opts);
             const fromBytes = await m.loadCheckpoint(new Uint8Array(await blob.arrayBuffer()), opts);
-            const same = [fromResponse, fromStream, fromBytes].every((x) =>
+            // With no codecs given: every format the library registers (safetensors too) is recognised.
+            const byDefault = await m.loadCheckpoint(blob);
+            const same = [fromResponse, fromStream, fromBytes, byDefault].every((x) =>
               x.tensors.length === fromBlob.tensors.length &&
               x.tensors.every((t, i) => t.name === fromBlob.tensors[i]!.name)
             );
@@ -177,6 +179,64 @@ browserTest("core round trips", { entries: { core: "tests/web/page/core_entry.ts
       } finally {
         await Deno.remove(dir, { recursive: true });
       }
+    },
+  );
+
+  await t.step(
+    "a tensor of 1 MiB or more loads with one WebCrypto call over its record, bit for bit; a flipped byte is Deno's error",
+    async () => {
+      const n = 3 * 2 ** 18; // 3 MiB of float32
+      const data = new Float32Array(n).map((_, i) => (i % 1000) * 0.25);
+      const input = {
+        metadata: { step: 1 },
+        tensors: [
+          { name: "big", dtype: "float32" as const, shape: [n], data },
+          { name: "bias", dtype: "float32" as const, shape: [3], data: new Float32Array([1, 2, 3]) },
+        ],
+      };
+      const good = await bytesOf(encodeCheckpoint(input));
+      const bad = good.slice();
+      bad[good.byteLength >> 1]! ^= 1; // inside the big tensor's body
+      await Deno.writeFile(join(filesDir, "big.ckpt"), good);
+      await Deno.writeFile(join(filesDir, "big-bad.ckpt"), bad);
+      const expected = await loadCheckpoint(bad).then(() => "no error", (e: Error) => e.message);
+      const r = await page.evaluate(async () => {
+        // Counts the page's WebCrypto digests (ckpt asks for `crypto.subtle` at each call).
+        const subtle = crypto.subtle;
+        const digest = subtle.digest.bind(subtle);
+        const sizes: number[] = [];
+        Object.defineProperty(subtle, "digest", {
+          configurable: true,
+          value: (algorithm: AlgorithmIdentifier, bytes: BufferSource) => {
+            sizes.push(bytes.byteLength);
+            return digest(algorithm, bytes);
+          },
+        });
+        try {
+          const blob = async (name: string) => await (await fetch(`/files/${name}`)).blob();
+          const back = await m.loadCheckpoint(await blob("big.ckpt"));
+          const calls = [...sizes];
+          const t = back.tensors[0]!.data as Float32Array;
+          const view = new Uint8Array(t.buffer as ArrayBuffer, t.byteOffset, t.byteLength);
+          const hash = [...new Uint8Array(await digest("SHA-256", view))];
+          const error = await m.loadCheckpoint(await blob("big-bad.ckpt")).then(
+            () => "no error",
+            (e: Error) => `${e instanceof m.ChecksumMismatchError}: ${e.message}`,
+          );
+          return { calls, hash, error, names: back.tensors.map((x) => x.name) };
+        } finally {
+          delete (subtle as { digest?: unknown }).digest;
+        }
+      });
+      assert.deepEqual(r.names, ["big", "bias"]);
+      assert.deepEqual(
+        r.hash,
+        [...sha256().update(new Uint8Array(data.buffer)).digest()],
+        "the page's tensor is Deno's",
+      );
+      assert.equal(r.calls.length, 1, `one WebCrypto call, for the big tensor's record: ${r.calls}`);
+      assert.ok(r.calls[0]! > data.byteLength && r.calls[0]! < data.byteLength + 1024);
+      assert.equal(r.error, `true: ${expected}`);
     },
   );
 
