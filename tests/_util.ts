@@ -278,11 +278,13 @@ export async function* linesOf(stream: ReadableStream<Uint8Array<ArrayBuffer>>):
 /**
  * Writes `dir/import_map.json`, which gives a script written for the npm package (tests/node's
  * children, docs/npm.md's loop) this checkout as `@ckpt/ckpt` and `@ckpt/ckpt/tfjs`, beside
- * deno.json's imports; run it with `deno run --no-lock --import-map=<that file>`. Returns its path.
+ * the tools' imports (tools.imports.json); run it with `deno run --no-lock --import-map=<that file>`. Returns its path.
  */
 export async function packageImportMap(dir: string): Promise<string> {
   const root = new URL("../", import.meta.url);
-  const imports = JSON.parse(await Deno.readTextFile(new URL("deno.json", root))).imports;
+  // The tools' import map: a user's project imports `@tensorflow/tfjs`, which deno.json's imports
+  // (the library and the default demos) no longer hold.
+  const imports = JSON.parse(await Deno.readTextFile(new URL("tools.imports.json", root))).imports;
   imports["@ckpt/ckpt"] = new URL("mod.ts", root).href;
   imports["@ckpt/ckpt/tfjs"] = new URL("src/tfjs/mod.ts", root).href;
   const path = `${dir}/import_map.json`;
