@@ -28,6 +28,7 @@ import {
   type StorageOptions,
 } from "./read.ts";
 import { type FileHandle, SeekMode } from "../runtime/files.ts";
+import { loadIfSharded } from "./_sharded.ts";
 
 /** Options for {@linkcode loadCheckpoint}. */
 export interface LoadOptions extends DecodeOptions, StorageOptions {
@@ -271,6 +272,8 @@ export async function loadCheckpoint(source: CheckpointSource, options: LoadOpti
   if (into !== undefined) checkInto(into);
   const expected = wantedSha256(options);
   const at = isAddress(source) ? locate(source, options) : undefined;
+  const sharded = at && await loadIfSharded(at, { ...options });
+  if (sharded) return sharded;
   if (at && only && expected === undefined) {
     // Random access: the object's tail (footer, index), its head, then only the wanted records.
     const reader = await openRandomAccess(at.store, at.key);
