@@ -6,6 +6,7 @@
 import type { ObjectStore } from "../storage/types.ts";
 import type { DType, Metadata } from "../format/types.ts";
 import type { ShardPart } from "./manifest.ts";
+import { doneName, ShardDeadlineError } from "./errors.ts";
 
 /** One slice a writer wrote, with where it lies in its part. */
 export interface DoneSlice {
@@ -71,10 +72,123 @@ export interface ShardCoordinator {
  * ```
  */
 export function memoryCoordinator(): ShardCoordinator {
-  throw new Error("not implemented");
+  const saves = new Map<string, Map<number, DoneRecord>>();
+  const changed = new Set<() => void>();
+  return {
+    publish(record) {
+      let got = saves.get(record.saveId);
+      if (!got) saves.set(record.saveId, got = new Map());
+      got.set(record.writer, structuredClone(record));
+      for (const wake of [...changed]) wake();
+      return Promise.resolve();
+    },
+    collect(saveId, writers, { deadline, signal }) {
+      return waitFor(writers, deadline, signal, (wake) => {
+        changed.add(wake);
+        return () => changed.delete(wake);
+      }, () => Promise.resolve(saves.get(saveId) ?? new Map()));
+    },
+  };
 }
 
 /** A coordinator through `store`: done records are objects under `prefix` (which ends in `/`). */
-export function storeCoordinator(_store: ObjectStore, _prefix: string, _url: string, _poll: number): ShardCoordinator {
-  throw new Error("not implemented");
+export function storeCoordinator(store: ObjectStore, prefix: string, poll: number): ShardCoordinator {
+  const found = new Map<number, DoneRecord>();
+  return {
+    async publish(record) {
+      const bytes = new TextEncoder().encode(JSON.stringify(record) + "\n");
+      await store.put(prefix + doneName(record.writer, record.writers), bytes);
+    },
+    collect(saveId, writers, { deadline, signal }) {
+      return waitFor(writers, deadline, signal, (wake) => {
+        const timer = setInterval(wake, poll);
+        return () => clearInterval(timer);
+      }, async () => {
+        const names = new Set<string>();
+        for await (const o of store.list(prefix)) names.add(o.key.slice(prefix.length));
+        for (let w = 0; w < writers; w++) {
+          if (found.has(w) || !names.has(doneName(w, writers))) continue;
+          found.set(w, await readDone(store, prefix + doneName(w, writers), saveId, w, writers));
+        }
+        return found;
+      });
+    },
+  };
+}
+
+/** Reads and checks a done record from the store: it must be this save's, this writer's. */
+async function readDone(store: ObjectStore, key: string, saveId: string, writer: number, writers: number) {
+  const { body } = await store.get(key);
+  const text = await new Response(body).text();
+  const where = `${store.url}${key}`;
+  let value: DoneRecord;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new SyntaxError(`Cannot commit sharded checkpoint: done record ${where} is not JSON`);
+  }
+  if (
+    typeof value !== "object" || value === null || value.saveId !== saveId || value.writer !== writer ||
+    value.writers !== writers || typeof value.part !== "object" || !Array.isArray(value.slices)
+  ) {
+    throw new SyntaxError(
+      `Cannot commit sharded checkpoint: done record ${where} is not writer ${writer} of ${writers}'s for save ${
+        JSON.stringify(saveId)
+      }`,
+    );
+  }
+  return value;
+}
+
+/**
+ * Polls `look` whenever `subscribe`'s callback fires until it holds a record for every writer,
+ * then gives them in writer order; past `deadline` ms a `ShardDeadlineError` (its address left
+ * for the committer to fill in) names the writers missing.
+ */
+function waitFor(
+  writers: number,
+  deadline: number,
+  signal: AbortSignal | undefined,
+  subscribe: (wake: () => void) => () => void,
+  look: () => Promise<ReadonlyMap<number, DoneRecord>>,
+): Promise<DoneRecord[]> {
+  return new Promise<DoneRecord[]>((resolve, reject) => {
+    let busy = false, again = false, over = false;
+    let latest: ReadonlyMap<number, DoneRecord> = new Map();
+    const finish = (f: () => void) => {
+      if (over) return;
+      over = true;
+      unsubscribe();
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", aborted);
+      f();
+    };
+    const check = async () => {
+      if (busy) return void (again = true);
+      busy = true;
+      try {
+        do {
+          again = false;
+          latest = await look();
+          if (latest.size >= writers) {
+            const all = Array.from({ length: writers }, (_, w) => latest.get(w)!);
+            if (all.every((r) => r !== undefined)) return finish(() => resolve(all));
+          }
+        } while (again && !over);
+      } catch (e) {
+        finish(() => reject(e));
+      } finally {
+        busy = false;
+      }
+    };
+    const aborted = () => finish(() => reject(signal!.reason));
+    const timer = setTimeout(() => {
+      const missing = Array.from({ length: writers }, (_, w) => w).filter((w) => !latest.has(w));
+      finish(() => reject(new ShardDeadlineError("", missing, writers, deadline)));
+    }, deadline);
+    const unsubscribe = subscribe(() => void check());
+    if (signal?.aborted) return aborted();
+    signal?.addEventListener("abort", aborted, { once: true });
+    void check();
+  });
 }

@@ -5,9 +5,13 @@
  *
  * @module
  */
-import type { StorageAddress } from "../storage/resolve.ts";
-import type { StorageOptions } from "../io/read.ts";
+import type { StorageAddress, StoreObject } from "../storage/resolve.ts";
+import { ObjectNotFoundError } from "../storage/types.ts";
+import { locate, type StorageOptions } from "../io/read.ts";
+import { files, readDirAll } from "../runtime/files.ts";
+import { doneName } from "./errors.ts";
 import type { ShardManifest } from "./manifest.ts";
+import { readShardManifest } from "./read.ts";
 
 /**
  * The keys, in the address's store, of everything the committed checkpoint with `manifest` at
@@ -26,8 +30,46 @@ import type { ShardManifest } from "./manifest.ts";
  * ]);
  * ```
  */
-export function shardKeys(_key: string, _manifest: ShardManifest): string[] {
-  throw new Error("not implemented");
+export function shardKeys(key: string, manifest: ShardManifest): string[] {
+  const prefix = `${key}.parts/${manifest.saveId}/`;
+  const n = manifest.parts.length;
+  return [key, ...manifest.parts.flatMap((p, i) => [prefix + p.name, prefix + doneName(i, n)])];
+}
+
+/** The committed manifest at `at`, or `undefined` when there is none (any other failure throws). */
+async function committed(at: StoreObject, options: StorageOptions): Promise<ShardManifest | undefined> {
+  try {
+    return (await readShardManifest(at, options.storage ? { storage: options.storage } : {})).manifest;
+  } catch (e) {
+    if (e instanceof ObjectNotFoundError) return undefined;
+    throw e;
+  }
+}
+
+async function leftovers(at: StoreObject, options: StorageOptions): Promise<string[]> {
+  const manifest = await committed(at, options);
+  const keep = new Set(manifest ? shardKeys(at.key, manifest) : []);
+  const out: string[] = [];
+  for await (const o of at.store.list(`${at.key}.parts/`)) if (!keep.has(o.key)) out.push(o.key);
+  return out;
+}
+
+/** On a local store, removes the empty directories left under `<key>.parts/` (the deepest first). */
+async function pruneDirectories(at: StoreObject): Promise<void> {
+  const local = at.store.files;
+  if (!local) return;
+  const top = local.path(`${at.key}.parts`);
+  const prune = async (dir: string): Promise<void> => {
+    let entries;
+    try {
+      entries = await readDirAll(dir);
+    } catch {
+      return; // not there
+    }
+    for (const e of entries) if (e.isDirectory) await prune(`${dir}/${e.name}`);
+    await files.remove(dir).catch(() => {}); // fails while not empty: kept
+  };
+  await prune(top);
 }
 
 /**
@@ -47,8 +89,8 @@ export function shardKeys(_key: string, _manifest: ShardManifest): string[] {
  * await Deno.remove(dir, { recursive: true });
  * ```
  */
-export function listShardLeftovers(_address: StorageAddress, _options: StorageOptions = {}): Promise<string[]> {
-  throw new Error("not implemented");
+export async function listShardLeftovers(address: StorageAddress, options: StorageOptions = {}): Promise<string[]> {
+  return await leftovers(locate(address, options), options);
 }
 
 /**
@@ -64,8 +106,12 @@ export function listShardLeftovers(_address: StorageAddress, _options: StorageOp
  * await Deno.remove(dir, { recursive: true });
  * ```
  */
-export function removeShardLeftovers(_address: StorageAddress, _options: StorageOptions = {}): Promise<number> {
-  throw new Error("not implemented");
+export async function removeShardLeftovers(address: StorageAddress, options: StorageOptions = {}): Promise<number> {
+  const at = locate(address, options);
+  const keys = await leftovers(at, options);
+  for (const key of keys) await at.store.delete(key);
+  await pruneDirectories(at);
+  return keys.length;
 }
 
 /**
@@ -84,6 +130,11 @@ export function removeShardLeftovers(_address: StorageAddress, _options: Storage
  * await Deno.remove(dir, { recursive: true });
  * ```
  */
-export function deleteShardedCheckpoint(_address: StorageAddress, _options: StorageOptions = {}): Promise<void> {
-  throw new Error("not implemented");
+export async function deleteShardedCheckpoint(address: StorageAddress, options: StorageOptions = {}): Promise<void> {
+  const at = locate(address, options);
+  await at.store.delete(at.key);
+  const keys: string[] = [];
+  for await (const o of at.store.list(`${at.key}.parts/`)) keys.push(o.key);
+  for (const key of keys) await at.store.delete(key);
+  await pruneDirectories(at);
 }

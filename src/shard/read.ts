@@ -6,11 +6,24 @@
  *
  * @module
  */
-import type { Checkpoint } from "../format/types.ts";
-import type { StorageAddress } from "../storage/resolve.ts";
-import type { StorageOptions } from "../io/read.ts";
-import { SHARD_MAGIC, type ShardManifest, type ShardManifestLimits } from "./manifest.ts";
+import type { Checkpoint, Tensor } from "../format/types.ts";
+import { DTYPES, typedArrayFrom } from "../format/dtype.ts";
+import { ChecksumMismatchError } from "../format/errors.ts";
+import { checkOptionNames } from "../format/_options.ts";
+import { placeInto } from "../format/_read_into.ts";
+import type { StorageAddress, StoreObject } from "../storage/resolve.ts";
+import { locate, type StorageOptions } from "../io/read.ts";
 import { registerShardedLoader } from "../io/_sharded.ts";
+import {
+  decodeShardManifest,
+  resolveShardLimits,
+  SHARD_MAGIC,
+  type ShardManifest,
+  type ShardManifestLimits,
+  type ShardSlice,
+  type ShardTensorEntry,
+} from "./manifest.ts";
+import { readRange, sliceBody } from "./_slice.ts";
 
 /** Options for reading a sharded checkpoint. */
 export interface ShardReadOptions extends StorageOptions {
@@ -59,11 +72,51 @@ export interface ShardRequest {
  * await Deno.remove(dir, { recursive: true });
  * ```
  */
-export function readShardManifest(
-  _address: StorageAddress,
-  _options: ShardReadOptions = {},
+export async function readShardManifest(
+  address: StorageAddress,
+  options: ShardReadOptions = {},
 ): Promise<{ manifest: ShardManifest; digest: string }> {
-  throw new Error("not implemented");
+  checkOptionNames(options, READ_OPTION_NAMES, "Cannot read sharded checkpoint");
+  return await manifestAt(locate(address, options), options);
+}
+
+const READ_OPTION_NAMES = ["storage", "limits", "concurrency"];
+
+async function manifestAt(
+  at: StoreObject,
+  options: ShardReadOptions,
+): Promise<{ manifest: ShardManifest; digest: string }> {
+  const cap = resolveShardLimits(options.limits ?? {}).maxManifestBytes;
+  const got = await at.store.get(at.key);
+  if (got.info.size > cap) {
+    await got.body.cancel().catch(() => {});
+    throw new RangeError(
+      `Cannot decode shard manifest ${at.store.url}${at.key}: ${got.info.size} bytes exceed maxManifestBytes (${cap})`,
+    );
+  }
+  const bytes = new Uint8Array(got.length);
+  let n = 0;
+  for await (const chunk of got.body) {
+    if (n + chunk.byteLength > bytes.byteLength) {
+      throw new SyntaxError(`Cannot read ${at.store.url}${at.key}: it grew while being read`);
+    }
+    bytes.set(chunk, n);
+    n += chunk.byteLength;
+  }
+  try {
+    return decodeShardManifest(bytes.subarray(0, n), options.limits);
+  } catch (e) {
+    if (e instanceof ChecksumMismatchError) throw e;
+    const E = e instanceof RangeError ? RangeError : e instanceof SyntaxError ? SyntaxError : Error;
+    throw new E(`${(e as Error).message} (in ${at.store.url}${at.key})`, { cause: e });
+  }
+}
+
+/** One piece of output: rows `[from, to)` of a tensor, from whichever slices hold them. */
+interface Wanted {
+  tensor: ShardTensorEntry;
+  from: number;
+  to: number;
 }
 
 /**
@@ -89,12 +142,117 @@ export function readShardManifest(
  * await Deno.remove(dir, { recursive: true });
  * ```
  */
-export function readShards(
-  _address: StorageAddress,
-  _request: ShardRequest,
-  _options: ShardReadOptions = {},
+export async function readShards(
+  address: StorageAddress,
+  request: ShardRequest,
+  options: ShardReadOptions = {},
 ): Promise<Checkpoint> {
-  throw new Error("not implemented");
+  checkOptionNames(options, READ_OPTION_NAMES, "Cannot read sharded checkpoint");
+  const at = locate(address, options);
+  const { manifest } = await manifestAt(at, options);
+  return { metadata: manifest.metadata, tensors: await readWanted(at, manifest, wantedOf(manifest, request), options) };
+}
+
+function wantedOf(manifest: ShardManifest, request: ShardRequest): Wanted[] {
+  if (typeof request !== "object" || request === null) {
+    throw new TypeError("Cannot read sharded checkpoint: request must be an object");
+  }
+  checkOptionNames(request, ["tensors", "rows"], "Cannot read sharded checkpoint", {}, "request.");
+  const byName = new Map(manifest.tensors.map((t) => [t.name, t]));
+  const find = (name: unknown): ShardTensorEntry => {
+    const t = typeof name === "string" ? byName.get(name) : undefined;
+    if (!t) throw new RangeError(`Cannot read sharded checkpoint: no tensor named ${JSON.stringify(name)}`);
+    return t;
+  };
+  const names = new Set(request.tensors ?? []);
+  for (const n of names) find(n);
+  const out: Wanted[] = manifest.tensors.filter((t) => names.has(t.name)).map((t) => ({
+    tensor: t,
+    from: 0,
+    to: t.shape.length === 0 ? 1 : t.shape[0]!,
+  }));
+  for (const r of request.rows ?? []) {
+    const t = find(r?.tensor);
+    const rows = t.shape.length === 0 ? 1 : t.shape[0]!;
+    if (t.shape.length === 0) {
+      throw new RangeError(`Cannot read rows of tensor ${JSON.stringify(t.name)}: it is a scalar`);
+    }
+    if (
+      !Number.isSafeInteger(r.start) || !Number.isSafeInteger(r.end) || r.start < 0 || r.end > rows || r.start > r.end
+    ) {
+      throw new RangeError(
+        `Cannot read rows [${r.start}, ${r.end}) of tensor ${JSON.stringify(t.name)}: it has rows [0, ${rows})`,
+      );
+    }
+    out.push({ tensor: t, from: r.start, to: r.end });
+  }
+  return out;
+}
+
+/** Reads the slices each wanted piece needs (each record once), verified, and assembles the tensors. */
+async function readWanted(
+  at: StoreObject,
+  manifest: ShardManifest,
+  wanted: readonly Wanted[],
+  options: ShardReadOptions,
+): Promise<Tensor[]> {
+  const concurrency = options.concurrency ?? 4;
+  if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
+    throw new RangeError(`Cannot read sharded checkpoint: concurrency must be a positive integer, got ${concurrency}`);
+  }
+  const prefix = `${at.key}.parts/${manifest.saveId}/`;
+  const outputs = wanted.map((w) => {
+    const rowBytes = w.tensor.shape.slice(1).reduce((a, d) => a * d, DTYPES[w.tensor.dtype].bytes);
+    const shape = w.tensor.shape.length === 0 ? [] : [w.to - w.from, ...w.tensor.shape.slice(1)];
+    return { w, rowBytes, shape, bytes: undefined as Uint8Array | undefined };
+  });
+  // Every (piece, slice) overlap; a slice needed by several pieces is read once.
+  const jobs = new Map<ShardSlice, { tensor: ShardTensorEntry; uses: (typeof outputs[number])[] }>();
+  for (const o of outputs) {
+    for (const s of o.w.tensor.slices) {
+      if (s.rows[1] <= o.w.from || s.rows[0] >= o.w.to) continue;
+      const job = jobs.get(s) ?? { tensor: o.w.tensor, uses: [] };
+      job.uses.push(o);
+      jobs.set(s, job);
+    }
+  }
+  const queue = [...jobs];
+  const worker = async () => {
+    for (let next = queue.shift(); next; next = queue.shift()) {
+      const [slice, { tensor, uses }] = next;
+      const part = manifest.parts[slice.part]!;
+      const url = at.store.url + prefix + part.name;
+      const record = await readRange(at.store, prefix + part.name, slice.offset, slice.length);
+      const body = await sliceBody(record, tensor, slice, url);
+      for (const o of uses) place(o, slice, body);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, queue.length) }, worker));
+  return outputs.map(({ w, shape, bytes }) => ({
+    name: w.tensor.name,
+    dtype: w.tensor.dtype,
+    shape,
+    group: w.tensor.group,
+    data: typedArrayFrom(w.tensor.dtype, bytes ?? new Uint8Array(0)),
+  }));
+}
+
+/** Copies the overlap of a slice's rows with a piece into the piece's buffer (or adopts the slice's body whole). */
+function place(
+  o: { w: Wanted; rowBytes: number; bytes: Uint8Array | undefined },
+  slice: ShardSlice,
+  body: Uint8Array,
+): void {
+  const from = Math.max(o.w.from, slice.rows[0]), to = Math.min(o.w.to, slice.rows[1]);
+  if (from === o.w.from && to === o.w.to && slice.rows[0] === from && slice.rows[1] === to && !o.bytes) {
+    o.bytes = body; // one slice is the whole piece: no copy
+    return;
+  }
+  o.bytes ??= new Uint8Array((o.w.to - o.w.from) * o.rowBytes);
+  o.bytes.set(
+    body.subarray((from - slice.rows[0]) * o.rowBytes, (to - slice.rows[0]) * o.rowBytes),
+    (from - o.w.from) * o.rowBytes,
+  );
 }
 
 /**
@@ -115,10 +273,45 @@ export function readShards(
  * assert.deepEqual(shareOf(manifest, 1, 2).tensors, ["b", "c"]);
  * ```
  */
-export function shareOf(_manifest: ShardManifest, _reader: number, _readers: number): ShardRequest {
-  throw new Error("not implemented");
+export function shareOf(manifest: ShardManifest, reader: number, readers: number): ShardRequest {
+  if (!Number.isSafeInteger(readers) || readers < 1) {
+    throw new RangeError(`Invalid readers ${readers}: expected a positive integer`);
+  }
+  if (!Number.isSafeInteger(reader) || reader < 0 || reader >= readers) {
+    throw new RangeError(`Invalid reader ${reader}: expected 0 to ${readers - 1}`);
+  }
+  const size = (t: ShardTensorEntry) => t.shape.reduce((a, d) => a * d, DTYPES[t.dtype].bytes);
+  const order = [...manifest.tensors].sort((a, b) =>
+    size(b) - size(a) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)
+  );
+  const load = Array.from({ length: readers }, () => 0);
+  const mine = new Set<string>();
+  for (const t of order) {
+    let best = 0;
+    for (let r = 1; r < readers; r++) if (load[r]! < load[best]!) best = r;
+    load[best]! += size(t);
+    if (best === reader) mine.add(t.name);
+  }
+  return { tensors: manifest.tensors.filter((t) => mine.has(t.name)).map((t) => t.name) };
 }
 
-registerShardedLoader(SHARD_MAGIC, () => {
-  throw new Error("not implemented");
-});
+/** `loadCheckpoint` on a manifest: the whole checkpoint (or `only` some tensors), every slice verified. */
+async function loadSharded(at: StoreObject, options: Record<string, unknown>): Promise<Checkpoint> {
+  const { manifest, digest } = await manifestAt(at, {
+    ...(options.storage ? { storage: options.storage as StorageOptions["storage"] } : {}),
+  });
+  const expected = options.sha256 as string | undefined;
+  if (expected !== undefined && expected.toLowerCase() !== digest) {
+    throw new ChecksumMismatchError("sharded checkpoint manifest", expected.toLowerCase(), digest);
+  }
+  const only = options.only as readonly string[] | undefined;
+  const tensors = await readWanted(
+    at,
+    manifest,
+    wantedOf(manifest, { tensors: only ?? manifest.tensors.map((t) => t.name) }),
+    {},
+  );
+  return { metadata: manifest.metadata, tensors: placeInto(tensors, options.into as Parameters<typeof placeInto>[1]) };
+}
+
+registerShardedLoader(SHARD_MAGIC, loadSharded);

@@ -6,11 +6,32 @@
  *
  * @module
  */
-import type { CheckpointInput, Metadata, TensorInput } from "../format/types.ts";
-import type { ResolveOptions, StorageAddress } from "../storage/resolve.ts";
-import type { ShardCoordinator } from "./_coordinate.ts";
-import type { ShardManifest, ShardPart } from "./manifest.ts";
-import type { ShardPlan } from "./plan.ts";
+import type { CheckpointInput, Metadata, Tensor, TensorInput } from "../format/types.ts";
+import { DTYPES } from "../format/dtype.ts";
+import { toHex } from "../format/_hash.ts";
+import { checkOptionNames, optionNames } from "../format/_options.ts";
+import { readBinaryIndex } from "../format/codecs/binary_file.ts";
+import { saveCheckpoint } from "../io/save.ts";
+import { locate } from "../io/read.ts";
+import { openRandomAccess } from "../storage/random_access.ts";
+import type { ResolveOptions, StorageAddress, StoreObject } from "../storage/resolve.ts";
+import { PreconditionFailedError } from "../storage/types.ts";
+import {
+  type DoneRecord,
+  type DoneSlice,
+  memoryCoordinator,
+  type ShardCoordinator,
+  storeCoordinator,
+} from "./_coordinate.ts";
+import { partName, ShardConflictError, ShardDeadlineError } from "./errors.ts";
+import {
+  encodeShardManifest,
+  isSaveId,
+  type ShardManifest,
+  type ShardPart,
+  type ShardTensorEntry,
+} from "./manifest.ts";
+import { planShards, type ShardPlan, type ShardTensor } from "./plan.ts";
 
 /** How long a committer waits for the writers' done records by default: 10 minutes. */
 export const DEFAULT_SHARD_DEADLINE = 10 * 60 * 1000;
@@ -140,12 +161,228 @@ export interface ShardSaveResult {
  * await Deno.remove(dir, { recursive: true });
  * ```
  */
-export function saveShard(
-  _address: StorageAddress,
-  _checkpoint: ShardCheckpointInput,
-  _options: ShardSaveOptions,
+export async function saveShard(
+  address: StorageAddress,
+  checkpoint: ShardCheckpointInput,
+  options: ShardSaveOptions,
 ): Promise<ShardSaveResult> {
-  throw new Error("not implemented");
+  checkOptionNames(options, SAVE_SHARD_OPTION_NAMES, "Cannot save shard");
+  const { writers, saveId } = checkCommon(options, "Cannot save shard");
+  const writer = options.writer;
+  if (!Number.isSafeInteger(writer) || writer < 0 || writer >= writers) {
+    throw new RangeError(`Cannot save shard: writer must be an integer from 0 to ${writers - 1}, got ${writer}`);
+  }
+  const at = locate(address, options, "save sharded checkpoint to");
+  const url = at.store.url + at.key;
+  const held = [...checkpoint.tensors];
+  const plan = options.plan ?? ownPlan(held, writers, options.splitBytes, url);
+  if (plan.writers !== writers) {
+    throw new RangeError(`Cannot save shard to ${url}: the plan is for ${plan.writers} writers, not ${writers}`);
+  }
+  const tensors = sliceTensors(held, plan, writer, url);
+  const prefix = partsPrefix(at.key, saveId);
+  const name = partName(writer, writers);
+  const metadata = partMetadata(checkpoint.metadata, saveId, writer, writers, tensors);
+  const saved = await saveCheckpoint({ store: at.store, key: prefix + name }, {
+    metadata,
+    tensors: tensors.map((t) => t.tensor),
+  }, {
+    sync: options.sync ?? true,
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
+  const part: ShardPart = { name, bytes: saved.bytes, digest: saved.digest };
+  const slices = await readBackSlices(at, prefix + name, tensors, options.signal);
+  const coordinator = options.coordinator ?? storeCoordinator(at.store, prefix, options.poll ?? DEFAULT_SHARD_POLL);
+  await coordinator.publish({ saveId, writer, writers, part, metadata: checkpoint.metadata, slices });
+  if (!(options.commit ?? writer === 0)) return { part };
+  const { digest, manifest } = await commit(at, { ...options, coordinator, metadata: checkpoint.metadata });
+  return { part, digest, manifest };
+}
+
+/** Every option {@linkcode saveShard} takes. */
+const SAVE_SHARD_OPTION_NAMES = optionNames<ShardSaveOptions>()([
+  "writer",
+  "writers",
+  "saveId",
+  "plan",
+  "splitBytes",
+  "commit",
+  "sync",
+  "deadline",
+  "coordinator",
+  "poll",
+  "storage",
+  "signal",
+]);
+
+/** Every option {@linkcode commitShards} takes. */
+const COMMIT_OPTION_NAMES = optionNames<ShardCommitOptions & { metadata?: Metadata }>()([
+  "saveId",
+  "writers",
+  "deadline",
+  "coordinator",
+  "poll",
+  "storage",
+  "signal",
+  "metadata",
+]);
+
+/** The most writers (parts) a save may have; part names have five digits. */
+const MAX_WRITERS = 10_000;
+
+function checkCommon(
+  options: ShardCommitOptions,
+  context: string,
+): { writers: number; saveId: string } {
+  const { writers, saveId } = options;
+  if (!Number.isSafeInteger(writers) || writers < 1 || writers > MAX_WRITERS) {
+    throw new RangeError(`${context}: writers must be an integer from 1 to ${MAX_WRITERS}, got ${writers}`);
+  }
+  if (!isSaveId(saveId)) {
+    throw new TypeError(
+      `${context}: saveId ${JSON.stringify(saveId)} must be 1-64 of A-Z a-z 0-9 . _ - starting with a letter or digit`,
+    );
+  }
+  const deadline = options.deadline ?? DEFAULT_SHARD_DEADLINE;
+  if (!Number.isSafeInteger(deadline) || deadline <= 0) {
+    throw new RangeError(`${context}: deadline must be a positive number of milliseconds, got ${deadline}`);
+  }
+  const poll = options.poll ?? DEFAULT_SHARD_POLL;
+  if (!Number.isSafeInteger(poll) || poll <= 0) {
+    throw new RangeError(`${context}: poll must be a positive number of milliseconds, got ${poll}`);
+  }
+  return { writers, saveId };
+}
+
+/** The directory (prefix) of a save attempt's parts and done records, for the manifest at `key`. */
+export function partsPrefix(key: string, saveId: string): string {
+  return `${key}.parts/${saveId}/`;
+}
+
+/** The plan of a data-parallel save: every writer holds what this one holds. */
+function ownPlan(held: readonly ShardTensorInput[], writers: number, splitBytes: number | undefined, url: string) {
+  const sliced = held.find((t) => t.rows !== undefined);
+  if (sliced) {
+    throw new TypeError(
+      `Cannot save shard to ${url}: tensor ${JSON.stringify(sliced.name)} is a slice (rows), so every writer's ` +
+        "holdings differ: pass plan (planShards over every writer's holdings)",
+    );
+  }
+  const mine: ShardTensor[] = held.map(spec);
+  return planShards(Array.from({ length: writers }, () => mine), splitBytes === undefined ? {} : { splitBytes });
+}
+
+function spec(t: ShardTensorInput): ShardTensor {
+  return {
+    name: t.name,
+    dtype: t.dtype,
+    shape: t.shape,
+    group: t.group ?? "params",
+    ...(t.rows ? { rows: t.rows } : {}),
+  };
+}
+
+interface PartTensor {
+  tensor: TensorInput;
+  /** The whole tensor's shape. */
+  shape: number[];
+  rows: [number, number];
+}
+
+/** The slices `writer` writes, cut from the tensors it holds, in the plan's order. */
+function sliceTensors(held: readonly ShardTensorInput[], plan: ShardPlan, writer: number, url: string): PartTensor[] {
+  const byName = new Map(held.map((t) => [t.name, t]));
+  const out: PartTensor[] = [];
+  for (const p of plan.tensors) {
+    for (const s of p.slices) {
+      if (s.writer !== writer) continue;
+      const t = byName.get(p.name);
+      const [start, end] = s.rows;
+      const rows = p.shape.length === 0 ? 1 : p.shape[0]!;
+      const [from, to] = t?.rows ?? [0, rows];
+      if (!t || start < from || end > to) {
+        throw new RangeError(
+          `Cannot save shard to ${url}: the plan gives writer ${writer} rows [${start}, ${end}) of tensor ${
+            JSON.stringify(p.name)
+          }, which it does not hold`,
+        );
+      }
+      if (t.dtype !== p.dtype || t.shape.join() !== p.shape.join() || (t.group ?? "params") !== p.group) {
+        throw new RangeError(`Cannot save shard to ${url}: tensor ${JSON.stringify(p.name)} differs from the plan's`);
+      }
+      const rowElements = p.shape.slice(1).reduce((a, d) => a * d, 1);
+      const expected = (to - from) * rowElements;
+      if (t.data.length !== expected) {
+        throw new RangeError(
+          `Cannot save shard to ${url}: tensor ${
+            JSON.stringify(p.name)
+          } holds ${t.data.length} elements, its rows [${from}, ${to}) need ${expected}`,
+        );
+      }
+      const data = start === from && end === to
+        ? t.data
+        : t.data.subarray((start - from) * rowElements, (end - from) * rowElements);
+      const shape = p.shape.length === 0 ? [] : [end - start, ...p.shape.slice(1)];
+      out.push({
+        tensor: { name: p.name, dtype: p.dtype, shape, group: p.group, data },
+        shape: p.shape,
+        rows: [start, end],
+      });
+    }
+  }
+  return out;
+}
+
+/** The part's metadata: the checkpoint's, with `custom.ckptShard` saying where its slices belong. */
+function partMetadata(
+  metadata: Metadata,
+  saveId: string,
+  part: number,
+  parts: number,
+  tensors: PartTensor[],
+): Metadata {
+  const ckptShard = {
+    saveId,
+    part,
+    parts,
+    slices: tensors.map((t) => [t.tensor.name, t.rows[0], t.rows[1], t.shape.length === 0 ? 1 : t.shape[0]!]),
+  };
+  return { ...metadata, custom: { ...metadata.custom, ckptShard } };
+}
+
+/** Each slice's record offset, length and record digest, read back from the part as stored. */
+async function readBackSlices(
+  at: StoreObject,
+  key: string,
+  tensors: PartTensor[],
+  signal: AbortSignal | undefined,
+): Promise<DoneSlice[]> {
+  const reader = await openRandomAccess(at.store, key, signal ? { signal } : {});
+  const index = await readBinaryIndex(reader);
+  const entries = new Map(index.tensors.map((e) => [e.name, e]));
+  const out: DoneSlice[] = [];
+  const reads: Promise<void>[] = [];
+  for (const t of tensors) {
+    const e = entries.get(t.tensor.name);
+    if (!e) {
+      throw new Error(`Cannot save shard: ${reader.url} lacks tensor ${JSON.stringify(t.tensor.name)} just written`);
+    }
+    const slice: DoneSlice = {
+      name: t.tensor.name,
+      dtype: t.tensor.dtype,
+      shape: t.shape,
+      group: t.tensor.group ?? "params",
+      rows: t.rows,
+      offset: e.offset,
+      length: e.length,
+      digest: "",
+    };
+    out.push(slice);
+    reads.push(reader.read(e.offset + e.length - 32, 32).then((d) => void (slice.digest = toHex(d))));
+    if (reads.length >= 8) await Promise.all(reads.splice(0));
+  }
+  await Promise.all(reads);
+  return out;
 }
 
 /**
@@ -167,10 +404,96 @@ export function saveShard(
  * ```
  */
 export function commitShards(
-  _address: StorageAddress,
-  _options: ShardCommitOptions & { metadata?: Metadata },
+  address: StorageAddress,
+  options: ShardCommitOptions & { metadata?: Metadata },
 ): Promise<{ digest: string; manifest: ShardManifest }> {
-  throw new Error("not implemented");
+  checkOptionNames(options, COMMIT_OPTION_NAMES, "Cannot commit sharded checkpoint");
+  checkCommon(options, "Cannot commit sharded checkpoint");
+  const at = locate(address, options, "commit sharded checkpoint to");
+  const coordinator = options.coordinator ??
+    storeCoordinator(at.store, partsPrefix(at.key, options.saveId), options.poll ?? DEFAULT_SHARD_POLL);
+  return commit(at, { ...options, coordinator });
+}
+
+/** Waits for every done record, checks the parts, writes the manifest create-only. */
+async function commit(
+  at: StoreObject,
+  options: ShardCommitOptions & { metadata?: Metadata; coordinator: ShardCoordinator },
+): Promise<{ digest: string; manifest: ShardManifest }> {
+  const { saveId, writers, coordinator, signal } = options;
+  const url = at.store.url + at.key;
+  const deadline = options.deadline ?? DEFAULT_SHARD_DEADLINE;
+  let records: DoneRecord[];
+  try {
+    records = await coordinator.collect(saveId, writers, { deadline, ...(signal ? { signal } : {}) });
+  } catch (e) {
+    if (e instanceof ShardDeadlineError) throw new ShardDeadlineError(url, e.missing, writers, deadline);
+    throw e;
+  }
+  const prefix = partsPrefix(at.key, saveId);
+  await Promise.all(records.map(async (r, w) => {
+    const name = partName(w, writers);
+    if (r.part.name !== name) {
+      throw new SyntaxError(
+        `Cannot commit sharded checkpoint ${url}: writer ${w}'s done record names part ${JSON.stringify(r.part.name)}`,
+      );
+    }
+    const info = await at.store.head(prefix + name);
+    if (!info || info.size !== r.part.bytes) {
+      throw new Error(
+        `Cannot commit sharded checkpoint ${url}: part ${prefix + name} is ${
+          info ? `${info.size} bytes` : "missing"
+        } in the store, its done record says ${r.part.bytes} bytes; nothing was committed`,
+      );
+    }
+  }));
+  const manifest: ShardManifest = {
+    version: 1,
+    saveId,
+    commit: toHex(crypto.getRandomValues(new Uint8Array(16))),
+    metadata: options.metadata ?? records[0]!.metadata,
+    parts: records.map((r) => ({ name: r.part.name, bytes: r.part.bytes, digest: r.part.digest })),
+    tensors: gatherTensors(records, url),
+  };
+  let encoded: { bytes: Uint8Array; digest: string };
+  try {
+    encoded = encodeShardManifest(manifest);
+  } catch (e) {
+    throw new SyntaxError(
+      `Cannot commit sharded checkpoint ${url}: the parts do not make a valid manifest: ${(e as Error).message}`,
+      {
+        cause: e,
+      },
+    );
+  }
+  signal?.throwIfAborted();
+  try {
+    await at.store.put(at.key, encoded.bytes, { mode: "create", ...(signal ? { signal } : {}) });
+  } catch (e) {
+    if (e instanceof PreconditionFailedError) throw new ShardConflictError(url, saveId, { cause: e });
+    throw e;
+  }
+  return { digest: encoded.digest, manifest };
+}
+
+/** The manifest's tensors from every writer's slices: sorted by name, slices in row order. */
+function gatherTensors(records: readonly DoneRecord[], url: string): ShardTensorEntry[] {
+  const tensors = new Map<string, ShardTensorEntry>();
+  records.forEach((r, part) => {
+    for (const s of r.slices) {
+      let t = tensors.get(s.name);
+      if (!t) tensors.set(s.name, t = { name: s.name, dtype: s.dtype, shape: s.shape, group: s.group, slices: [] });
+      else if (t.dtype !== s.dtype || t.shape.join() !== s.shape.join() || t.group !== s.group) {
+        throw new RangeError(
+          `Cannot commit sharded checkpoint ${url}: writers disagree on tensor ${JSON.stringify(s.name)}`,
+        );
+      }
+      t.slices.push({ part, rows: s.rows, offset: s.offset, length: s.length, digest: s.digest });
+    }
+  });
+  const out = [...tensors.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  for (const t of out) t.slices.sort((a, b) => a.rows[0] - b.rows[0]);
+  return out;
 }
 
 /** Options for {@linkcode saveSharded}. */
@@ -224,10 +547,55 @@ export interface SaveShardedOptions {
  * await Deno.remove(dir, { recursive: true });
  * ```
  */
-export function saveSharded(
-  _address: StorageAddress,
-  _checkpoint: CheckpointInput & { tensors: readonly TensorInput[] },
-  _options: SaveShardedOptions = {},
+export async function saveSharded(
+  address: StorageAddress,
+  checkpoint: CheckpointInput & { tensors: readonly TensorInput[] },
+  options: SaveShardedOptions = {},
 ): Promise<{ digest: string; manifest: ShardManifest }> {
-  throw new Error("not implemented");
+  checkOptionNames(options, SAVE_SHARDED_OPTION_NAMES, "Cannot save sharded checkpoint");
+  const writers = options.writers ?? 2;
+  const saveId = options.saveId ?? `s-${toHex(crypto.getRandomValues(new Uint8Array(8)))}`;
+  const tensors = [...checkpoint.tensors];
+  const plan = planShards(
+    Array.from({ length: writers }, () => tensors.map(spec)),
+    options.splitBytes === undefined ? {} : { splitBytes: options.splitBytes },
+  );
+  const coordinator = memoryCoordinator();
+  const abort = new AbortController();
+  const signal = options.signal ? AbortSignal.any([options.signal, abort.signal]) : abort.signal;
+  let first: unknown;
+  const saves = Array.from(
+    { length: writers },
+    (_, writer) =>
+      saveShard(address, { metadata: checkpoint.metadata, tensors }, {
+        writer,
+        writers,
+        saveId,
+        plan,
+        coordinator,
+        signal,
+        ...(options.sync === undefined ? {} : { sync: options.sync }),
+        ...(options.storage ? { storage: options.storage } : {}),
+      }).catch((e) => {
+        // One writer failing fails the save: stop the others and the committer's wait.
+        first ??= e;
+        abort.abort(e);
+        throw e;
+      }),
+  );
+  const results = await Promise.allSettled(saves);
+  if (first !== undefined) throw first;
+  const committed = results[0]!;
+  if (committed.status === "rejected") throw committed.reason;
+  return { digest: committed.value.digest!, manifest: committed.value.manifest! };
 }
+
+/** Every option {@linkcode saveSharded} takes. */
+const SAVE_SHARDED_OPTION_NAMES = optionNames<SaveShardedOptions>()([
+  "writers",
+  "saveId",
+  "splitBytes",
+  "sync",
+  "storage",
+  "signal",
+]);
