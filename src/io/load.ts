@@ -266,14 +266,25 @@ export async function verifiedRecords(
  * ```
  */
 export async function loadCheckpoint(source: CheckpointSource, options: LoadOptions = {}): Promise<Checkpoint> {
+  try {
+    return await loadOne(source, options);
+  } catch (e) {
+    // Bytes no codec reads may be a sharded checkpoint's manifest (src/shard): looked at only then.
+    const sharded = e instanceof SyntaxError && isAddress(source)
+      ? await loadIfSharded(locate(source, options), { ...options })
+      : undefined;
+    if (sharded) return sharded;
+    throw e;
+  }
+}
+
+async function loadOne(source: CheckpointSource, options: LoadOptions): Promise<Checkpoint> {
   checkOptionNames(options, LOAD_OPTION_NAMES, "Cannot load checkpoint", LOAD_HINTS);
   checkStorageOptions(options.storage, "Cannot load checkpoint");
   const { only, into } = options;
   if (into !== undefined) checkInto(into);
   const expected = wantedSha256(options);
   const at = isAddress(source) ? locate(source, options) : undefined;
-  const sharded = at && await loadIfSharded(at, { ...options });
-  if (sharded) return sharded;
   if (at && only && expected === undefined) {
     // Random access: the object's tail (footer, index), its head, then only the wanted records.
     const reader = await openRandomAccess(at.store, at.key);

@@ -6,8 +6,7 @@
  *
  * @module
  */
-import type { CheckpointInput, Metadata, Tensor, TensorInput } from "../format/types.ts";
-import { DTYPES } from "../format/dtype.ts";
+import type { CheckpointInput, Metadata, TensorInput } from "../format/types.ts";
 import { toHex } from "../format/_hash.ts";
 import { checkOptionNames, optionNames } from "../format/_options.ts";
 import { readBinaryIndex } from "../format/codecs/binary_file.ts";
