@@ -93,6 +93,10 @@ export {
   INFERENCE_PRESET,
   type KeepReason,
   type ListedCheckpoint,
+  type ManagedShardOptions,
+  type ManagerSaveOptions,
+  saveManagedShard,
+  type ShardedSave,
   type TensorSummary,
   TRAINING_PRESET,
 } from "./src/manager/mod.ts";

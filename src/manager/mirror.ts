@@ -14,6 +14,8 @@ import type { Checkpoint, CheckpointInput } from "../format/types.ts";
 import type { ObjectStore } from "../storage/types.ts";
 import type { CheckpointEntry, ListedCheckpoint } from "./entry.ts";
 import { CheckpointManager } from "./mod.ts";
+import { readShardManifest } from "../shard/read.ts";
+import type { ManagerSaveOptions } from "./sharded.ts";
 import { type CheckpointManagerOptions, DEFAULT_MAX_TO_KEEP } from "./options.ts";
 import { retention, type RetentionPolicy } from "./_retention.ts";
 import type { Metadata } from "../format/types.ts";
@@ -293,10 +295,12 @@ export class MirroredManager implements AsyncDisposable {
    * checkpoint for the mirror. Resolves with the local entry; the mirror never delays or fails it.
    *
    * @param checkpoint As for `CheckpointManager.save`.
+   * @param options As for `CheckpointManager.save`: a sharded save is sharded on the mirror too
+   * (as many parts, written by the replicating process; the manifest last, then the mirror's index).
    */
-  save(checkpoint: CheckpointInput): Promise<CheckpointEntry> {
+  save(checkpoint: CheckpointInput, options: ManagerSaveOptions = {}): Promise<CheckpointEntry> {
     if (this.#stopping) throw new Error("Cannot save checkpoint: the MirroredManager is closed");
-    const saved = this.#local.save(checkpoint);
+    const saved = this.#local.save(checkpoint, options);
     // Not a rejection handler: a failed local save stays the local manager's to report.
     saved.then((entry) => {
       this.#enqueue(entry.step);
@@ -537,8 +541,14 @@ export class MirroredManager implements AsyncDisposable {
     const mirror = this.#mirror!;
     if (this.#newest !== undefined && step <= this.#newest) return true; // never goes back
     let checkpoint: Checkpoint;
+    let options: ManagerSaveOptions = {};
     try {
       checkpoint = await this.#local.load(step);
+      const entry = (await this.#local.list()).find((e) => e.step === step);
+      if (entry?.kind === "sharded") {
+        // As many parts on the mirror, written here: parts first, the manifest, then its index.
+        options = { shards: (await readShardManifest(entry.path)).manifest.parts.length };
+      }
     } catch (e) {
       // Retention removed it meanwhile, or it is damaged: nothing to send.
       if (!(await this.#local.list()).some((c) => c.step === step)) return true;
@@ -546,7 +556,7 @@ export class MirroredManager implements AsyncDisposable {
       return true;
     }
     try {
-      await mirror.save(checkpoint);
+      await mirror.save(checkpoint, options);
     } catch (e) {
       // The mirror's manager may be fenced or in doubt about its index: open it afresh next time.
       this.#mirror = undefined;
