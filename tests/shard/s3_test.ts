@@ -115,7 +115,7 @@ s3Test(
         }
       }
       assert.ok(proxy.count("reset") + proxy.count("503") > 0, "faults were injected");
-    assert.equal(committed, 4, "S3Store retries resets and 503s of single PUTs and parts");
+      assert.equal(committed, 4, "S3Store retries resets and 503s of single PUTs and parts");
       // One writer's store unreachable: the save fails, naming the store, and commits nothing.
       const address = `s3://${b.name}/faults/unreachable.ckpt`;
       const results = await Promise.allSettled([0, 1].map((writer) =>
@@ -134,7 +134,7 @@ s3Test(
       assert.match(String((results[0] as PromiseRejectedResult).reason), /writer 1 of 2 \(part-00002-of-00002\.ckpt\)/);
       await assert.rejects(loadCheckpoint(address, { storage: storage(b) }), /no such object/);
       assert.ok(await removeShardLeftovers(address, { storage: storage(b) }) >= 2);
-      } finally {
+    } finally {
       await proxy.close();
     }
   },
