@@ -10,6 +10,8 @@ import { doneName, ShardDeadlineError } from "./errors.ts";
 
 /** One slice a writer wrote, with where it lies in its part. */
 export interface DoneSlice {
+  /** The tensor's position in the plan, which the manifest's order of tensors follows. */
+  index: number;
   /** The tensor's name. */
   name: string;
   /** Element type. */

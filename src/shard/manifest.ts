@@ -38,7 +38,7 @@ export interface ShardPart {
 export interface ShardSlice {
   /** The part (0-based, the writer's index) that holds it. */
   part: number;
-  /** The rows it holds along the first dimension, `[start, end)`; a scalar's only slice is `[0, 1]`. */
+  /** The rows it holds along the first dimension, `[start, end)`; a scalar's only slice is `[0, 1]`, that of a tensor without rows `[0, 0]`. */
   rows: [number, number];
   /** Byte offset of its record in the part. */
   offset: number;
@@ -416,7 +416,8 @@ function validateTensor(
     );
   }
   const raw = list(t.slices, `${where} slices`, Math.max(1, parts.length), "the number of parts");
-  if (raw.length === 0 && rows > 0) fail(`${where} has no slices`);
+  if (raw.length === 0) fail(`${where} has no slices`);
+  if (rows === 0 && raw.length !== 1) fail(`${where} has no rows, so exactly one slice [0, 0]`);
   const seenParts = new Set<number>();
   let next = 0;
   const slices = raw.map((s, k) => {
@@ -436,7 +437,7 @@ function validateTensor(
           : `${at} leaves rows ${next}..${start} unwritten`,
       );
     }
-    if (end <= start || end > rows) fail(`${at} has rows [${start}, ${end}) outside [0, ${rows})`);
+    if ((rows > 0 && end <= start) || end > rows) fail(`${at} has rows [${start}, ${end}) outside [0, ${rows})`);
     next = end;
     const offset = count(r.offset, `${at}.offset`);
     const length = count(r.length, `${at}.length`);
@@ -445,6 +446,6 @@ function validateTensor(
     }
     return { part, rows: [start, end] as [number, number], offset, length, digest: hex(r.digest, `${at}.digest`) };
   });
-  if (rows > 0 && next !== rows) fail(`${where} leaves rows ${next}..${rows} unwritten`);
+  if (next !== rows) fail(`${where} leaves rows ${next}..${rows} unwritten`);
   return { name, dtype: t.dtype, shape, group: t.group, slices };
 }

@@ -52,7 +52,7 @@ export const DEFAULT_SPLIT_BYTES: number = 32 * 2 ** 20;
 export interface PlannedSlice {
   /** The writer (0-based) that writes it. */
   writer: number;
-  /** Its rows along the first dimension (`[0, 1]` for a scalar). */
+  /** Its rows along the first dimension (`[0, 1]` for a scalar, `[0, 0]` for a tensor without rows). */
   rows: [number, number];
   /** Its size in bytes. */
   bytes: number;
@@ -68,7 +68,7 @@ export interface PlannedTensor {
   shape: number[];
   /** What it is for. */
   group: string;
-  /** Its slices in row order, each written by one writer, covering every row once. */
+  /** Its slices in row order, each written by one writer, covering every row once (a tensor without rows: one slice `[0, 0]`). */
   slices: PlannedSlice[];
 }
 
@@ -76,7 +76,7 @@ export interface PlannedTensor {
 export interface ShardPlan {
   /** How many writers (and parts) the save has. */
   writers: number;
-  /** Every tensor, sorted by name. */
+  /** Every tensor, in the order the writers list them (writer 0's first, then any new ones of writer 1, and so on). */
   tensors: PlannedTensor[];
   /** Bytes of tensor data each writer writes, by writer. */
   bytes: number[];
@@ -84,7 +84,8 @@ export interface ShardPlan {
 
 /**
  * The global plan from every writer's local plan (`holdings[w]` is what writer `w` holds).
- * Deterministic: it depends only on its input, not on the order tensors are listed in. Each
+ * Deterministic: who writes what depends only on the tensors each writer holds, not on the order
+ * they are listed in (which only sets the order of the plan's tensors). Each
  * tensor's rows are cut where the holders change; a run of rows is given to one of the writers
  * holding it (preferring the writer of the run before it, so a writer's rows of a tensor stay
  * one slice, then the writer with the fewest bytes so far, then the lowest index), and a run of
@@ -131,13 +132,13 @@ export function planShards(
   for (const t of order) placeTensor(t, load, splitBytes);
   return {
     writers: holdings.length,
-    tensors: [...tensors.values()].map((t) => t.tensor).sort((a, b) => compare(a.name, b.name)),
+    tensors: [...tensors.values()].map((t) => t.tensor),
     bytes: load,
   };
 }
 
 /**
- * The slices `writer` writes, by tensor name, in the plan's (name) order.
+ * The slices `writer` writes, in the plan's order.
  *
  * @example
  * ```ts
@@ -217,7 +218,7 @@ function collect(holdings: readonly (readonly ShardTensor[])[]): Map<string, Gat
             `${g.tensor.dtype} [${g.tensor.shape}] in ${g.tensor.group}`,
         );
       }
-      if (end > start) g.held.push([writer, start, end]);
+      g.held.push([writer, start, end]);
     }
   });
   return tensors;
@@ -226,6 +227,12 @@ function collect(holdings: readonly (readonly ShardTensor[])[]): Map<string, Gat
 /** Cuts the tensor's rows where its holders change, then gives each run to a writer. */
 function placeTensor(g: Gathered, load: number[], splitBytes: number): void {
   const rows = rowsOf(g.tensor.shape);
+  if (rows === 0) {
+    // An empty tensor still has a record (its name, dtype and shape), in one part.
+    const writer = Math.min(...g.held.map(([w]) => w));
+    g.tensor.slices = [{ writer, rows: [0, 0], bytes: 0 }];
+    return;
+  }
   const cuts = new Set<number>([0, rows]);
   for (const [, s, e] of g.held) cuts.add(s).add(e);
   const points = [...cuts].sort((a, b) => a - b);
@@ -262,7 +269,6 @@ function placeTensor(g: Gathered, load: number[], splitBytes: number): void {
     }
     add(slices, has, load, writer, start, end, g);
   }
-  if (rows === 0) slices.length = 0;
   g.tensor.slices = slices;
 }
 

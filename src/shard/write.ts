@@ -282,6 +282,8 @@ function spec(t: ShardTensorInput): ShardTensor {
 }
 
 interface PartTensor {
+  /** The tensor's position in the plan. */
+  index: number;
   tensor: TensorInput;
   /** The whole tensor's shape. */
   shape: number[];
@@ -292,7 +294,7 @@ interface PartTensor {
 function sliceTensors(held: readonly ShardTensorInput[], plan: ShardPlan, writer: number, url: string): PartTensor[] {
   const byName = new Map(held.map((t) => [t.name, t]));
   const out: PartTensor[] = [];
-  for (const p of plan.tensors) {
+  for (const [index, p] of plan.tensors.entries()) {
     for (const s of p.slices) {
       if (s.writer !== writer) continue;
       const t = byName.get(p.name);
@@ -323,6 +325,7 @@ function sliceTensors(held: readonly ShardTensorInput[], plan: ShardPlan, writer
         : t.data.subarray((start - from) * rowElements, (end - from) * rowElements);
       const shape = p.shape.length === 0 ? [] : [end - start, ...p.shape.slice(1)];
       out.push({
+        index,
         tensor: { name: p.name, dtype: p.dtype, shape, group: p.group, data },
         shape: p.shape,
         rows: [start, end],
@@ -367,6 +370,7 @@ async function readBackSlices(
       throw new Error(`Cannot save shard: ${reader.url} lacks tensor ${JSON.stringify(t.tensor.name)} just written`);
     }
     const slice: DoneSlice = {
+      index: t.index,
       name: t.tensor.name,
       dtype: t.tensor.dtype,
       shape: t.shape,
@@ -475,14 +479,17 @@ async function commit(
   return { digest: encoded.digest, manifest };
 }
 
-/** The manifest's tensors from every writer's slices: sorted by name, slices in row order. */
+/** The manifest's tensors from every writer's slices: in the plan's order, slices in row order. */
 function gatherTensors(records: readonly DoneRecord[], url: string): ShardTensorEntry[] {
   const tensors = new Map<string, ShardTensorEntry>();
+  const order = new Map<string, number>();
   records.forEach((r, part) => {
     for (const s of r.slices) {
       let t = tensors.get(s.name);
-      if (!t) tensors.set(s.name, t = { name: s.name, dtype: s.dtype, shape: s.shape, group: s.group, slices: [] });
-      else if (t.dtype !== s.dtype || t.shape.join() !== s.shape.join() || t.group !== s.group) {
+      if (!t) {
+        tensors.set(s.name, t = { name: s.name, dtype: s.dtype, shape: s.shape, group: s.group, slices: [] });
+        order.set(s.name, s.index);
+      } else if (t.dtype !== s.dtype || t.shape.join() !== s.shape.join() || t.group !== s.group) {
         throw new RangeError(
           `Cannot commit sharded checkpoint ${url}: writers disagree on tensor ${JSON.stringify(s.name)}`,
         );
@@ -490,7 +497,7 @@ function gatherTensors(records: readonly DoneRecord[], url: string): ShardTensor
       t.slices.push({ part, rows: s.rows, offset: s.offset, length: s.length, digest: s.digest });
     }
   });
-  const out = [...tensors.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const out = [...tensors.values()].sort((a, b) => order.get(a.name)! - order.get(b.name)!);
   for (const t of out) t.slices.sort((a, b) => a.rows[0] - b.rows[0]);
   return out;
 }
