@@ -10,7 +10,14 @@ import { linesOf } from "../_util.ts";
 
 const SCRIPT = fileURLToPath(new URL("../../demo/train.ts", import.meta.url));
 /** The permissions of `deno task train`. */
-export const PERMISSIONS = ["--allow-read", "--allow-write", "--allow-env", "--allow-net=127.0.0.1", "--allow-ffi"];
+export const PERMISSIONS = [
+  "--allow-read",
+  "--allow-write",
+  "--allow-env",
+  "--allow-net=127.0.0.1",
+  "--allow-ffi",
+  "--allow-run",
+];
 
 /** How a run of the demo ended, and what it printed (stderr lines prefixed with `stderr: `). */
 export interface Run {
