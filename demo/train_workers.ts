@@ -128,7 +128,7 @@ function runIdentity(config: Config) {
 type Message = Record<string, unknown>;
 
 /** The JSON lines of a byte stream. */
-async function* messages(stream: ReadableStream<Uint8Array>): AsyncGenerator<Message> {
+async function* messages(stream: ReadableStream<Uint8Array<ArrayBuffer>>): AsyncGenerator<Message> {
   let pending = "";
   for await (const text of stream.pipeThrough(new TextDecoderStream())) {
     pending += text;

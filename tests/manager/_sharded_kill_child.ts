@@ -1,6 +1,7 @@
 // Sharded kill test child: one writer of a 2-writer manager save of step 2, through a store that
 // prints `req N KEY` before each request that changes the store and, at request `stopAt`, prints
-// `at N` and hangs there, so the parent can SIGKILL it exactly at that point of the save.
+// `at N` and hangs there, so the parent can SIGKILL it exactly at that point of the save. The
+// committer says `opened` once its manager is open; the parent starts the other writer then.
 import { CheckpointManager, saveManagedShard } from "../../src/manager/mod.ts";
 import type { ObjectStore } from "../../src/storage/types.ts";
 import { makeCheckpoint } from "./_helpers.ts";
@@ -42,8 +43,10 @@ const store: ObjectStore = {
 };
 const checkpoint = makeCheckpoint(2, { trained: TRAINED });
 if (role === "committer") {
-  const manager = await CheckpointManager.open(store, { onWarning: () => {} });
-  await manager.save(checkpoint, { shards: { writers: 2, saveId: SAVE_ID, external: true, deadline: 2500, poll: 20 } });
+  // maxToKeep 1: the commit is followed by retention deleting step 1 (manifest first, then its parts).
+  const manager = await CheckpointManager.open(store, { maxToKeep: 1, onWarning: () => {} });
+  say("opened"); // the other writer starts now: an open cleans up every uncommitted part
+  await manager.save(checkpoint, { shards: { writers: 2, saveId: SAVE_ID, external: true, deadline: 8000, poll: 20 } });
   await manager.close();
   say("committed");
 } else {
