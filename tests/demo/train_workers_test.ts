@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { CheckpointManager } from "../../src/manager/mod.ts";
 import { finalLine, runCommand, runDemo, stepOf } from "./_train_runner.ts";
+import { s3Test } from "../_s3.ts";
 
 const FLAGS = ["--steps", "120", "--every", "20"];
 
@@ -163,3 +164,25 @@ Deno.test("the README's worker command runs verbatim (deno task train --workers 
     await Deno.remove(root, { recursive: true });
   }
 });
+
+s3Test(
+  "train --workers 2 --dir s3://...: worker 1 killed with SIGKILL, resumed on 3 workers from RGW, same result",
+  async (b) => {
+    const want = await uninterrupted();
+    const dir = `s3://${b.name}/workers`;
+    const { endpoint, region, credentials } = b.endpoint;
+    const env = {
+      AWS_ENDPOINT_URL: endpoint,
+      AWS_REGION: region,
+      AWS_ACCESS_KEY_ID: credentials.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey,
+    };
+    for (const [k, v] of Object.entries(env)) Deno.env.set(k, v); // inherited by the demo and its workers
+    const first = await runDemo(["--workers", "2", "--dir", dir, ...FLAGS, "--delay", "20"], killWhenCommitted(1));
+    assert.equal(first.code, 1, first.lines.join("\n"));
+    const second = await runDemo(["--workers", "3", "--dir", dir, ...FLAGS]);
+    assert.equal(second.code, 0, second.lines.join("\n"));
+    assert.ok(second.lines.some((l) => l.startsWith("resumed from step ") && l.endsWith(`(${dir}, 3 workers)`)));
+    assert.equal(finalLine(second), want);
+  },
+);
