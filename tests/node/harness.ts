@@ -181,6 +181,16 @@ export async function writeDenoFixtures(dir: string): Promise<void> {
     splitBytes: 1024,
     commit: false,
   });
+  // Writer 1 of a sharded manager save (saveManagedShard), for manager_shard_test.mjs: Node's
+  // manager opens its directory, the part is copied in, and the manager writes part 0 and commits.
+  const { saveManagedShard } = await import("../../src/manager/mod.ts");
+  await Deno.mkdir(join(dir, "managed"), { recursive: true });
+  await saveManagedShard(join(dir, "managed"), fixtureCheckpoint() as CheckpointInput, {
+    writer: 1,
+    writers: 2,
+    saveId: "managed-mixed",
+    splitBytes: 1024,
+  });
 }
 
 /** The `*_test.mjs` files of tests/node, sorted. */
