@@ -169,6 +169,8 @@ const describe = (e: unknown) => (e as Error)?.message ?? String(e);
  */
 export class MirroredManager implements AsyncDisposable {
   #local: CheckpointManager;
+  /** The local tier's sharded checkpoints by step: their manifests, to replicate them sharded. */
+  #sharded = new Map<number, string>();
   /** The local tier's retention, applied here (never to a checkpoint the mirror still needs). */
   #localPolicy: RetentionPolicy;
   #mirrorPolicy: RetentionPolicy;
@@ -251,8 +253,10 @@ export class MirroredManager implements AsyncDisposable {
       await manager.close();
       throw e;
     }
+    const committed = await manager.list();
+    for (const e of committed) if (e.kind === "sharded") m.#sharded.set(e.step, e.path);
     if (await m.#connect()) {
-      const behind = (await manager.list()).map((e) => e.step).filter((s) => s > (m.#newest ?? -1));
+      const behind = committed.map((e) => e.step).filter((s) => s > (m.#newest ?? -1));
       if (behind.length > 0) {
         m.#warn(
           `mirror ${m.#url} is behind by ${behind.length} checkpoint(s) (steps ${behind.join(", ")}): catching up`,
@@ -261,7 +265,7 @@ export class MirroredManager implements AsyncDisposable {
       }
     } else {
       // Nothing known of the mirror: every local checkpoint may be missing there, found out once it answers.
-      m.#queue.push(...(await manager.list()).map((e) => e.step));
+      m.#queue.push(...committed.map((e) => e.step));
       m.#pump();
     }
     return m;
@@ -303,6 +307,7 @@ export class MirroredManager implements AsyncDisposable {
     const saved = this.#local.save(checkpoint, options);
     // Not a rejection handler: a failed local save stays the local manager's to report.
     saved.then((entry) => {
+      if (entry.kind === "sharded") this.#sharded.set(entry.step, entry.path);
       this.#enqueue(entry.step);
       void this.#prune();
     });
@@ -544,10 +549,10 @@ export class MirroredManager implements AsyncDisposable {
     let options: ManagerSaveOptions = {};
     try {
       checkpoint = await this.#local.load(step);
-      const entry = (await this.#local.list()).find((e) => e.step === step);
-      if (entry?.kind === "sharded") {
+      const manifest = this.#sharded.get(step);
+      if (manifest !== undefined) {
         // As many parts on the mirror, written here: parts first, the manifest, then its index.
-        options = { shards: (await readShardManifest(entry.path)).manifest.parts.length };
+        options = { shards: (await readShardManifest(manifest)).manifest.parts.length };
       }
     } catch (e) {
       // Retention removed it meanwhile, or it is damaged: nothing to send.
@@ -564,6 +569,7 @@ export class MirroredManager implements AsyncDisposable {
       throw e;
     }
     this.#newest = step;
+    this.#sharded.delete(step);
     this.#mirrorEntries.push({ step, metadata: checkpoint.metadata, savedAt: new Date().toISOString() });
     this.#mirrorEntries = this.#mirrorEntries.filter((e) =>
       retention(this.#mirrorEntries, this.#mirrorPolicy).get(e.step)?.length
