@@ -212,6 +212,22 @@ Deno.test("MirroredManager replicates a sharded checkpoint as a sharded one", as
   });
 });
 
+Deno.test("MirroredManager catches up a sharded checkpoint saved before it opened as a sharded one", async () => {
+  await withDir(async (root) => {
+    const plain = await CheckpointManager.open(`${root}/local`);
+    await plain.save(makeCheckpoint(1), { shards: 3 });
+    await plain.close();
+    const m = await MirroredManager.open(`${root}/local`, `${root}/mirror`, { retryDelay: 20, onWarning: () => {} });
+    assert.equal(await m.mirrored(10_000), true);
+    await m.close();
+    const mirror = await CheckpointManager.open(`${root}/mirror`, { readOnly: true });
+    const [entry] = await mirror.list();
+    assert.deepEqual([entry!.step, entry!.kind, entry!.status], [1, "sharded", "ok"]);
+    assert.equal((await readShardManifest(entry!.path)).manifest.parts.length, 3);
+    await mirror.close();
+  });
+});
+
 s3Test("a sharded manager save to s3:// with a writer beside it, retention deleting parts", async (bucket) => {
   const storage = {
     s3: {
