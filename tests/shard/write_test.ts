@@ -188,3 +188,42 @@ Deno.test("saveShard refuses bad options before writing anything", async () => {
     assert.deepEqual([...Deno.readDirSync(dir)], []);
   });
 });
+
+Deno.test("the committer refuses a part that is missing or not the one its done record names; nothing is committed", async () => {
+  await withDir(async (dir) => {
+    const c = replica(7);
+    for (const damage of ["swap", "truncate", "remove"] as const) {
+      const address = `${dir}/${damage}.ckpt`;
+      await Promise.all(
+        [0, 1].map((writer) =>
+          saveShard(address, c, { writer, writers: 2, saveId: "v", splitBytes: SPLIT, commit: false })
+        ),
+      );
+      const part = `${address}.parts/v/part-00002-of-00002.ckpt`;
+      if (damage === "swap") {
+        // Another save's part of the same size in its place.
+        await saveShard(`${dir}/other.ckpt`, replica(8), {
+          writer: 1,
+          writers: 2,
+          saveId: "v",
+          splitBytes: SPLIT,
+          commit: false,
+        });
+        const other = await Deno.readFile(`${dir}/other.ckpt.parts/v/part-00002-of-00002.ckpt`);
+        const mine = await Deno.readFile(part);
+        const same = new Uint8Array(mine.byteLength);
+        same.set(other.subarray(0, mine.byteLength));
+        same.set(other.subarray(other.byteLength - 48), mine.byteLength - 48); // its footer, at the end
+        await Deno.writeFile(part, same);
+      } else if (damage === "truncate") await Deno.truncate(part, 100);
+      else await Deno.remove(part);
+      await assert.rejects(
+        commitShards(address, { saveId: "v", writers: 2, deadline: 1000 }),
+        damage === "swap"
+          ? /holds stream digest [0-9a-f]{64}, its done record says/
+          : /is (100 bytes|missing) in the store/,
+      );
+      await assert.rejects(Deno.stat(address), Deno.errors.NotFound);
+    }
+  });
+});
