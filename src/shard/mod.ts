@@ -27,7 +27,14 @@
  *
  * @module
  */
-export { type DoneRecord, type DoneSlice, memoryCoordinator, type ShardCoordinator } from "./_coordinate.ts";
+export {
+  channelCoordinator,
+  type ChannelCoordinatorOptions,
+  type DoneRecord,
+  type DoneSlice,
+  memoryCoordinator,
+  type ShardCoordinator,
+} from "./_coordinate.ts";
 export { doneName, partName, ShardConflictError, ShardDeadlineError } from "./errors.ts";
 export {
   decodeShardManifest,

@@ -59,10 +59,10 @@ Deno.test("saveSharded round trips bit for bit with 1, 2 and 4 writers, and ever
   });
 });
 
-Deno.test("saveShard from worker threads: each writes its part, writer 0 commits through the store", async () => {
+Deno.test("saveShard from worker threads: each writes its part, writer 0 commits (done records in the store, or over a BroadcastChannel)", async () => {
   await withDir(async (dir) => {
-    for (const writers of [2, 4]) {
-      const address = `${dir}/threads-${writers}.ckpt`;
+    for (const [writers, channel] of [[2, false], [4, false], [2, true], [4, true]] as const) {
+      const address = `${dir}/threads-${writers}-${channel}.ckpt`;
       const results = await Promise.all(
         Array.from(
           { length: writers },
@@ -73,13 +73,17 @@ Deno.test("saveShard from worker threads: each writes its part, writer 0 commits
                 resolve(e.data);
                 w.terminate();
               };
-              w.postMessage({ address, writer, writers, saveId: `t${writers}`, seed: 11 });
+              w.postMessage({ address, writer, writers, saveId: `t${writers}-${channel}`, seed: 11, channel });
             }),
         ),
       );
       for (const r of results) assert.equal(r.error, undefined);
       assert.match(results[0]!.digest!, /^[0-9a-f]{64}$/);
       assertSameCheckpoint(await loadCheckpoint(address, { sha256: results[0]!.digest! }), replica(11));
+      const done = [...Deno.readDirSync(`${address}.parts/t${writers}-${channel}`)].filter((e) =>
+        e.name.startsWith("done-")
+      );
+      assert.equal(done.length, channel ? 0 : writers, "done records in the store only without a channel");
     }
   });
 });
