@@ -73,5 +73,13 @@ export {
   type ShardSaveResult,
   type ShardTensorInput,
 } from "./write.ts";
-export { readShardManifest, readShards, type ShardReadOptions, type ShardRequest, shareOf } from "./read.ts";
+export {
+  readShardManifest,
+  readShards,
+  type ShardReadOptions,
+  type ShardRequest,
+  type ShardVerifyResult,
+  shareOf,
+  verifyShards,
+} from "./read.ts";
 export { deleteShardedCheckpoint, listShardLeftovers, removeShardLeftovers, shardKeys } from "./leftovers.ts";
