@@ -231,3 +231,18 @@ Deno.test("the committer refuses a part that is missing or not the one its done 
     }
   });
 });
+
+Deno.test("writers whose replicas differ make plans that disagree: the committer refuses to commit", async () => {
+  await withDir(async (dir) => {
+    const address = `${dir}/a.ckpt`;
+    const c = replica(3);
+    const fewer = { metadata: c.metadata, tensors: c.tensors.filter((t) => t.name !== "embed") };
+    const results = await Promise.allSettled([
+      saveShard(address, c, { writer: 0, writers: 2, saveId: "x", splitBytes: SPLIT, deadline: 5000 }),
+      saveShard(address, fewer, { writer: 1, writers: 2, saveId: "x", splitBytes: SPLIT, commit: false }),
+    ]);
+    assert.equal(results[0]!.status, "rejected");
+    assert.match(String((results[0] as PromiseRejectedResult).reason), /do not make a valid manifest/);
+    await assert.rejects(Deno.stat(address), Deno.errors.NotFound);
+  });
+});
