@@ -3,7 +3,6 @@
 // registers on import, so io never imports shard.
 import type { Checkpoint } from "../format/types.ts";
 import type { StoreObject } from "../storage/resolve.ts";
-import { ObjectNotFoundError } from "../storage/types.ts";
 
 /** Loads the sharded checkpoint whose manifest is at `at`, with loadCheckpoint's options. */
 export type ShardedLoader = (at: StoreObject, options: Record<string, unknown>) => Promise<Checkpoint>;
@@ -29,9 +28,8 @@ export async function loadIfSharded(
   try {
     const got = await at.store.get(at.key, { range: { offset: 0, length: magic.byteLength } });
     head = new Uint8Array(await new Response(got.body).arrayBuffer());
-  } catch (e) {
-    if (e instanceof ObjectNotFoundError) return undefined; // the usual load says so, in its words
-    throw e;
+  } catch {
+    return undefined; // the load's own error says what is wrong, in its words
   }
   if (head.byteLength !== magic.byteLength || !magic.every((b, i) => head[i] === b)) return undefined;
   return await load(at, options);

@@ -93,6 +93,85 @@ export function memoryCoordinator(): ShardCoordinator {
   };
 }
 
+/** Options for {@linkcode channelCoordinator}. */
+export interface ChannelCoordinatorOptions {
+  /**
+   * How long a writer's channel stays open after it published, answering a committer that asks
+   * late, unless the committer says it collected everything first, in milliseconds. An open
+   * channel keeps its thread alive.
+   *
+   * @default {600000} (10 minutes, the committer's default deadline)
+   */
+  linger?: number;
+}
+
+/**
+ * A coordinator for writers on several threads of one process (worker threads): records go
+ * over a `BroadcastChannel` named after `name` (give every writer of one save the same name),
+ * nothing is written for them. A committer that starts collecting after some writers published
+ * asks, and they publish again; once it has every record it tells them, and they close their
+ * channels.
+ *
+ * @example
+ * ```ts
+ * import { channelCoordinator } from "./_coordinate.ts";
+ * import assert from "node:assert/strict";
+ * const record = {
+ *   saveId: "s", writer: 0, writers: 1, metadata: { step: 1 }, slices: [],
+ *   part: { name: "part-00001-of-00001.ckpt", bytes: 64, digest: "0".repeat(64) },
+ * };
+ * await channelCoordinator("demo").publish(record); // in one thread ...
+ * const got = await channelCoordinator("demo").collect("s", 1, { deadline: 5000 }); // ... and another
+ * assert.equal(got[0]!.writer, 0);
+ * ```
+ */
+export function channelCoordinator(name: string, options: ChannelCoordinatorOptions = {}): ShardCoordinator {
+  if (typeof name !== "string" || name === "") throw new TypeError("Invalid channel name: expected a non-empty string");
+  const linger = options.linger ?? 10 * 60 * 1000;
+  if (!Number.isSafeInteger(linger) || linger < 0) {
+    throw new RangeError(`Invalid linger ${linger}: expected milliseconds`);
+  }
+  const topic = `ckpt-shard:${name}`;
+  return {
+    publish(record) {
+      const channel = new BroadcastChannel(topic);
+      const send = () => channel.postMessage({ kind: "done", record });
+      const close = () => {
+        clearTimeout(timer);
+        channel.close();
+      };
+      const timer = setTimeout(close, linger);
+      channel.onmessage = (e: MessageEvent) => {
+        const m = e.data as { kind?: string; saveId?: string } | null;
+        if (m?.saveId !== record.saveId) return;
+        if (m.kind === "ask") send();
+        else if (m.kind === "collected") close();
+      };
+      send();
+      return Promise.resolve();
+    },
+    collect(saveId, writers, { deadline, signal }) {
+      const channel = new BroadcastChannel(topic);
+      const got = new Map<number, DoneRecord>();
+      return waitFor(writers, deadline, signal, (wake) => {
+        channel.onmessage = (e: MessageEvent) => {
+          const m = e.data as { kind?: string; record?: DoneRecord } | null;
+          const r = m?.kind === "done" ? m.record : undefined;
+          if (r?.saveId !== saveId || r.writers !== writers || !Number.isSafeInteger(r.writer)) return;
+          if (r.writer < 0 || r.writer >= writers) return;
+          got.set(r.writer, r);
+          wake();
+        };
+        channel.postMessage({ kind: "ask", saveId });
+        return () => {
+          channel.postMessage({ kind: "collected", saveId });
+          channel.close();
+        };
+      }, () => Promise.resolve(got));
+    },
+  };
+}
+
 /** A coordinator through `store`: done records are objects under `prefix` (which ends in `/`). */
 export function storeCoordinator(store: ObjectStore, prefix: string, poll: number): ShardCoordinator {
   const found = new Map<number, DoneRecord>();

@@ -6,6 +6,7 @@ import { ChecksumMismatchError } from "../format/errors.ts";
 import { equalBytes, sha256, toHex } from "../format/_hash.ts";
 import { readFull } from "../storage/_file_io.ts";
 import type { ObjectStore } from "../storage/types.ts";
+import type { RandomAccessReader } from "../format/codec.ts";
 import { SeekMode } from "../runtime/files.ts";
 import {
   BINARY_ALIGNMENT,
@@ -65,6 +66,43 @@ export async function readRange(
   }
   if (at !== length) throw new SyntaxError(`Cannot read ${url}: ${at} bytes at offset ${offset}, needed ${length}`);
   return want;
+}
+
+/**
+ * `length` bytes at each of `offsets` of object `key`: positioned reads of one open file for a
+ * local store, else ranged reads (through `reader` when given), at most 16 at a time.
+ */
+export async function readEach(
+  store: ObjectStore,
+  key: string,
+  offsets: readonly number[],
+  length: number,
+  reader?: RandomAccessReader,
+): Promise<Uint8Array[]> {
+  const out: Uint8Array[] = [];
+  if (store.files) {
+    const file = await store.files.open(key);
+    try {
+      for (const offset of offsets) {
+        const buf = new Uint8Array(length);
+        await file.seek(offset, SeekMode.Start);
+        if (await readFull(file, buf) !== length) {
+          throw new SyntaxError(`Cannot read ${store.url}${key}: fewer than ${length} bytes at offset ${offset}`);
+        }
+        out.push(buf);
+      }
+    } finally {
+      file.close();
+    }
+    return out;
+  }
+  for (let i = 0; i < offsets.length; i += 16) {
+    const batch = offsets.slice(i, i + 16);
+    out.push(
+      ...await Promise.all(batch.map((o) => reader ? reader.read(o, length) : readRange(store, key, o, length))),
+    );
+  }
+  return out;
 }
 
 /**

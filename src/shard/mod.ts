@@ -27,7 +27,14 @@
  *
  * @module
  */
-export { type DoneRecord, type DoneSlice, memoryCoordinator, type ShardCoordinator } from "./_coordinate.ts";
+export {
+  channelCoordinator,
+  type ChannelCoordinatorOptions,
+  type DoneRecord,
+  type DoneSlice,
+  memoryCoordinator,
+  type ShardCoordinator,
+} from "./_coordinate.ts";
 export { doneName, partName, ShardConflictError, ShardDeadlineError } from "./errors.ts";
 export {
   decodeShardManifest,
@@ -66,5 +73,13 @@ export {
   type ShardSaveResult,
   type ShardTensorInput,
 } from "./write.ts";
-export { readShardManifest, readShards, type ShardReadOptions, type ShardRequest, shareOf } from "./read.ts";
+export {
+  readShardManifest,
+  readShards,
+  type ShardReadOptions,
+  type ShardRequest,
+  type ShardVerifyResult,
+  shareOf,
+  verifyShards,
+} from "./read.ts";
 export { deleteShardedCheckpoint, listShardLeftovers, removeShardLeftovers, shardKeys } from "./leftovers.ts";

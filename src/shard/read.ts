@@ -14,6 +14,8 @@ import { placeInto } from "../format/_read_into.ts";
 import type { StorageAddress, StoreObject } from "../storage/resolve.ts";
 import { locate, type StorageOptions } from "../io/read.ts";
 import { registerShardedLoader } from "../io/_sharded.ts";
+import { verifyCheckpoint } from "../io/verify.ts";
+import { ObjectNotFoundError } from "../storage/types.ts";
 import {
   decodeShardManifest,
   resolveShardLimits,
@@ -81,6 +83,10 @@ export async function readShardManifest(
 }
 
 const READ_OPTION_NAMES = ["storage", "limits", "concurrency"];
+
+function storage(options: ShardReadOptions): StorageOptions {
+  return options.storage ? { storage: options.storage } : {};
+}
 
 async function manifestAt(
   at: StoreObject,
@@ -253,6 +259,76 @@ function place(
     body.subarray((from - slice.rows[0]) * o.rowBytes, (to - slice.rows[0]) * o.rowBytes),
     (from - o.w.from) * o.rowBytes,
   );
+}
+
+/** What {@linkcode verifyShards} checked. */
+export interface ShardVerifyResult {
+  /** The manifest. */
+  manifest: ShardManifest;
+  /** The manifest's digest: the sharded checkpoint's digest. */
+  digest: string;
+  /** Bytes of parts read and verified. */
+  bytes: number;
+}
+
+/**
+ * Verifies the sharded checkpoint at `address` without keeping any tensor: the manifest, then
+ * each part read whole and verified as `verifyCheckpoint` does (every record digest, and its
+ * stream digest against the one the manifest pins), which proves every slice the manifest names.
+ * Memory stays that of verifying one part. A damaged part is a `ChecksumMismatchError` naming it,
+ * a missing one the store's not-found error.
+ *
+ * @example
+ * ```ts
+ * import { saveSharded, verifyShards } from "./mod.ts";
+ * import assert from "node:assert/strict";
+ * const dir = await Deno.makeTempDir();
+ * const saved = await saveSharded(`${dir}/a.ckpt`, {
+ *   metadata: { step: 1 },
+ *   tensors: [{ name: "w", dtype: "uint8", shape: [2], data: new Uint8Array([1, 2]) }],
+ * });
+ * assert.equal((await verifyShards(`${dir}/a.ckpt`)).digest, saved.digest);
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
+export async function verifyShards(
+  address: StorageAddress,
+  options: ShardReadOptions = {},
+): Promise<ShardVerifyResult> {
+  checkOptionNames(options, READ_OPTION_NAMES, "Cannot verify sharded checkpoint");
+  const at = locate(address, options);
+  const { manifest, digest } = await manifestAt(at, options);
+  const prefix = `${at.key}.parts/${manifest.saveId}/`;
+  let bytes = 0;
+  const where = `${at.store.url}${at.key}`;
+  for (const [i, part] of manifest.parts.entries()) {
+    const key = prefix + part.name;
+    const info = await at.store.head(key);
+    if (!info) throw new ObjectNotFoundError(at.store.url + key);
+    if (info.size !== part.bytes) {
+      throw new SyntaxError(
+        `Cannot verify sharded checkpoint ${where}: part ${part.name} has ${info.size} bytes, the manifest says ${part.bytes}`,
+      );
+    }
+    const result = await verifyCheckpoint({ store: at.store, key }, { sha256: part.digest, ...storage(options) });
+    // The part holds what the manifest says it holds: each slice, by name and shape.
+    const held = new Map(result.tensors.map((t) => [t.name, t.shape.join()]));
+    for (const t of manifest.tensors) {
+      for (const sl of t.slices) {
+        if (sl.part !== i) continue;
+        const shape = t.shape.length === 0 ? "" : [sl.rows[1] - sl.rows[0], ...t.shape.slice(1)].join();
+        if (held.get(t.name) !== shape) {
+          throw new SyntaxError(
+            `Cannot verify sharded checkpoint ${where}: part ${part.name} lacks rows [${sl.rows}] of tensor ${
+              JSON.stringify(t.name)
+            }`,
+          );
+        }
+      }
+    }
+    bytes += info.size;
+  }
+  return { manifest, digest, bytes };
 }
 
 /**

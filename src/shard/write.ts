@@ -31,6 +31,8 @@ import {
   type ShardTensorEntry,
 } from "./manifest.ts";
 import { planShards, type ShardPlan, type ShardTensor } from "./plan.ts";
+import { readEach } from "./_slice.ts";
+import { decodeFooter, FOOTER_BYTES } from "../format/codecs/_binary_layout.ts";
 
 /** How long a committer waits for the writers' done records by default: 10 minutes. */
 export const DEFAULT_SHARD_DEADLINE = 10 * 60 * 1000;
@@ -362,14 +364,12 @@ async function readBackSlices(
   const reader = await openRandomAccess(at.store, key, signal ? { signal } : {});
   const index = await readBinaryIndex(reader);
   const entries = new Map(index.tensors.map((e) => [e.name, e]));
-  const out: DoneSlice[] = [];
-  const reads: Promise<void>[] = [];
-  for (const t of tensors) {
+  const out: DoneSlice[] = tensors.map((t) => {
     const e = entries.get(t.tensor.name);
     if (!e) {
       throw new Error(`Cannot save shard: ${reader.url} lacks tensor ${JSON.stringify(t.tensor.name)} just written`);
     }
-    const slice: DoneSlice = {
+    return {
       index: t.index,
       name: t.tensor.name,
       dtype: t.tensor.dtype,
@@ -380,11 +380,12 @@ async function readBackSlices(
       length: e.length,
       digest: "",
     };
-    out.push(slice);
-    reads.push(reader.read(e.offset + e.length - 32, 32).then((d) => void (slice.digest = toHex(d))));
-    if (reads.length >= 8) await Promise.all(reads.splice(0));
-  }
-  await Promise.all(reads);
+  });
+  // Each record's digest is its last 32 bytes: positioned reads of one open file where the part
+  // is local (the index read above left them in the page cache), ranged reads otherwise.
+  const at32 = out.map((s) => s.offset + s.length - 32);
+  const digests = await readEach(at.store, key, at32, 32, reader);
+  out.forEach((s, i) => s.digest = toHex(digests[i]!));
   return out;
 }
 
@@ -447,6 +448,15 @@ async function commit(
         `Cannot commit sharded checkpoint ${url}: part ${prefix + name} is ${
           info ? `${info.size} bytes` : "missing"
         } in the store, its done record says ${r.part.bytes} bytes; nothing was committed`,
+      );
+    }
+    // The footer holds the part's stream digest: one small read shows the part is the one recorded.
+    const [footer] = await readEach(at.store, prefix + name, [info.size - FOOTER_BYTES], FOOTER_BYTES);
+    const stored = toHex(decodeFooter(footer!, info.size - FOOTER_BYTES).digest);
+    if (stored !== r.part.digest) {
+      throw new Error(
+        `Cannot commit sharded checkpoint ${url}: part ${prefix + name} holds stream digest ${stored}, its done ` +
+          `record says ${r.part.digest}; nothing was committed`,
       );
     }
   }));

@@ -1,8 +1,10 @@
-// One writer of a sharded save on a worker thread: posts { bytes, digest? } or { error }.
-import { saveShard } from "../../src/shard/mod.ts";
+// One writer of a sharded save on a worker thread: posts { bytes, digest? } or { error }. With
+// `channel`, writers coordinate over a BroadcastChannel instead of done records in the store.
+import { channelCoordinator, saveShard } from "../../src/shard/mod.ts";
 import { replica, SPLIT } from "./_fixture.ts";
 
-self.onmessage = async (e: MessageEvent) => {
+const scope = self as unknown as Worker;
+scope.onmessage = async (e: MessageEvent) => {
   const a = e.data;
   try {
     const r = await saveShard(a.address, replica(a.seed), {
@@ -11,9 +13,10 @@ self.onmessage = async (e: MessageEvent) => {
       saveId: a.saveId,
       splitBytes: SPLIT,
       poll: 20,
+      ...(a.channel ? { coordinator: channelCoordinator(a.saveId) } : {}),
     });
-    self.postMessage({ bytes: r.part.bytes, digest: r.digest });
+    scope.postMessage({ bytes: r.part.bytes, digest: r.digest });
   } catch (err) {
-    self.postMessage({ error: String(err) });
+    scope.postMessage({ error: String(err) });
   }
 };

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { ChecksumMismatchError, loadCheckpoint, MemoryStore } from "../../mod.ts";
 import type { GetOptions, GetResult, ObjectStore } from "../../src/storage/types.ts";
-import { readShardManifest, readShards, saveSharded, shareOf } from "../../src/shard/mod.ts";
+import { readShardManifest, readShards, saveSharded, shareOf, verifyShards } from "../../src/shard/mod.ts";
 import { assertSameCheckpoint, assertSameTensors, withDir } from "../_util.ts";
 import { replica, SPLIT } from "./_fixture.ts";
 import type { Tensor, TensorInput } from "../../src/format/types.ts";
@@ -139,5 +139,23 @@ Deno.test("loadCheckpoint restores a sharded checkpoint into given buffers", asy
     const back = await loadCheckpoint(address, { into: new Map([["embed", buffer]]) });
     assert.equal(back.tensors.find((t) => t.name === "embed")!.data.buffer, buffer.buffer);
     assert.deepEqual(buffer, c.tensors.find((t) => t.name === "embed")!.data);
+  });
+});
+
+Deno.test("verifyShards checks every part whole against the manifest, keeping no tensor", async () => {
+  await withDir(async (dir) => {
+    const address = `${dir}/a.ckpt`;
+    const { manifest, digest } = await saveSharded(address, replica(6), { writers: 3, splitBytes: SPLIT });
+    const ok = await verifyShards(address);
+    assert.equal(ok.digest, digest);
+    assert.equal(ok.bytes, manifest.parts.reduce((n, p) => n + p.bytes, 0));
+    // A flipped bit in a part's metadata record, which no slice read touches, is found.
+    const path = `${address}.parts/${manifest.saveId}/${manifest.parts[0]!.name}`;
+    const bytes = await Deno.readFile(path);
+    bytes[40]! ^= 1;
+    await Deno.writeFile(path, bytes);
+    await assert.rejects(verifyShards(address), (e) => e instanceof ChecksumMismatchError || e instanceof SyntaxError);
+    await Deno.remove(path);
+    await assert.rejects(verifyShards(address), /No such file or directory/);
   });
 });

@@ -59,10 +59,10 @@ Deno.test("saveSharded round trips bit for bit with 1, 2 and 4 writers, and ever
   });
 });
 
-Deno.test("saveShard from worker threads: each writes its part, writer 0 commits through the store", async () => {
+Deno.test("saveShard from worker threads: each writes its part, writer 0 commits (done records in the store, or over a BroadcastChannel)", async () => {
   await withDir(async (dir) => {
-    for (const writers of [2, 4]) {
-      const address = `${dir}/threads-${writers}.ckpt`;
+    for (const [writers, channel] of [[2, false], [4, false], [2, true], [4, true]] as const) {
+      const address = `${dir}/threads-${writers}-${channel}.ckpt`;
       const results = await Promise.all(
         Array.from(
           { length: writers },
@@ -73,13 +73,17 @@ Deno.test("saveShard from worker threads: each writes its part, writer 0 commits
                 resolve(e.data);
                 w.terminate();
               };
-              w.postMessage({ address, writer, writers, saveId: `t${writers}`, seed: 11 });
+              w.postMessage({ address, writer, writers, saveId: `t${writers}-${channel}`, seed: 11, channel });
             }),
         ),
       );
       for (const r of results) assert.equal(r.error, undefined);
       assert.match(results[0]!.digest!, /^[0-9a-f]{64}$/);
       assertSameCheckpoint(await loadCheckpoint(address, { sha256: results[0]!.digest! }), replica(11));
+      const done = [...Deno.readDirSync(`${address}.parts/t${writers}-${channel}`)].filter((e) =>
+        e.name.startsWith("done-")
+      );
+      assert.equal(done.length, channel ? 0 : writers, "done records in the store only without a channel");
     }
   });
 });
@@ -186,5 +190,59 @@ Deno.test("saveShard refuses bad options before writing anything", async () => {
     };
     await assert.rejects(saveShard(a, sliced, { writer: 0, writers: 2, saveId: "s" }), /pass plan/);
     assert.deepEqual([...Deno.readDirSync(dir)], []);
+  });
+});
+
+Deno.test("the committer refuses a part that is missing or not the one its done record names; nothing is committed", async () => {
+  await withDir(async (dir) => {
+    const c = replica(7);
+    for (const damage of ["swap", "truncate", "remove"] as const) {
+      const address = `${dir}/${damage}.ckpt`;
+      await Promise.all(
+        [0, 1].map((writer) =>
+          saveShard(address, c, { writer, writers: 2, saveId: "v", splitBytes: SPLIT, commit: false })
+        ),
+      );
+      const part = `${address}.parts/v/part-00002-of-00002.ckpt`;
+      if (damage === "swap") {
+        // Another save's part of the same size in its place.
+        await saveShard(`${dir}/other.ckpt`, replica(8), {
+          writer: 1,
+          writers: 2,
+          saveId: "v",
+          splitBytes: SPLIT,
+          commit: false,
+        });
+        const other = await Deno.readFile(`${dir}/other.ckpt.parts/v/part-00002-of-00002.ckpt`);
+        const mine = await Deno.readFile(part);
+        const same = new Uint8Array(mine.byteLength);
+        same.set(other.subarray(0, mine.byteLength));
+        same.set(other.subarray(other.byteLength - 48), mine.byteLength - 48); // its footer, at the end
+        await Deno.writeFile(part, same);
+      } else if (damage === "truncate") await Deno.truncate(part, 100);
+      else await Deno.remove(part);
+      await assert.rejects(
+        commitShards(address, { saveId: "v", writers: 2, deadline: 1000 }),
+        damage === "swap"
+          ? /holds stream digest [0-9a-f]{64}, its done record says/
+          : /is (100 bytes|missing) in the store/,
+      );
+      await assert.rejects(Deno.stat(address), Deno.errors.NotFound);
+    }
+  });
+});
+
+Deno.test("writers whose replicas differ make plans that disagree: the committer refuses to commit", async () => {
+  await withDir(async (dir) => {
+    const address = `${dir}/a.ckpt`;
+    const c = replica(3);
+    const fewer = { metadata: c.metadata, tensors: c.tensors.filter((t) => t.name !== "embed") };
+    const results = await Promise.allSettled([
+      saveShard(address, c, { writer: 0, writers: 2, saveId: "x", splitBytes: SPLIT, deadline: 5000 }),
+      saveShard(address, fewer, { writer: 1, writers: 2, saveId: "x", splitBytes: SPLIT, commit: false }),
+    ]);
+    assert.equal(results[0]!.status, "rejected");
+    assert.match(String((results[0] as PromiseRejectedResult).reason), /do not make a valid manifest/);
+    await assert.rejects(Deno.stat(address), Deno.errors.NotFound);
   });
 });
