@@ -91,6 +91,10 @@ export {
   INFERENCE_PRESET,
   type KeepReason,
   type ListedCheckpoint,
+  type ManagedShardOptions,
+  type ManagerSaveOptions,
+  saveManagedShard,
+  type ShardedSave,
   type TensorSummary,
   TRAINING_PRESET,
 } from "./src/manager/mod.ts";
@@ -169,3 +173,4 @@ export {
   S3Store,
   type S3StoreOptions,
 } from "./src/storage/s3.ts";
+export * from "./src/shard/mod.ts";

@@ -24,6 +24,7 @@ import { MirroredManager } from "../src/manager/mirror.ts";
 import { CheckpointMismatchError, CheckpointWriter, restore, snapshot } from "../src/tfjs/mod.ts";
 import { loadTfjsNode } from "../src/tfjs/_tfjs_node.ts";
 import { isUnlocked, runUnlocked } from "./_unlocked.ts";
+import { batchIndices, POINTS, spirals } from "./_data.ts";
 
 /**
  * Backends the demo loads only when asked for (`--backend wasm|webgpu`), by full specifier and a
@@ -62,6 +63,8 @@ Options:
                      (s3://bucket/prefix with the AWS_* variables, or a directory),
                      keeping the last 3 there; resumes from it if newer or intact
   --fresh            delete the directory's checkpoints and start from step 0
+  --workers N        train data-parallel on N worker processes, checkpointing sharded
+                     (see deno task train --workers 1 --help)
   --quiet            print only the final result
   -h, --help         show this help
 
@@ -165,58 +168,6 @@ function parseConfig(args: string[]): Config | undefined {
   };
 }
 
-/** mulberry32: a small seeded PRNG, so the data is the same on every run and machine. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-const POINTS = 1024;
-
-/** Two interleaved spirals with a little noise: x is [POINTS, 2], y is 0 or 1. */
-function spirals(seed: number): { x: Float32Array; y: Float32Array } {
-  const random = prng(seed);
-  const x = new Float32Array(POINTS * 2);
-  const y = new Float32Array(POINTS);
-  for (let i = 0; i < POINTS; i++) {
-    const label = i % 2;
-    const r = (i >> 1) / (POINTS / 2) * 3 + 0.3;
-    const angle = r * 2.2 + label * Math.PI;
-    x[2 * i] = r * Math.cos(angle) + (random() - 0.5) * 0.2;
-    x[2 * i + 1] = r * Math.sin(angle) + (random() - 0.5) * 0.2;
-    y[i] = label;
-  }
-  return { x, y };
-}
-
-/** The example indices of step `step`: a seeded shuffle per epoch, so it depends on the step alone. */
-function batchIndices(step: number, batch: number, seed: number): Int32Array {
-  const out = new Int32Array(batch);
-  let epoch = -1;
-  let order: Int32Array | undefined;
-  for (let k = 0; k < batch; k++) {
-    const position = (step - 1) * batch + k;
-    const e = Math.floor(position / POINTS);
-    if (e !== epoch) {
-      epoch = e;
-      order = Int32Array.from({ length: POINTS }, (_, i) => i);
-      const random = prng(seed * 100_003 + e);
-      for (let i = POINTS - 1; i > 0; i--) {
-        const j = Math.floor(random() * (i + 1));
-        [order[i], order[j]] = [order[j]!, order[i]!];
-      }
-    }
-    out[k] = order![position % POINTS]!;
-  }
-  return out;
-}
-
 function buildModel(config: Config): { model: tfl.LayersModel; optimizer: tf.Optimizer } {
   const init = (n: number) => tfl.initializers.glorotUniform({ seed: config.seed * 10 + n });
   const model = tfl.sequential({
@@ -247,6 +198,10 @@ function runIdentity(config: Config) {
 const fmt = (n: number) => n.toFixed(6);
 
 async function main(args: string[]): Promise<number> {
+  // --workers N: data-parallel worker processes, sharded checkpoints (demo/train_workers.ts).
+  if (args.some((a) => a === "--workers" || a.startsWith("--workers="))) {
+    return await (await import("./train_workers.ts")).coordinate(args);
+  }
   let config: Config | undefined;
   try {
     config = parseConfig(args);

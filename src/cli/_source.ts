@@ -35,6 +35,7 @@ import {
   UsageError,
 } from "./_io.ts";
 import type { FileHandle } from "../runtime/files.ts";
+import { isShardManifest, openShardedSource, partVerifier } from "./_sharded.ts";
 
 /**
  * Codecs recognised besides the built-in ones: safetensors (from the interop module, which
@@ -44,7 +45,7 @@ export const EXTRA_CODECS = [safetensorsCodec] as const;
 
 /** Whether a codec stores a digest after every record (ckpt's own do; safetensors has none). */
 export function hasDigests(codec: string): boolean {
-  return codec === "binary" || codec === "json";
+  return codec === "binary" || codec === "json" || codec === "sharded";
 }
 
 /** A checkpoint being read: its metadata is already decoded, its tensors come one at a time. */
@@ -100,6 +101,7 @@ export async function openCheckpoint(
   io: CliIO,
   options: { hash?: boolean; progress?: boolean; reuseBuffers?: boolean; bodies?: "keep" | "hash" } = {},
 ): Promise<OpenCheckpoint> {
+  if (await isShardManifest(spec)) return await openSharded(spec, io, options);
   const input = await openInput(spec, io);
   const progress = new Progress(
     options.progress ?? true ? io : { ...io, stderrIsTerminal: false },
@@ -156,6 +158,35 @@ export async function openCheckpoint(
     await close();
     throw readError(input.label, e);
   }
+}
+
+/**
+ * A sharded checkpoint (src/shard): its manifest read and checked, then its tensors one at a time,
+ * each slice checked against the digest the manifest pins. Verifying (`bodies: "hash"`) also reads
+ * every part through and compares its stream digest with the manifest's. `digest()` is the
+ * manifest's digest, the sharded checkpoint's.
+ */
+async function openSharded(
+  spec: string,
+  io: CliIO,
+  options: { bodies?: "keep" | "hash" },
+): Promise<OpenCheckpoint> {
+  const verify = options.bodies === "hash"
+    ? partVerifier((part) => openCheckpoint(part, io, { progress: false, bodies: "hash", reuseBuffers: true }), spec)
+    : undefined;
+  const source = await openShardedSource(spec, verify);
+  return {
+    label: spec,
+    path: spec,
+    codec: "sharded",
+    compression: "none",
+    metadata: source.manifest.metadata,
+    tensors: source.tensors,
+    bytes: source.bytes,
+    sha256: () => undefined,
+    digest: () => Promise.resolve(source.digest),
+    close: () => Promise.resolve(),
+  };
 }
 
 /**

@@ -24,6 +24,9 @@ import { EXTRA_CODECS, indexedKind, openCheckpoint, readError } from "./_source.
 import { checkTfjsTarget, findTfjsArtifacts, readArtifacts } from "./_tfjs.ts";
 import { OsErrors } from "../runtime/errors.ts";
 import { files } from "../runtime/files.ts";
+import { saveSharded } from "../shard/write.ts";
+import { locate } from "../io/read.ts";
+import { ShardConflictError } from "../shard/errors.ts";
 
 async function checkTarget(path: string): Promise<void> {
   const fail = (why: string): never => {
@@ -153,6 +156,58 @@ async function toTfjs(from: string, to: string, artifacts: string | undefined, n
   }
 }
 
+/** The number of parts `--shards` asks for, checked against the other options. */
+function shardCount(values: Values, name: OutputCodec, compression: Compression, to: string): number {
+  const n = Number(values.shards);
+  if (!Number.isSafeInteger(n) || n < 1 || n > 10_000) {
+    throw new UsageError(
+      `--shards must be a whole number of parts from 1 to 10000, got ${JSON.stringify(values.shards)}`,
+    );
+  }
+  if (name !== "binary" || compression !== "none") {
+    throw new UsageError("--shards writes uncompressed binary parts: drop --codec, --gzip and --bytegroup");
+  }
+  if (to === "-") throw new UsageError("--shards writes a manifest and its parts: give OUT as a path or s3://, not -");
+  return n;
+}
+
+/**
+ * Writes IN as a sharded checkpoint at OUT: `parts` parts, each written concurrently, then the
+ * manifest (create-only: an existing OUT is refused, never replaced). The tensors are held in
+ * memory while the parts are planned and written.
+ */
+async function toSharded(from: string, to: string, artifacts: string | undefined, parts: number, io: CliIO) {
+  await checkTarget(to);
+  const exists = (at: { store: { head(key: string): Promise<unknown> }; key: string }) => at.store.head(at.key);
+  if (await exists(locate(to)).catch(() => undefined)) {
+    throw new FileError(`Cannot write ${JSON.stringify(to)}: a checkpoint is already there (remove it first)`);
+  }
+  let checkpoint: Checkpoint;
+  if (artifacts !== undefined) checkpoint = await readArtifacts(artifacts);
+  else {
+    const ckpt = await openCheckpoint(from, io);
+    try {
+      const tensors = [];
+      for await (const t of ckpt.tensors()) tensors.push({ ...t, data: t.data.slice() });
+      checkpoint = { metadata: ckpt.metadata, tensors };
+    } finally {
+      await ckpt.close();
+    }
+  }
+  await writeOutput(to, artifacts ?? from, "binary", async () => {
+    try {
+      await saveSharded(to, checkpoint, { writers: parts });
+    } catch (e) {
+      if (e instanceof ShardConflictError) {
+        throw new FileError(`Cannot write ${JSON.stringify(to)}: a checkpoint is already there (remove it first)`, {
+          cause: e,
+        });
+      }
+      throw e;
+    }
+  });
+}
+
 async function run(values: Values, positionals: string[], io: CliIO): Promise<number> {
   const [from, to] = positionals as [string, string];
   const name = choiceOption<OutputCodec>(values, "codec", ["binary", "json", "safetensors", "tfjs"], "binary");
@@ -170,6 +225,10 @@ async function run(values: Values, positionals: string[], io: CliIO): Promise<nu
     throw new UsageError("refusing to write binary data to a terminal: redirect standard output, or use --codec json");
   }
   const artifacts = await findTfjsArtifacts(from);
+  if (values.shards !== undefined) {
+    await toSharded(from, to, artifacts, shardCount(values, name, compression, to), io);
+    return EXIT.ok;
+  }
   if (name === "tfjs") {
     await toTfjs(from, to, artifacts, values.narrow === true, io);
     return EXIT.ok;
@@ -245,7 +304,13 @@ With --codec tfjs, OUT is a directory (made if missing; a local path or s3://) t
 model.json and weight shards; dtypes TF.js cannot hold are refused unless --narrow. Locally the
 shards are renamed into place and model.json replaced last; on s3:// an existing model.json is
 deleted first and written last, so a failed conversion leaves no model.json, never an old one
-beside new shards.`,
+beside new shards.
+
+Sharded checkpoints: IN may be a shard manifest (its tensors are read slice by slice, each
+checked against the manifest's digests); with --shards N, OUT becomes a sharded checkpoint: N
+uncompressed binary parts under OUT.parts/, written concurrently, then the manifest at OUT,
+created only if OUT does not exist (an existing OUT is refused, not replaced). The tensors are
+held in memory while the parts are written.`,
   options: {
     codec: {
       type: "string",
@@ -264,6 +329,11 @@ beside new shards.`,
       help: "binary output with float tensors stored as byte planes, random access kept: on large float weights " +
         "smaller than gzip and about 10x faster to write; on small ones (kilobytes a tensor) gzip is smaller",
     },
+    shards: {
+      type: "string",
+      arg: "N",
+      help: "write OUT as a sharded checkpoint: a manifest at OUT and N binary parts beside it (OUT.parts/)",
+    },
     narrow: {
       type: "boolean",
       help: "with --codec tfjs: float64 to float32 (rounding), int64, uint64 and uint32 to int32 (checked)",
@@ -279,6 +349,8 @@ beside new shards.`,
     ["ckpt convert model.ckpt model.safetensors -c safetensors", "for Python tools"],
     ["ckpt convert model.ckpt s3://bucket/web/model --codec tfjs", "TF.js artifacts for tf.loadLayersModel"],
     ["ckpt convert https://host/web/model/model.json model.ckpt", "TF.js artifacts back to a checkpoint"],
+    ["ckpt convert model.ckpt sharded.ckpt --shards 4", "one file to a sharded checkpoint of 4 parts"],
+    ["ckpt convert sharded.ckpt model.ckpt", "a sharded checkpoint (its manifest) to one file"],
   ],
   exits: [],
   run,

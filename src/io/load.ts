@@ -21,6 +21,7 @@ import {
   sourceRecords,
   type StorageOptions,
 } from "./read.ts";
+import { loadIfSharded } from "./_sharded.ts";
 
 /** Options for {@linkcode loadCheckpoint}. */
 export interface LoadOptions extends DecodeOptions, StorageOptions {
@@ -177,6 +178,19 @@ async function checkWanted(wanted: string, streamDigest: Promise<string | undefi
  * ```
  */
 export async function loadCheckpoint(source: CheckpointSource, options: LoadOptions = {}): Promise<Checkpoint> {
+  try {
+    return await loadOne(source, options);
+  } catch (e) {
+    // Bytes no codec reads may be a sharded checkpoint's manifest (src/shard): looked at only then.
+    const sharded = e instanceof SyntaxError && isAddress(source)
+      ? await loadIfSharded(locate(source, options), { ...options })
+      : undefined;
+    if (sharded) return sharded;
+    throw e;
+  }
+}
+
+async function loadOne(source: CheckpointSource, options: LoadOptions): Promise<Checkpoint> {
   checkOptionNames(options, LOAD_OPTION_NAMES, "Cannot load checkpoint", LOAD_HINTS);
   checkStorageOptions(options.storage, "Cannot load checkpoint");
   const { only, into } = options;

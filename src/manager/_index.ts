@@ -52,7 +52,7 @@ function entryFromJson(v: unknown, i: number, path: string): StoredEntry {
   };
   const step = int("step");
   const file = str("file", /^[^/\\\0.][^/\\\0]*$/);
-  const kind = str("kind", /^(full|incremental)$/) as StoredEntry["kind"];
+  const kind = str("kind", /^(full|incremental|sharded)$/) as StoredEntry["kind"];
   let metadata: Metadata;
   try {
     metadata = metadataFromJson(o.metadata, `of ${at}`);

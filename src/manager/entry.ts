@@ -12,8 +12,8 @@ export interface CheckpointEntry {
   step: number;
   /** The checkpoint file, or for an incremental checkpoint its manifest. */
   path: string;
-  /** `"full"`: one checkpoint file; `"incremental"`: a manifest referencing tensor blobs. */
-  kind: "full" | "incremental";
+  /** `"full"`: one checkpoint file; `"incremental"`: a manifest referencing tensor blobs; `"sharded"`: a shard manifest naming parts written by several writers (see docs/sharding.md). */
+  kind: "full" | "incremental" | "sharded";
   /** Bytes the checkpoint occupies on disk (for an incremental one: manifest plus all the blobs it references). */
   bytes: number;
   /** Bytes its save wrote (for an incremental one: the manifest and only the blobs that were new). */

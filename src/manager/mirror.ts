@@ -14,6 +14,8 @@ import type { Checkpoint, CheckpointInput } from "../format/types.ts";
 import type { ObjectStore } from "../storage/types.ts";
 import type { CheckpointEntry, ListedCheckpoint } from "./entry.ts";
 import { CheckpointManager } from "./mod.ts";
+import { readShardManifest } from "../shard/read.ts";
+import type { ManagerSaveOptions } from "./sharded.ts";
 import { type CheckpointManagerOptions, DEFAULT_MAX_TO_KEEP } from "./options.ts";
 import { retention, type RetentionPolicy } from "./_retention.ts";
 import type { Metadata } from "../format/types.ts";
@@ -172,6 +174,8 @@ const describe = (e: unknown) => (e as Error)?.message ?? String(e);
  */
 export class MirroredManager implements AsyncDisposable {
   #local: CheckpointManager;
+  /** The local tier's sharded checkpoints by step: their manifests, to replicate them sharded. */
+  #sharded = new Map<number, string>();
   /** The local tier's retention, applied here (never to a checkpoint the mirror still needs). */
   #localPolicy: RetentionPolicy;
   #mirrorPolicy: RetentionPolicy;
@@ -254,8 +258,10 @@ export class MirroredManager implements AsyncDisposable {
       await manager.close();
       throw e;
     }
+    const committed = await manager.list();
+    for (const e of committed) if (e.kind === "sharded") m.#sharded.set(e.step, e.path);
     if (await m.#connect()) {
-      const behind = (await manager.list()).map((e) => e.step).filter((s) => s > (m.#newest ?? -1));
+      const behind = committed.map((e) => e.step).filter((s) => s > (m.#newest ?? -1));
       if (behind.length > 0) {
         m.#warn(
           `mirror ${m.#url} is behind by ${behind.length} checkpoint(s) (steps ${behind.join(", ")}): catching up`,
@@ -264,7 +270,7 @@ export class MirroredManager implements AsyncDisposable {
       }
     } else {
       // Nothing known of the mirror: every local checkpoint may be missing there, found out once it answers.
-      m.#queue.push(...(await manager.list()).map((e) => e.step));
+      m.#queue.push(...committed.map((e) => e.step));
       m.#pump();
     }
     return m;
@@ -298,12 +304,15 @@ export class MirroredManager implements AsyncDisposable {
    * checkpoint for the mirror. Resolves with the local entry; the mirror never delays or fails it.
    *
    * @param checkpoint As for `CheckpointManager.save`.
+   * @param options As for `CheckpointManager.save`: a sharded save is sharded on the mirror too
+   * (as many parts, written by the replicating process; the manifest last, then the mirror's index).
    */
-  save(checkpoint: CheckpointInput): Promise<CheckpointEntry> {
+  save(checkpoint: CheckpointInput, options: ManagerSaveOptions = {}): Promise<CheckpointEntry> {
     if (this.#stopping) throw new Error("Cannot save checkpoint: the MirroredManager is closed");
-    const saved = this.#local.save(checkpoint);
+    const saved = this.#local.save(checkpoint, options);
     // Not a rejection handler: a failed local save stays the local manager's to report.
     saved.then((entry) => {
+      if (entry.kind === "sharded") this.#sharded.set(entry.step, entry.path);
       this.#enqueue(entry.step);
       void this.#prune();
     });
@@ -556,11 +565,21 @@ export class MirroredManager implements AsyncDisposable {
     if (!await this.#connect()) return false;
     const mirror = this.#mirror!;
     if (this.#newest !== undefined && step <= this.#newest) return true; // never goes back
-    let copied: CheckpointEntry;
+    let copied: { metadata: Metadata; savedAt: string };
+    const manifest = this.#sharded.get(step);
     try {
-      // The committed file as it is, hashed on the way up and published only when its digest is
-      // the one the local index recorded (see CheckpointManager.copyFrom).
-      copied = await mirror.copyFrom(this.#local, step, { pace: () => this.#localIdle() });
+      if (manifest !== undefined) {
+        // A sharded checkpoint: as many parts on the mirror, written here: parts first, the
+        // manifest, then its index.
+        const checkpoint = await this.#local.load(step);
+        const shards = (await readShardManifest(manifest)).manifest.parts.length;
+        await mirror.save(checkpoint, { shards });
+        copied = { metadata: checkpoint.metadata, savedAt: new Date().toISOString() };
+      } else {
+        // The committed file as it is, hashed on the way up and published only when its digest is
+        // the one the local index recorded (see CheckpointManager.copyFrom).
+        copied = await mirror.copyFrom(this.#local, step, { pace: () => this.#localIdle() });
+      }
     } catch (e) {
       if (e instanceof ChecksumMismatchError || e instanceof SyntaxError || isNotFound(e)) {
         // Retention removed it meanwhile, or it is damaged: nothing to send.
@@ -574,6 +593,7 @@ export class MirroredManager implements AsyncDisposable {
       throw e;
     }
     this.#newest = step;
+    this.#sharded.delete(step);
     this.#mirrorEntries.push({ step, metadata: copied.metadata, savedAt: copied.savedAt });
     this.#mirrorEntries = this.#mirrorEntries.filter((e) =>
       retention(this.#mirrorEntries, this.#mirrorPolicy).get(e.step)?.length

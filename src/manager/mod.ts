@@ -43,7 +43,7 @@ import { SavePromise } from "../background/_protocol.ts";
 import { SaveLedger } from "../background/_saves.ts";
 import { FileStore, makeDirectory } from "../storage/file.ts";
 import { objectAddress, resolveDirectory } from "../storage/resolve.ts";
-import { type ObjectStore, PreconditionFailedError, type PutMode } from "../storage/types.ts";
+import { ObjectNotFoundError, type ObjectStore, PreconditionFailedError, type PutMode } from "../storage/types.ts";
 import {
   blobKey,
   BLOBS_DIR,
@@ -69,6 +69,16 @@ import { bestSteps, retention, type RetentionPolicy } from "./_retention.ts";
 import { iterate } from "../format/_streams.ts";
 import { OsErrors } from "../runtime/errors.ts";
 import { files, readDirAll } from "../runtime/files.ts";
+import { readShardManifest } from "../shard/read.ts";
+import { deleteShardedCheckpoint, removeShardLeftovers } from "../shard/leftovers.ts";
+import { saveShard, saveSharded } from "../shard/write.ts";
+import {
+  type ManagerSaveOptions,
+  type ResolvedShards,
+  resolveSaveOptions,
+  shardedName,
+  tensorArray,
+} from "./sharded.ts";
 
 export type { CheckpointEntry, ListedCheckpoint, TensorSummary } from "./entry.ts";
 export {
@@ -83,6 +93,7 @@ export {
 } from "./options.ts";
 export { DirectoryLockedError } from "./_lock.ts";
 export type { KeepReason } from "./_retention.ts";
+export { type ManagedShardOptions, type ManagerSaveOptions, saveManagedShard, type ShardedSave } from "./sharded.ts";
 
 /** Options for {@linkcode CheckpointManager.copyFrom}. */
 export interface CopyFromOptions {
@@ -339,11 +350,12 @@ export class CheckpointManager {
    * await Deno.remove(dir, { recursive: true });
    * ```
    */
-  save(checkpoint: CheckpointInput): Promise<CheckpointEntry> {
+  save(checkpoint: CheckpointInput, options: ManagerSaveOptions = {}): Promise<CheckpointEntry> {
     this.#failures.throwUnreported();
     this.#assertWritable("save a checkpoint");
+    const shards = resolveSaveOptions(options, "Cannot save checkpoint");
     const { promise, resolve, reject } = SavePromise.create<CheckpointEntry>();
-    this.#enqueue(() => this.#save(checkpoint)).then(resolve, (e) => {
+    this.#enqueue(() => this.#save(checkpoint, shards)).then(resolve, (e) => {
       this.#failures.failed(e, promise);
       reject(e);
     });
@@ -791,7 +803,7 @@ export class CheckpointManager {
     })();
   }
 
-  async #save(checkpoint: CheckpointInput): Promise<CheckpointEntry> {
+  async #save(checkpoint: CheckpointInput, shards: ResolvedShards | undefined): Promise<CheckpointEntry> {
     this.#assertWritable("save a checkpoint");
     checkCheckpointObject(checkpoint, "Cannot save checkpoint");
     validateMetadata(checkpoint.metadata);
@@ -799,6 +811,12 @@ export class CheckpointManager {
     this.#assertAbove(step);
     // Under the lock a step's file has one writer and keeps its plain name; on an object store
     // every save writes keys of its own, so a stale writer can never overwrite committed bytes.
+    if (shards) {
+      const name = shardedName(this.#o.pattern, step, shards.saveId);
+      const entry = await this.#writeSharded(name, checkpoint, shards);
+      await this.#commit(entry);
+      return this.#public(entry);
+    }
     const name = this.#lock ? this.#o.pattern.format(step) : this.#o.pattern.formatUnique(step, saveToken());
     const entry = this.#o.incremental
       ? await this.#writeIncremental(name, checkpoint)
@@ -816,7 +834,7 @@ export class CheckpointManager {
     const o = this.#o;
     const sameBytes = from.kind === "full" && !o.incremental && o.groups === undefined &&
       o.codec === source.#o.codec && o.compression === source.#o.compression;
-    if (!sameBytes) return await this.#save(await source.#load(from));
+    if (!sameBytes) return await this.#save(await source.#load(from), undefined);
     this.#assertAbove(step);
     const name = this.#lock ? o.pattern.format(step) : o.pattern.formatUnique(step, saveToken());
     let copied: boolean;
@@ -827,7 +845,7 @@ export class CheckpointManager {
       throw ioError(`Cannot copy checkpoint step ${step} from ${source.#loc.where} to ${this.#loc.name(name)}`, e);
     }
     // The index records the whole file's SHA-256 (rebuilt from the files): verified as a load does.
-    if (!copied) return await this.#save(await source.#load(from));
+    if (!copied) return await this.#save(await source.#load(from), undefined);
     const entry: StoredEntry = {
       ...from,
       file: name,
@@ -891,6 +909,77 @@ export class CheckpointManager {
       bytes: result.bytes,
       bytesWritten: result.bytes,
       sha256: result.digest,
+      savedAt: new Date().toISOString(),
+      metadata: structuredClone(checkpoint.metadata),
+      tensorCount: counter.n,
+    };
+  }
+
+  /**
+   * A sharded save: the parts (all of them here, or part 0 while other processes write the
+   * rest), then the manifest at `name`, which the caller then commits to the index. A failure
+   * removes what this attempt wrote (a writer still writing leaves objects the next open removes).
+   */
+  async #writeSharded(name: string, checkpoint: CheckpointInput, shards: ResolvedShards): Promise<StoredEntry> {
+    const step = checkpoint.metadata.step;
+    const where = `Cannot save checkpoint step ${step} in ${this.#loc.where}`;
+    if (this.#o.incremental) {
+      throw new TypeError(
+        `${where}: a sharded save cannot be incremental (open the manager without incremental to save sharded checkpoints)`,
+      );
+    }
+    if (this.#o.codec !== "binary" || this.#o.compression !== "none") {
+      throw new TypeError(
+        `${where}: the parts of a sharded save are uncompressed binary files (codec "binary", compression "none")`,
+      );
+    }
+    if (shards.external && this.#o.groups) {
+      throw new TypeError(
+        `${where}: groups filter this process's tensors only; other writers would plan over different ones`,
+      );
+    }
+    const at = { store: this.#loc.store, key: name };
+    const counter = { n: 0 };
+    const tensors = await tensorArray(this.#filtered(checkpoint.tensors, counter));
+    const common = {
+      saveId: shards.saveId,
+      sync: this.#o.sync,
+      ...(shards.splitBytes === undefined ? {} : { splitBytes: shards.splitBytes }),
+    };
+    let digest: string, parts: number;
+    try {
+      if (shards.external) {
+        const done = await saveShard(at, { metadata: checkpoint.metadata, tensors }, {
+          ...common,
+          writer: 0,
+          writers: shards.writers,
+          commit: true,
+          ...(shards.deadline === undefined ? {} : { deadline: shards.deadline }),
+          ...(shards.poll === undefined ? {} : { poll: shards.poll }),
+        });
+        digest = done.digest!;
+        parts = done.manifest!.parts.reduce((n, p) => n + p.bytes, 0);
+      } else {
+        const done = await saveSharded(at, { metadata: checkpoint.metadata, tensors }, {
+          ...common,
+          writers: shards.writers,
+        });
+        digest = done.digest;
+        parts = done.manifest.parts.reduce((n, p) => n + p.bytes, 0);
+      }
+    } catch (e) {
+      if (this.#lock) await removeShardLeftovers(at).catch(() => {});
+      // ShardDeadlineError and ShardConflictError name the checkpoint and what failed: kept as they are.
+      throw e;
+    }
+    const bytes = (await this.#loc.size(name) ?? 0) + parts;
+    return {
+      step,
+      file: name,
+      kind: "sharded",
+      bytes,
+      bytesWritten: bytes,
+      sha256: digest,
       savedAt: new Date().toISOString(),
       metadata: structuredClone(checkpoint.metadata),
       tensorCount: counter.n,
@@ -1013,6 +1102,7 @@ export class CheckpointManager {
       // Not committed: take the new files away again so nothing half-done is left behind (on an
       // object store only the save's own uniquely named file; see #writeIncremental for blobs).
       if (this.#lock) await this.#removeFiles([entry], this.#entries).catch(() => {});
+      else if (entry.kind === "sharded") await deleteShardedCheckpoint(this.#at(entry)).catch(() => {});
       else await this.#removeKeys([entry.file]);
       throw e;
     }
@@ -1039,6 +1129,15 @@ export class CheckpointManager {
     const referenced = new Set<string>();
     for (const e of remaining) for (const k of e.blobs?.keys() ?? []) referenced.add(k);
     for (const e of gone) {
+      if (e.kind === "sharded") {
+        // The manifest first, then its parts: a crash part way leaves leftovers, never a half checkpoint.
+        await deleteShardedCheckpoint(this.#at(e)).catch((err) =>
+          this.#o.onWarning(
+            `Cannot remove ${this.#loc.name(e.file)} of deleted checkpoint step ${e.step}: ${(err as Error).message}`,
+          )
+        );
+        continue;
+      }
       const keys = [e.file];
       for (const k of e.blobs?.keys() ?? []) if (!referenced.has(k)) keys.push(blobKey(k));
       for (const key of keys) {
@@ -1051,10 +1150,22 @@ export class CheckpointManager {
     }
   }
 
+  /** A checkpoint's object in the manager's store. */
+  #at(entry: StoredEntry): { store: ObjectStore; key: string } {
+    return { store: this.#loc.store, key: entry.file };
+  }
+
   async #load(entry: StoredEntry): Promise<Checkpoint> {
     const path = this.#loc.name(entry.file);
     let checkpoint: Checkpoint;
-    if (entry.kind === "incremental") {
+    if (entry.kind === "sharded") {
+      // Every slice of every part is read and checked against the digest the manifest pins, and
+      // the manifest against the index's digest.
+      checkpoint = await loadCheckpoint(this.#at(entry), { sha256: entry.sha256 }).catch((e) => {
+        if (e instanceof ObjectNotFoundError) throw notFound(`${e.message} (of ${path})`, { cause: e });
+        throw e;
+      });
+    } else if (entry.kind === "incremental") {
       const got = await this.#loc.read(entry.file, MAX_MANIFEST_BYTES, "checkpoint manifest");
       if (got === undefined) throw notFound(`its manifest ${path} is missing`);
       const actual = sha256().update(got.bytes).digest("hex");
@@ -1096,6 +1207,7 @@ export class CheckpointManager {
     const path = loc.name(e.file);
     const size = await loc.size(e.file);
     if (size === undefined) throw notFound(`file ${path} is missing`);
+    if (e.kind === "sharded") return await this.#describeSharded(e);
     if (e.kind === "incremental") {
       const got = await loc.read(e.file, MAX_MANIFEST_BYTES, "checkpoint manifest");
       if (got === undefined) throw notFound(`file ${path} is missing`);
@@ -1125,6 +1237,25 @@ export class CheckpointManager {
       throw new SyntaxError(`file ${path} holds step ${index.metadata.step}, the index says ${e.step}`);
     }
     return index.tensors.map(({ name, dtype, shape, group }) => ({ name, dtype, shape, group }));
+  }
+
+  /** A sharded checkpoint's tensors from its manifest, once every part it names is there with its size. */
+  async #describeSharded(e: StoredEntry): Promise<TensorSummary[]> {
+    const path = this.#loc.name(e.file);
+    const { manifest, digest } = await readShardManifest(this.#at(e));
+    if (digest !== e.sha256) throw new ChecksumMismatchError(`manifest ${path}`, e.sha256, digest);
+    if (manifest.metadata.step !== e.step) {
+      throw new SyntaxError(`manifest ${path} holds step ${manifest.metadata.step}, the index says ${e.step}`);
+    }
+    for (const p of manifest.parts) {
+      const key = `${e.file}.parts/${manifest.saveId}/${p.name}`;
+      const size = await this.#loc.size(key);
+      if (size === undefined) throw notFound(`part ${this.#loc.name(key)} is missing`);
+      if (size !== p.bytes) {
+        throw new SyntaxError(`part ${this.#loc.name(key)} has ${size} bytes, the manifest says ${p.bytes}`);
+      }
+    }
+    return manifest.tensors.map(({ name, dtype, shape, group }) => ({ name, dtype, shape: [...shape], group }));
   }
 
   /**
@@ -1160,11 +1291,17 @@ export class CheckpointManager {
       return pattern.parseUnique(base) !== undefined || (this.#lock !== undefined && pattern.parse(base) !== undefined);
     };
     const leftovers: string[] = [];
+    const sharded = new Set<string>(); // checkpoints with a parts directory: their leftovers go below
     for await (const f of loc.store.list("")) {
       const key = f.key;
       const slash = key.indexOf("/");
       if (slash < 0) {
         if (!committed.has(key) && isOurs(key)) leftovers.push(key);
+        continue;
+      }
+      const parts = /^([^/]+)\.parts\//.exec(key);
+      if (parts && isOurs(parts[1]!)) {
+        sharded.add(parts[1]!);
         continue;
       }
       // blobs/XX/XX…: a blob of this store that no committed checkpoint references.
@@ -1177,6 +1314,16 @@ export class CheckpointManager {
         removed.push(key);
       } catch (e) {
         this.#o.onWarning(`Cannot remove leftover ${loc.name(key)}: ${(e as Error).message}`);
+      }
+    }
+    // Parts and done records no committed manifest names: saves that never committed, or whose
+    // manifest was removed above as uncommitted (kept are exactly those the committed manifest names).
+    for (const name of sharded) {
+      try {
+        const n = await removeShardLeftovers({ store: loc.store, key: name });
+        if (n > 0) removed.push(`${n} object(s) under ${loc.name(`${name}.parts`)}`);
+      } catch (e) {
+        this.#o.onWarning(`Cannot remove leftover parts under ${loc.name(`${name}.parts`)}: ${(e as Error).message}`);
       }
     }
     if (loc.dir !== undefined) {

@@ -10,8 +10,15 @@ import { linesOf } from "../_util.ts";
 import { UNLOCKED_ENV } from "../../demo/_unlocked.ts";
 
 const SCRIPT = fileURLToPath(new URL("../../demo/train.ts", import.meta.url));
-/** The permissions of `deno task train` but `--allow-run`, which only its relaunch without deno.lock needs. */
-export const PERMISSIONS = ["--allow-read", "--allow-write", "--allow-env", "--allow-net=127.0.0.1", "--allow-ffi"];
+/** The permissions of `deno task train`. */
+export const PERMISSIONS = [
+  "--allow-read",
+  "--allow-write",
+  "--allow-env",
+  "--allow-net=127.0.0.1",
+  "--allow-ffi",
+  "--allow-run",
+];
 
 /** How a run of the demo ended, and what it printed (stderr lines prefixed with `stderr: `). */
 export interface Run {

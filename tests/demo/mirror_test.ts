@@ -81,7 +81,7 @@ s3Test(
   async (b) => {
     // The README's command, verbatim but for the bucket (a fresh one) and --dir and --steps added.
     const readme = await Deno.readTextFile(new URL("../../README.md", import.meta.url));
-    const section = readme.slice(readme.indexOf("### Two tiers"));
+    const section = readme.slice(readme.indexOf("Two tiers"));
     const command = section.match(/`(deno task train --mirror s3:\/\/ckpt\/spirals)`/)?.[1];
     assert.ok(command, "the section names the command");
     const mirror = command.split(" ").at(-1)!.replace("s3://ckpt/", `s3://${b.name}/`);
