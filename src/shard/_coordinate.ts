@@ -6,7 +6,7 @@
 import type { ObjectStore } from "../storage/types.ts";
 import type { DType, Metadata } from "../format/types.ts";
 import type { ShardPart } from "./manifest.ts";
-import { doneName, ShardDeadlineError } from "./errors.ts";
+import { doneName, ShardDeadlineError, ShardWriterError } from "./errors.ts";
 
 /** One slice a writer wrote, with where it lies in its part. */
 export interface DoneSlice {
@@ -44,6 +44,11 @@ export interface DoneRecord {
   metadata: Metadata;
   /** Every slice in its part. */
   slices: DoneSlice[];
+  /**
+   * Set when the writer failed: what went wrong. The committer then fails at once, naming the
+   * writer, and commits nothing.
+   */
+  error?: string;
 }
 
 /**
@@ -110,7 +115,9 @@ export interface ChannelCoordinatorOptions {
  * over a `BroadcastChannel` named after `name` (give every writer of one save the same name),
  * nothing is written for them. A committer that starts collecting after some writers published
  * asks, and they publish again; once it has every record it tells them, and they close their
- * channels.
+ * channels. So a writer's thread must live until then (or until `linger` passes): a record
+ * published by a thread that ended before the committer asked is lost, and the committer waits
+ * for it until its deadline.
  *
  * @example
  * ```ts
@@ -251,6 +258,11 @@ function waitFor(
         do {
           again = false;
           latest = await look();
+          const failed = [...latest.values()].find((r) => r.error !== undefined);
+          if (failed) {
+            const why = `writer ${failed.writer} of ${writers} failed (${failed.error}); nothing was committed`;
+            return finish(() => reject(new ShardWriterError(failed.writer, why)));
+          }
           if (latest.size >= writers) {
             const all = Array.from({ length: writers }, (_, w) => latest.get(w)!);
             if (all.every((r) => r !== undefined)) return finish(() => resolve(all));

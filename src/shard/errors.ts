@@ -77,6 +77,34 @@ export class ShardConflictError extends PreconditionFailedError {
   }
 }
 
+/**
+ * A writer of a sharded save failed and said so (its error travels in its done record): the
+ * committer stops waiting and commits nothing. {@linkcode ShardWriterError.writer} is the writer.
+ *
+ * @example
+ * ```ts
+ * import { ShardWriterError } from "./errors.ts";
+ * import assert from "node:assert/strict";
+ * const e = new ShardWriterError(1, "writer 1 of 2 failed (RangeError: ...); nothing was committed");
+ * assert.equal(e.writer, 1);
+ * ```
+ */
+export class ShardWriterError extends Error {
+  /** The writer (0-based) that failed. */
+  readonly writer: number;
+  /**
+   * Names the writer and what it reported.
+   *
+   * @param writer the writer (0-based) that failed
+   * @param message what failed, and that nothing was committed
+   */
+  constructor(writer: number, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "ShardWriterError";
+    this.writer = writer;
+  }
+}
+
 /** The file name of part `writer` (0-based) of `writers`: `part-00001-of-00002.ckpt` for writer 0 of 2. */
 export function partName(writer: number, writers: number): string {
   return `part-${String(writer + 1).padStart(5, "0")}-of-${String(writers).padStart(5, "0")}.ckpt`;

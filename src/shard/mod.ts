@@ -35,7 +35,7 @@ export {
   memoryCoordinator,
   type ShardCoordinator,
 } from "./_coordinate.ts";
-export { doneName, partName, ShardConflictError, ShardDeadlineError } from "./errors.ts";
+export { doneName, partName, ShardConflictError, ShardDeadlineError, ShardWriterError } from "./errors.ts";
 export {
   decodeShardManifest,
   DEFAULT_SHARD_LIMITS,

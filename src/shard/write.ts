@@ -22,7 +22,7 @@ import {
   type ShardCoordinator,
   storeCoordinator,
 } from "./_coordinate.ts";
-import { partName, ShardConflictError, ShardDeadlineError } from "./errors.ts";
+import { partName, ShardConflictError, ShardDeadlineError, ShardWriterError } from "./errors.ts";
 import {
   encodeShardManifest,
   isSaveId,
@@ -180,21 +180,40 @@ export async function saveShard(
   if (plan.writers !== writers) {
     throw new RangeError(`Cannot save shard to ${url}: the plan is for ${plan.writers} writers, not ${writers}`);
   }
-  const tensors = sliceTensors(held, plan, writer, url);
   const prefix = partsPrefix(at.key, saveId);
   const name = partName(writer, writers);
-  const metadata = partMetadata(checkpoint.metadata, saveId, writer, writers, tensors);
-  const saved = await saveCheckpoint({ store: at.store, key: prefix + name }, {
-    metadata,
-    tensors: tensors.map((t) => t.tensor),
-  }, {
-    sync: options.sync ?? true,
-    ...(options.signal ? { signal: options.signal } : {}),
-  });
-  const part: ShardPart = { name, bytes: saved.bytes, digest: saved.digest };
-  const slices = await readBackSlices(at, prefix + name, tensors, options.signal);
   const coordinator = options.coordinator ?? storeCoordinator(at.store, prefix, options.poll ?? DEFAULT_SHARD_POLL);
-  await coordinator.publish({ saveId, writer, writers, part, metadata: checkpoint.metadata, slices });
+  let part: ShardPart;
+  try {
+    const tensors = sliceTensors(held, plan, writer, url);
+    const metadata = partMetadata(checkpoint.metadata, saveId, writer, writers, tensors);
+    const saved = await saveCheckpoint({ store: at.store, key: prefix + name }, {
+      metadata,
+      tensors: tensors.map((t) => t.tensor),
+    }, {
+      sync: options.sync ?? true,
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+    part = { name, bytes: saved.bytes, digest: saved.digest };
+    const slices = await readBackSlices(at, prefix + name, tensors, options.signal);
+    await coordinator.publish({ saveId, writer, writers, part, metadata: checkpoint.metadata, slices });
+  } catch (e) {
+    // Tell the committer at once, so it fails now rather than at its deadline (best effort: the
+    // store may be what failed).
+    const error = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+    const failed = { name, bytes: 0, digest: "0".repeat(64) };
+    await coordinator.publish({
+      saveId,
+      writer,
+      writers,
+      part: failed,
+      metadata: checkpoint.metadata,
+      slices: [],
+      error,
+    })
+      .catch(() => {});
+    throw e;
+  }
   if (!(options.commit ?? writer === 0)) return { part };
   const { digest, manifest } = await commit(at, { ...options, coordinator, metadata: checkpoint.metadata });
   return { part, digest, manifest };
@@ -432,6 +451,9 @@ async function commit(
     records = await coordinator.collect(saveId, writers, { deadline, ...(signal ? { signal } : {}) });
   } catch (e) {
     if (e instanceof ShardDeadlineError) throw new ShardDeadlineError(url, e.missing, writers, deadline);
+    if (e instanceof ShardWriterError) {
+      throw new ShardWriterError(e.writer, `Cannot commit sharded checkpoint ${url}: ${e.message}`);
+    }
     throw e;
   }
   const prefix = partsPrefix(at.key, saveId);

@@ -13,6 +13,7 @@ scope.onmessage = async (e: MessageEvent) => {
       saveId: a.saveId,
       splitBytes: SPLIT,
       poll: 20,
+      deadline: 60_000,
       ...(a.channel ? { coordinator: channelCoordinator(a.saveId) } : {}),
     });
     scope.postMessage({ bytes: r.part.bytes, digest: r.digest });

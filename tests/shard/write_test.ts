@@ -9,6 +9,7 @@ import {
   saveSharded,
   ShardConflictError,
   ShardDeadlineError,
+  ShardWriterError,
 } from "../../src/shard/mod.ts";
 import { assertSameCheckpoint, withDir } from "../_util.ts";
 import { replica, SPLIT } from "./_fixture.ts";
@@ -63,20 +64,22 @@ Deno.test("saveShard from worker threads: each writes its part, writer 0 commits
   await withDir(async (dir) => {
     for (const [writers, channel] of [[2, false], [4, false], [2, true], [4, true]] as const) {
       const address = `${dir}/threads-${writers}-${channel}.ckpt`;
+      const workers: Worker[] = [];
       const results = await Promise.all(
         Array.from(
           { length: writers },
           (_, writer) =>
             new Promise<{ bytes?: number; digest?: string; error?: string }>((resolve) => {
+              // Workers stay up until every writer reported, as a job's threads do: a writer's
+              // channel answers a committer that asks late only while its thread lives.
               const w = new Worker(WORKER, { type: "module" });
-              w.onmessage = (e) => {
-                resolve(e.data);
-                w.terminate();
-              };
+              workers.push(w);
+              w.onmessage = (e) => resolve(e.data);
               w.postMessage({ address, writer, writers, saveId: `t${writers}-${channel}`, seed: 11, channel });
             }),
         ),
       );
+      for (const w of workers) w.terminate();
       for (const r of results) assert.equal(r.error, undefined);
       assert.match(results[0]!.digest!, /^[0-9a-f]{64}$/);
       assertSameCheckpoint(await loadCheckpoint(address, { sha256: results[0]!.digest! }), replica(11));
@@ -243,6 +246,31 @@ Deno.test("writers whose replicas differ make plans that disagree: the committer
     ]);
     assert.equal(results[0]!.status, "rejected");
     assert.match(String((results[0] as PromiseRejectedResult).reason), /do not make a valid manifest/);
+    await assert.rejects(Deno.stat(address), Deno.errors.NotFound);
+  });
+});
+
+Deno.test("a writer that fails says so in its done record: the committer fails at once, naming it, long before its deadline", async () => {
+  await withDir(async (dir) => {
+    const address = `${dir}/fail.ckpt`;
+    const c = replica(4);
+    // Writer 1 holds a tensor whose data does not match its shape: its save fails.
+    const broken = {
+      metadata: c.metadata,
+      tensors: c.tensors.map((t) => t.name === "embed" ? { ...t, data: new Float32Array(3) } : t),
+    };
+    const started = performance.now();
+    const [committer, failing] = await Promise.allSettled([
+      saveShard(address, c, { writer: 0, writers: 2, saveId: "f", splitBytes: SPLIT, deadline: 60_000, poll: 20 }),
+      saveShard(address, broken, { writer: 1, writers: 2, saveId: "f", splitBytes: SPLIT }),
+    ]);
+    assert.equal(failing.status, "rejected");
+    assert.equal(committer.status, "rejected");
+    const e = (committer as PromiseRejectedResult).reason;
+    assert.ok(e instanceof ShardWriterError, String(e));
+    assert.equal(e.writer, 1);
+    assert.match(e.message, /writer 1 of 2 failed \(RangeError: .*\); nothing was committed/);
+    assert.ok(performance.now() - started < 30_000, "the committer did not wait for its deadline");
     await assert.rejects(Deno.stat(address), Deno.errors.NotFound);
   });
 });
