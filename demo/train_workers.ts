@@ -227,7 +227,7 @@ async function worker(config: Config, index: number): Promise<number> {
           const x = tf.gather(xs, i);
           const y = tf.gather(ys, i);
           return tf.variableGrads(
-            () => tfl.metrics.binaryCrossentropy(y, model.apply(x) as tf.Tensor).mean() as tf.Scalar,
+            () => tf.mean(tfl.metrics.binaryCrossentropy(y, model.apply(x) as tf.Tensor)) as tf.Scalar,
             variables,
           );
         });
@@ -255,8 +255,8 @@ async function worker(config: Config, index: number): Promise<number> {
       await Promise.all(saving);
       await manager?.close();
       const p = model.predict(xs) as tf.Tensor;
-      const loss = (await tfl.metrics.binaryCrossentropy(ys, p).mean().data())[0]!;
-      const accuracy = (await tfl.metrics.binaryAccuracy(ys, p).mean().data())[0]!;
+      const loss = (await tf.mean(tfl.metrics.binaryCrossentropy(ys, p)).data())[0]!;
+      const accuracy = (await tf.mean(tfl.metrics.binaryAccuracy(ys, p)).data())[0]!;
       const weights = await snapshot({ model, step: m.finish as number });
       const { sha256 } = await saveCheckpoint(new WritableStream(), {
         ...weights,

@@ -12,6 +12,7 @@ const LAYERS = [
   "format",
   "storage",
   "io",
+  "shard",
   "background",
   "manager",
   "compare",
