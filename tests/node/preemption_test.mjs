@@ -43,14 +43,10 @@ test(
   async () => {
     await withTempDir(async (dir) => {
       const lines = [];
-      const code = await new Promise((resolve, reject) => {
-        const child = nodeChild(TRAIN_CHILD, [dir], (line) => {
-          lines.push(line);
-          if (line === "step 200") child.kill("SIGTERM");
-        });
-        child.on("error", reject);
-        child.on("exit", resolve);
-      });
+      const { code } = await nodeChild(TRAIN_CHILD, [dir], (line, child) => {
+        lines.push(line);
+        if (line === "step 200") child.kill("SIGTERM");
+      }).done;
       assert.equal(code, 143, lines.slice(-3).join("\n"));
       const drained = /^drained (\d+) 143$/.exec(lines.at(-1) ?? "");
       assert.ok(drained && Number(drained[1]) >= 200, lines.slice(-3).join("\n"));
