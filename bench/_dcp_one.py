@@ -1,9 +1,8 @@
 """One rank of PyTorch DCP for bench/shard_dcp.ts, as a process (the python of
 scripts/peers_venv.sh): joins the gloo process group (tcp on 127.0.0.1) when there is more than
 one rank, builds its tensors (outside the timing), prints "ready", waits for a line on stdin, then
-runs dcp.save or dcp.load and prints one JSON line: ms, cpuMs, peakMiB (peak resident memory
-during the operation; the peak is reset at the signal) and addedMiB (what it adds to the resident
-memory at the signal).
+runs dcp.save or dcp.load, prints one JSON line (ms, cpuMs) and waits for stdin to close
+(bench/_shard_procs.ts reads its peak memory meanwhile).
 
     python bench/_dcp_one.py '{"op": "save"|"load", "dir": DIR, "index": I, "count": N,
                                "port": P, "per": ELEMENTS, "names": [...], "sync_dir": true}'
@@ -25,14 +24,6 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-
-
-def status_mib(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def fsync_path(path):
@@ -61,12 +52,6 @@ def main():
         state = {name: torch.empty(a["per"], dtype=torch.float32) for name in a["names"]}
     print("ready", flush=True)
     sys.stdin.readline()
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-    at_start = status_mib("VmRSS")
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     t = time.perf_counter()
     if a["op"] == "save":
@@ -79,8 +64,8 @@ def main():
     ms = (time.perf_counter() - t) * 1000
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) * 1000
-    peak = status_mib("VmHWM")
-    print(json.dumps({"ms": ms, "cpuMs": cpu, "peakMiB": peak, "addedMiB": max(0.0, peak - at_start)}), flush=True)
+    print(json.dumps({"ms": ms, "cpuMs": cpu}), flush=True)
+    sys.stdin.read()
     if count > 1:
         dist.destroy_process_group()
 

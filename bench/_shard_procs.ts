@@ -1,7 +1,11 @@
 // The processes of the sharded benchmarks (bench/shard_compare.ts, bench/shard_dcp.ts): each one
-// builds its data, prints "ready", waits for a line on stdin, runs its operation and prints one
-// JSON line (a ProcReport). They are all started, all awaited ready, then signalled at once; the
-// wall time runs from the signal until the last report.
+// builds its data, prints "ready", waits for a line on stdin, runs its operation, prints one JSON
+// line ({ ms, cpuMs } for that operation alone), then waits for stdin to close before it exits.
+// They are all started, all awaited ready, then signalled at once; the wall time runs from the
+// signal until the last report. Their memory is read here, from /proc/<pid> (Linux): each one's
+// peak is reset just before the signal (clear_refs 5) and read after its report, while it waits,
+// so that it measures the operation and not the data built before it (and the processes need no
+// permission to read their own /proc, which Deno grants only with --allow-all).
 
 /** What one process reports for its operation alone. */
 export interface ProcReport {
@@ -9,7 +13,7 @@ export interface ProcReport {
   ms: number;
   /** The CPU milliseconds it used meanwhile (every thread). */
   cpuMs: number;
-  /** Its peak resident memory during the operation, MiB (the peak is reset at the signal). */
+  /** Its peak resident memory during the operation, MiB (NaN off Linux). */
   peakMiB: number;
   /** What that peak adds to its resident memory at the signal (its data already built), MiB. */
   addedMiB: number;
@@ -44,6 +48,25 @@ function lineReader(stream: ReadableStream<Uint8Array>, what: string): () => Pro
   };
 }
 
+function statusMiB(pid: number, field: "VmRSS" | "VmHWM"): number {
+  try {
+    const m = Deno.readTextFileSync(`/proc/${pid}/status`).match(new RegExp(`^${field}:\\s+(\\d+) kB`, "m"));
+    return m ? Number(m[1]) / 1024 : NaN;
+  } catch {
+    return NaN; // not Linux
+  }
+}
+
+/** Resets the peak resident memory of process `pid` and returns its resident MiB now. */
+function resetPeak(pid: number): number {
+  try {
+    Deno.writeTextFileSync(`/proc/${pid}/clear_refs`, "5");
+  } catch {
+    // Not Linux: the peak then includes what came before (still an upper bound).
+  }
+  return statusMiB(pid, "VmRSS");
+}
+
 /** Starts one process per command, waits until each is ready, signals them at once, collects their reports. */
 export async function runProcesses(what: string, commands: readonly [string, string[]][]): Promise<Run> {
   const children = commands.map(([cmd, args]) =>
@@ -54,15 +77,20 @@ export async function runProcesses(what: string, commands: readonly [string, str
     const line = await next();
     if (line !== "ready") throw new Error(`${what} process ${i} printed ${JSON.stringify(line)}, not "ready"`);
   }
+  const atStart = children.map((c) => resetPeak(c.pid));
+  const writers = children.map((c) => c.stdin.getWriter());
   const t0 = performance.now();
   const go = new TextEncoder().encode("go\n");
-  await Promise.all(children.map(async (c) => {
-    const w = c.stdin.getWriter();
-    await w.write(go);
-    await w.close();
+  await Promise.all(writers.map((w) => w.write(go)));
+  let last = t0;
+  const reports = await Promise.all(lines.map(async (next, i) => {
+    const report = JSON.parse(await next()) as { ms: number; cpuMs: number };
+    last = Math.max(last, performance.now());
+    const peakMiB = statusMiB(children[i]!.pid, "VmHWM");
+    await writers[i]!.close();
+    return { ...report, peakMiB, addedMiB: Math.max(0, peakMiB - atStart[i]!) };
   }));
-  const reports = await Promise.all(lines.map(async (next) => JSON.parse(await next()) as ProcReport));
-  const ms = performance.now() - t0;
+  const ms = last - t0;
   const statuses = await Promise.all(children.map((c) => c.status));
   const failed = statuses.findIndex((s) => !s.success);
   if (failed >= 0) throw new Error(`${what} process ${failed} exited with code ${statuses[failed]!.code}`);

@@ -53,6 +53,7 @@ if ("error" in env) {
   console.error(env.error);
   Deno.exit(2);
 }
+const python = env.python;
 if (values.dir) await Deno.mkdir(values.dir, { recursive: true });
 const dir = await Deno.realPath(values.dir ?? await Deno.makeTempDir({ prefix: "ckpt-shard-dcp-" }));
 const ONE = new URL("./_shard_one.ts", import.meta.url).pathname;
@@ -93,7 +94,7 @@ async function dcpRun(op: "save" | "load", at: string, count: number): Promise<R
   const port = await freePort();
   return runProcesses(
     `DCP ${op}`,
-    Array.from({ length: count }, (_, index) => [env.python, [
+    Array.from({ length: count }, (_, index) => [python, [
       DCP_ONE,
       JSON.stringify({ op, dir: at, index, count, port, per, names: namesOf(count, index), sync_dir: true }),
     ]]),
