@@ -75,7 +75,7 @@ function namesOf(count: number, index: number): string[] {
   });
 }
 
-async function freePort(): Promise<number> {
+function freePort(): number {
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (l.addr as Deno.NetAddr).port;
   l.close();
@@ -94,7 +94,7 @@ const ckptRun = (op: "save" | "load", address: string, count: number, saveId: st
     ]]),
   );
 async function dcpRun(op: "save" | "load", at: string, count: number): Promise<Run> {
-  const port = await freePort();
+  const port = freePort();
   return runProcesses(
     `DCP ${op}`,
     Array.from({ length: count }, (_, index) => [python, [
