@@ -30,7 +30,7 @@ export interface Run {
 }
 
 /** Reads lines from a child's stdout, keeping what follows a line for the next call. */
-function lineReader(stream: ReadableStream<Uint8Array>, what: string): () => Promise<string> {
+function lineReader(stream: ReadableStream<Uint8Array<ArrayBuffer>>, what: string): () => Promise<string> {
   const reader = stream.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   return async () => {
