@@ -29,8 +29,10 @@ componentTest({
         assert.match(cells[3]!, /^\d+\.\d\d×$/, line);
         assert.ok(cells[4]!.endsWith(load), line);
         if (method === "DCP") assert.equal(cells[3], "1.00×", line);
+        if (method === "DCP") assert.equal(cells[6], "", line);
+        else assert.match(cells[6]!, /^save (\*\*met\*\*|not met), load (\*\*met\*\*|not met)$/, line);
         // Memory of the worst process, against its share.
-        assert.match(cells[6]!, /^\d+ of \d+ MiB \(share \d+ MiB\)$/, line);
+        assert.match(cells[7]!, /^\d+ of \d+ MiB \(share \d+ MiB\)$/, line);
       }
     }
     assert.match(out, /^load average at start: /m);
