@@ -79,3 +79,34 @@ export function loadAverage(): string {
     return `unknown (${(e as Error).name})`;
   }
 }
+
+/**
+ * The limits of a save and of a load + verify of `bytes` bytes in directory `dir`: a raw durable
+ * write of them (one file written in 16 MiB pieces, `fdatasync`, the directory's `fsync`) or the
+ * hash, and a raw read of that file into fresh memory or the hash. The file is removed after.
+ */
+export async function fileBounds(dir: string, bytes: number): Promise<{ saveBound: Bound; loadBound: Bound }> {
+  const raw = `${dir}/raw-bound.bin`;
+  const data = new Uint8Array(bytes).map((_, i) => i * 131);
+  let t0 = performance.now();
+  const f = await Deno.open(raw, { write: true, create: true, truncate: true });
+  for (let at = 0; at < bytes; at += 16 * 2 ** 20) {
+    const chunk = data.subarray(at, at + 16 * 2 ** 20);
+    for (let n = 0; n < chunk.length;) n += await f.write(chunk.subarray(n));
+  }
+  await f.syncData();
+  f.close();
+  const d = await Deno.open(dir);
+  await d.sync();
+  d.close();
+  const writeSeconds = (performance.now() - t0) / 1000;
+  t0 = performance.now();
+  await Deno.readFile(raw);
+  const readSeconds = (performance.now() - t0) / 1000;
+  await Deno.remove(raw);
+  const hash = hashPart(bytes);
+  return {
+    saveBound: bound([{ name: "raw durable write", seconds: writeSeconds }, hash]),
+    loadBound: bound([{ name: "raw read into fresh memory", seconds: readSeconds }, hash]),
+  };
+}

@@ -1,6 +1,7 @@
-// One writer or reader of bench/shard_compare.ts, as a process: builds its replica (outside the
-// timing), prints "ready", waits for a line on stdin, then saves its part (or reads its share)
-// and prints one JSON line { ms, cpuMs } for that operation alone.
+// One writer or reader of bench/shard_compare.ts and bench/shard_dcp.ts, as a process: builds its
+// replica (outside the timing), prints "ready", waits for a line on stdin, then saves its part
+// (or reads its share, verified), prints one JSON line { ms, cpuMs } for that operation alone, and
+// waits for stdin to close (bench/_shard_procs.ts reads its peak memory meanwhile).
 import process from "node:process";
 import { readShardManifest, readShards, saveShard, shareOf } from "../src/shard/mod.ts";
 import { replicaOf } from "./_shard_data.ts";
@@ -23,7 +24,8 @@ if (a.op === "save") {
   const { manifest } = await readShardManifest(a.address);
   await readShards(a.address, shareOf(manifest, a.index, a.count));
 }
+const ms = performance.now() - t0;
 const cpu = process.cpuUsage(cpu0);
-console.log(JSON.stringify({ ms: performance.now() - t0, cpuMs: (cpu.user + cpu.system) / 1000 }));
-reader.releaseLock();
+console.log(JSON.stringify({ ms, cpuMs: (cpu.user + cpu.system) / 1000 }));
+while (!(await reader.read()).done);
 Deno.exit(0);

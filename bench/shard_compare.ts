@@ -5,14 +5,22 @@
  * data before the clock starts; a save is timed from the start signal until the committer
  * returns (parts durable, manifest committed), a load from the start signal until the last reader
  * has its share, verified. Medians over the trials, with the MiB/s and the speed-up over one
- * writer; the CPU time is summed over the processes.
+ * writer; the CPU time is summed over the processes; and each writer's memory: how much its
+ * peak resident memory rose during its operation (the peak is reset at the start signal) against
+ * its share of the bytes, the worst process of each trial. Where one writer is CPU-bound (with
+ * `--no-ffi`, which runs every process with `--deny-ffi` so that hashing and I/O take
+ * JavaScript's and Deno's own paths, or to `s3://`, where one writer's HTTP stream is the bound)
+ * the target is 2 writers ≥ 1.5× one. Sharded parts take no gzip or bytegroup (docs/sharding.md:
+ * they are uncompressed binary files, for their random access), so those modes have no row.
  *
- *   deno run -A bench/shard_compare.ts [--mib 512] [--writers 1,2,4] [--trials 3] [--target DIR|s3://bucket/prefix]
+ *   deno task bench:shard [--mib 512] [--writers 1,2,4] [--trials 3] [--target DIR|s3://bucket/prefix] [--no-ffi]
  *
  * @module
  */
 import { parseArgs } from "node:util";
 import { deleteShardedCheckpoint } from "../src/shard/mod.ts";
+import { median, medianWorst, type Run, runProcesses } from "./_shard_procs.ts";
+import { fileBounds, limitLine, loadAverage } from "./_bounds.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -21,6 +29,7 @@ const { values } = parseArgs({
     writers: { type: "string", default: "1,2,4" },
     trials: { type: "string", default: "3" },
     target: { type: "string" },
+    "no-ffi": { type: "boolean", default: false },
   },
 });
 const mib = Number(values.mib);
@@ -29,41 +38,18 @@ const trials = Number(values.trials);
 const target = values.target ?? await Deno.makeTempDir({ prefix: "ckpt-shard-bench-" });
 const ONE = new URL("./_shard_one.ts", import.meta.url).pathname;
 
-interface Run {
-  ms: number;
-  cpuMs: number;
-}
+const run = (op: "save" | "load", address: string, count: number, saveId: string): Promise<Run> =>
+  runProcesses(
+    `${op}`,
+    Array.from({ length: count }, (_, index) => [Deno.execPath(), [
+      "run",
+      "-A",
+      ...(values["no-ffi"] ? ["--deny-ffi"] : []),
+      ONE,
+      JSON.stringify({ op, address, index, count, saveId, mib }),
+    ]]),
+  );
 
-/** Starts `count` processes for `op`, waits until each is ready, signals them at once, collects their reports. */
-async function run(op: "save" | "load", address: string, count: number, saveId: string): Promise<Run> {
-  const children = Array.from({ length: count }, (_, index) =>
-    new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", ONE, JSON.stringify({ op, address, index, count, saveId, mib })],
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "inherit",
-    }).spawn());
-  const lines = children.map((c) => c.stdout.pipeThrough(new TextDecoderStream()).getReader());
-  const next = async (r: ReadableStreamDefaultReader<string>) => {
-    let buf = "";
-    for (;;) {
-      const { value, done } = await r.read();
-      if (done) throw new Error(`a ${op} process ended early`);
-      buf += value;
-      if (buf.includes("\n")) return buf.trim();
-    }
-  };
-  for (const r of lines) if ((await next(r)) !== "ready") throw new Error("no ready line");
-  const t0 = performance.now();
-  const writers = children.map((c) => c.stdin.getWriter());
-  await Promise.all(writers.map((w) => w.write(new TextEncoder().encode("go\n"))));
-  const reports = await Promise.all(lines.map((r) => next(r).then((l) => JSON.parse(l) as Run)));
-  const ms = performance.now() - t0;
-  await Promise.all(children.map((c) => c.status));
-  return { ms, cpuMs: reports.reduce((n, r) => n + r.cpuMs, 0) };
-}
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const rows: string[] = [];
 const results = new Map<number, { save: Run; load: Run }[]>(counts.map((n) => [n, []]));
 for (let t = 0; t < trials; t++) {
@@ -76,6 +62,9 @@ for (let t = 0; t < trials; t++) {
     await deleteShardedCheckpoint(address);
   }
 }
+// One writer is CPU-bound without FFI and to S3 (target: 2 writers ≥ 1.5× one); in a local directory
+// with FFI it is disk-bound (target: at the disk, the raw durable write under the table).
+const cpuBound = values["no-ffi"] || target.startsWith("s3://");
 let first: { save: number; load: number } | undefined;
 for (const n of counts) {
   const runs = results.get(n)!;
@@ -83,12 +72,43 @@ for (const n of counts) {
   first ??= { save, load };
   const cell = (ms: number, one: number, cpu: number) =>
     `${(mib / (ms / 1000)).toFixed(0)} MiB/s (${(one / ms).toFixed(2)}×, CPU ${cpu.toFixed(0)} ms)`;
+  const mem = (op: "save" | "load") =>
+    `${medianWorst(runs.map((r) => r[op]), "addedMiB").toFixed(0)} of ${
+      medianWorst(runs.map((r) => r[op]), "peakMiB").toFixed(0)
+    } MiB`;
   rows.push(
     `| ${n} | ${cell(save, first.save, median(runs.map((r) => r.save.cpuMs)))} | ${
       cell(load, first.load, median(runs.map((r) => r.load.cpuMs)))
+    } | ${(mib / n).toFixed(0)} MiB | ${mem("save")} | ${mem("load")} | ${
+      cpuBound && n === 2
+        ? `save ${first.save / save >= 1.5 ? "**met**" : "not met"}, load ${
+          first.load / load >= 1.5 ? "**met**" : "not met"
+        }`
+        : ""
     } |`,
   );
 }
-console.log(`${mib} MiB of float32 to ${target}, medians of ${trials} trials, processes`);
-console.log("| writers = readers | save | load + verify |\n| --: | --: | --: |\n" + rows.join("\n"));
+console.log(
+  `${mib} MiB of float32 to ${target}, medians of ${trials} trials, processes${
+    values["no-ffi"] ? ", without FFI (--deny-ffi: hashing and I/O in JavaScript and Deno's own calls)" : ""
+  }; load average ${loadAverage()}`,
+);
+console.log(
+  "| writers = readers | save | load + verify | share per writer | save: peak RSS added (of peak), worst writer | load: the same | " +
+    `target: ${cpuBound ? "2 ≥ 1.5× 1 (one writer CPU-bound)" : "at the disk (below)"} |\n` +
+    "| --: | --: | --: | --: | --: | --: | :-- |\n" + rows.join("\n"),
+);
+if (!target.startsWith("s3://")) {
+  const { saveBound, loadBound } = await fileBounds(target, mib * 2 ** 20);
+  const best = (op: "save" | "load") => Math.min(...counts.map((n) => median(results.get(n)!.map((r) => r[op].ms))));
+  console.log(limitLine("a save (fastest row)", saveBound, best("save") / 1000, "at the disk where disk-bound"));
+  console.log(
+    limitLine("a load + verify (fastest row)", loadBound, best("load") / 1000, "at the disk where disk-bound"),
+  );
+}
+console.log(
+  "Target where one writer is CPU-bound (--no-ffi, an s3:// target): 2 writers ≥ 1.5× one. " +
+    "Peak RSS added: the most a process's resident memory rose during its operation over what it held at the start " +
+    "signal (each writer already holds the whole replica, as a data-parallel worker does).",
+);
 if (!values.target) await Deno.remove(target, { recursive: true });
