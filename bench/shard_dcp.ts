@@ -93,7 +93,7 @@ const ckptRun = (op: "save" | "load", address: string, count: number, saveId: st
       JSON.stringify({ op, address, index, count, saveId, mib }),
     ]]),
   );
-async function dcpRun(op: "save" | "load", at: string, count: number): Promise<Run> {
+function dcpRun(op: "save" | "load", at: string, count: number): Promise<Run> {
   const port = freePort();
   return runProcesses(
     `DCP ${op}`,
