@@ -2,6 +2,7 @@
 
 import type { TensorData, TensorInput } from "../format/types.ts";
 import type { TypedArrayConstructor } from "../format/dtype.ts";
+import { headroomOf } from "../format/_headroom.ts";
 
 /** Tensors that own their buffers, and those buffers (each once) for a `postMessage` transfer list. */
 export interface OwnedTensors {
@@ -11,9 +12,9 @@ export interface OwnedTensors {
   copiedBytes: number;
 }
 
-/** Whether the views together cover every byte of their buffer. */
+/** Whether the views together cover every byte of their buffer (with the room reserved in front of each). */
 function coversBuffer(buffer: ArrayBufferLike, views: readonly TensorData[]): boolean {
-  const spans = views.map((v) => [v.byteOffset, v.byteOffset + v.byteLength] as const)
+  const spans = views.map((v) => [v.byteOffset - headroomOf(v), v.byteOffset + v.byteLength] as const)
     .sort((a, b) => a[0] - b[0]);
   let end = 0;
   for (const [from, to] of spans) {

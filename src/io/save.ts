@@ -15,7 +15,7 @@ import { WORKER_HASH } from "../storage/file.ts";
 import { isAddress, type ResolveOptions, type StorageAddress } from "../storage/resolve.ts";
 import { locate } from "./read.ts";
 import type { ObjectStore, WriteOptions } from "../storage/types.ts";
-import { iterate } from "../format/_streams.ts";
+import { streamIterator } from "../format/_streams.ts";
 import { OsErrors } from "../runtime/errors.ts";
 import { type FileHandle, files } from "../runtime/files.ts";
 import { thisProcess } from "../runtime/process.ts";
@@ -266,12 +266,11 @@ export async function saveCheckpoint(
     const writer = await store.writer(key, writeOptions);
     let bytes = 0;
     try {
-      // Each chunk is written (copied by the writer) before the next one is read.
-      for await (const chunk of iterate(readable)) {
+      await writeChunks(readable, (chunk) => {
         hash?.update(chunk);
         bytes += chunk.byteLength;
-        await writer.write(chunk);
-      }
+        return writer.write(chunk);
+      }, transientChunks);
     } catch (e) {
       await writer.abort(e);
       throw e;
@@ -282,6 +281,43 @@ export async function saveCheckpoint(
     return result(bytes, encoded.digest ? await encoded.digest : file!, file);
   } finally {
     worker?.close();
+  }
+}
+
+/**
+ * Writes each chunk of `readable` with `write`. Where the encoder reuses its buffers
+ * (`transient`: a staging writer copies each chunk before the next is read) a chunk is written
+ * before the next is read; elsewhere the next chunk is encoded, and its bytes hashed, while this
+ * one is written: in a page the incremental SHA-256 otherwise ran strictly between the waits on
+ * OPFS writes. The chunk read ahead is a view of the caller's tensor (or a small record part),
+ * not a copy, so this adds no memory.
+ */
+async function writeChunks(
+  readable: ReadableStream<Uint8Array>,
+  write: (chunk: Uint8Array) => Promise<void>,
+  transient: boolean,
+): Promise<void> {
+  const it = streamIterator(readable);
+  let next = it.next();
+  try {
+    for (;;) {
+      const r = await next;
+      if (r.done) return;
+      const written = write(r.value);
+      if (transient) {
+        await written;
+        next = it.next();
+      } else {
+        next = it.next();
+        // Seen below if the write fails first (the read ahead is then cancelled).
+        next.catch(() => {});
+        await written;
+      }
+    }
+  } catch (e) {
+    // The encoder's own error ended the iterator already; a failed write cancels it here.
+    await it.return?.().catch(() => {});
+    throw e;
   }
 }
 

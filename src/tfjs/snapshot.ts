@@ -8,6 +8,8 @@ import { engine, type Optimizer, type Tensor, type Variable } from "@tensorflow/
 import type { Checkpoint, DType, JsonValue, Metadata, Tensor as CheckpointTensor } from "../format/types.ts";
 import { DTYPES, elementCount } from "../format/dtype.ts";
 import { validateMetadata } from "../format/metadata.ts";
+import { reserveHeadroom } from "../format/_headroom.ts";
+import { prefixRoom } from "../format/codecs/binary.ts";
 import { StagingPool } from "./staging_pool.ts";
 import { readBackInto } from "./_read_back.ts";
 import {
@@ -245,15 +247,19 @@ async function readBack(
       if (seen.has(it.name)) throw new TypeError(`Cannot snapshot: two tensors are named ${JSON.stringify(it.name)}`);
       seen.add(it.name);
     }
-    // One buffer for all tensors with no gap, so a writer can move it to a worker whole: the
-    // 4-byte dtypes (float32, int32) first, then bool, which keeps every view aligned.
+    // One buffer for all tensors, so a writer can move it to a worker whole: the 4-byte dtypes
+    // (float32, int32) first, then bool, which keeps every view aligned. In front of each
+    // tensor, room for its record prefix (reserved for the encoder: in a page it lays the record
+    // out whole there and hashes it with one WebCrypto call, without copying the tensor).
     const offsets: number[] = new Array(items.length);
+    const rooms: number[] = new Array(items.length);
     let total = 0;
     for (const size of [4, 1]) {
       items.forEach((it, i) => {
         if (DTYPES[it.dtype].bytes !== size) return;
-        offsets[i] = total;
-        total += elementCount(it.shape, `tensor ${JSON.stringify(it.name)}`) * size;
+        rooms[i] = prefixRoom(it);
+        offsets[i] = total + rooms[i]!;
+        total = offsets[i]! + elementCount(it.shape, `tensor ${JSON.stringify(it.name)}`) * size;
       });
     }
     buffer = staging ? staging.acquire(total) : new ArrayBuffer(total);
@@ -261,6 +267,7 @@ async function readBack(
     const tensors: CheckpointTensor[] = items.map((it, i) => {
       const info = DTYPES[it.dtype];
       const data = new info.array(target, offsets[i]!, elementCount(it.shape));
+      reserveHeadroom(data, rooms[i]!);
       return { name: it.name, dtype: it.dtype, shape: it.shape, data, group: it.group };
     });
     await readBackInto(items, tensors.map((t) => t.data as Float32Array | Int32Array | Uint8Array));

@@ -4,6 +4,10 @@ import { CheckpointWriter, snapshot, StagingPool } from "../../src/tfjs/mod.ts";
 import { CheckpointManager } from "../../src/manager/mod.ts";
 import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
 import { takeOwnership } from "../../src/background/_transfer.ts";
+import { headroomOf } from "../../src/format/_headroom.ts";
+import { setNativeDigestForTests, setWebDigestForTests } from "../../src/format/_hash.ts";
+import { prefixRoom } from "../../src/format/codecs/binary.ts";
+import { encodeCheckpoint } from "../../mod.ts";
 import { buildModel, compile, OPTIMIZERS, optimizerValues, train, weightValues } from "./_training.ts";
 
 tf.env().set("PROD", true);
@@ -231,19 +235,46 @@ Deno.test("snapshot refuses an optimizer that cannot list its state (tfjs Adamax
   model.dispose();
 });
 
-Deno.test("a snapshot's one buffer is wholly its tensors', so a background writer moves it without a copy", async () => {
+Deno.test("a snapshot's one buffer is wholly its tensors' and the room reserved for each one's record prefix, so a background writer moves it without a copy", async () => {
   const w = tf.variable(tf.ones([3]), true, "snapshot_move/w");
   const flags = tf.variable(tf.tensor1d([1, 0, 1], "bool"), false, "snapshot_move/flags");
   const n = tf.variable(tf.scalar(4, "int32"), false, "snapshot_move/n");
   for (const staging of [undefined, new StagingPool()]) {
     const c = await snapshot({ model: { flags, w, n }, step: 0, ...(staging ? { staging } : {}) });
-    assert.equal(c.tensors[0]!.data.buffer.byteLength, 3 + 12 + 4);
+    const rooms = c.tensors.map((t) => prefixRoom(t));
+    for (const [i, t] of c.tensors.entries()) assert.equal(headroomOf(t.data), rooms[i]);
+    assert.equal(c.tensors[0]!.data.buffer.byteLength, 3 + 12 + 4 + rooms.reduce((a, b) => a + b));
     const owned = takeOwnership(c.tensors);
     assert.equal(owned.copiedBytes, 0);
     assert.equal(owned.transfer.length, 1);
     assert.deepEqual(owned.tensors.map((t) => Array.from(t.data as Uint8Array)), [[1, 0, 1], [1, 1, 1], [4]]);
   }
   tf.dispose([w, flags, n]);
+});
+
+Deno.test("a snapshot saved in a page hashes each tensor of 1 MiB or more with one WebCrypto call over its record, bit for bit", async () => {
+  const big = tf.variable(tf.range(0, 2 ** 18, 1, "float32"), true, "snapshot_web/big");
+  const small = tf.variable(tf.ones([5]), true, "snapshot_web/small");
+  const c = await snapshot({ model: { big, small }, step: 3 });
+  // The same tensors in buffers of their own, with no room in front.
+  const copies = { metadata: c.metadata, tensors: c.tensors.map((t) => ({ ...t, data: t.data.slice() })) };
+  const expected = new Uint8Array(await new Response(encodeCheckpoint(copies)).arrayBuffer());
+  const calls: number[] = [];
+  setNativeDigestForTests(null);
+  setWebDigestForTests(async (bytes) => {
+    calls.push(bytes.byteLength);
+    return new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>));
+  });
+  try {
+    const bytes = new Uint8Array(await new Response(encodeCheckpoint(c)).arrayBuffer());
+    assert.deepEqual(bytes, expected);
+    assert.equal(calls.length, 1);
+    assert.ok(calls[0]! > 2 ** 20 && calls[0]! <= 2 ** 20 + prefixRoom(c.tensors[0]!));
+  } finally {
+    setWebDigestForTests("restore");
+    setNativeDigestForTests("restore");
+  }
+  tf.dispose([big, small]);
 });
 
 Deno.test("snapshot takes trainOnBatch's loss as it comes (number | number[]): a one-element array is its number", async () => {

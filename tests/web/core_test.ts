@@ -201,17 +201,7 @@ browserTest("core round trips", { entries: { core: "tests/web/page/core_entry.ts
       await Deno.writeFile(join(filesDir, "big-bad.ckpt"), bad);
       const expected = await loadCheckpoint(bad).then(() => "no error", (e: Error) => e.message);
       const r = await page.evaluate(async () => {
-        // Counts the page's WebCrypto digests (ckpt asks for `crypto.subtle` at each call).
-        const subtle = crypto.subtle;
-        const digest = subtle.digest.bind(subtle);
-        const sizes: number[] = [];
-        Object.defineProperty(subtle, "digest", {
-          configurable: true,
-          value: (algorithm: AlgorithmIdentifier, bytes: BufferSource) => {
-            sizes.push(bytes.byteLength);
-            return digest(algorithm, bytes);
-          },
-        });
+        const { sizes, digest, restore } = m.countWebDigests();
         try {
           const blob = async (name: string) => await (await fetch(`/files/${name}`)).blob();
           const back = await m.loadCheckpoint(await blob("big.ckpt"));
@@ -225,7 +215,7 @@ browserTest("core round trips", { entries: { core: "tests/web/page/core_entry.ts
           );
           return { calls, hash, error, names: back.tensors.map((x) => x.name) };
         } finally {
-          delete (subtle as { digest?: unknown }).digest;
+          restore();
         }
       });
       assert.deepEqual(r.names, ["big", "bias"]);
@@ -237,6 +227,56 @@ browserTest("core round trips", { entries: { core: "tests/web/page/core_entry.ts
       assert.equal(r.calls.length, 1, `one WebCrypto call, for the big tensor's record: ${r.calls}`);
       assert.ok(r.calls[0]! > data.byteLength && r.calls[0]! < data.byteLength + 1024);
       assert.equal(r.error, `true: ${expected}`);
+    },
+  );
+
+  await t.step(
+    "a tensor of 1 MiB or more with room in front (snapshot's buffers) saves to OPFS with one WebCrypto call over its record, Deno's bytes",
+    async () => {
+      const n = 3 * 2 ** 18; // 3 MiB of float32
+      const values = (i: number) => (i % 1000) * 0.25;
+      const input = {
+        metadata: { step: 2 },
+        tensors: [
+          { name: "big", dtype: "float32" as const, shape: [n], data: new Float32Array(n).map((_, i) => values(i)) },
+          { name: "bias", dtype: "float32" as const, shape: [3], data: new Float32Array([1, 2, 3]) },
+        ],
+      };
+      const deno = await bytesOf(encodeCheckpoint(input));
+      const r = await page.evaluate(async (n: number) => {
+        const { sizes, digest, restore } = m.countWebDigests();
+        try {
+          const big = { name: "big", dtype: "float32" as const, shape: [n] };
+          const bias = { name: "bias", dtype: "float32" as const, shape: [3] };
+          // Laid out as snapshot lays tensors out: one buffer, room for a record prefix before each.
+          const [rb, rs] = [m.prefixRoom(big), m.prefixRoom(bias)];
+          const buffer = new ArrayBuffer(rb + n * 4 + rs + 12);
+          const a = new Float32Array(buffer, rb, n);
+          for (let i = 0; i < n; i++) a[i] = (i % 1000) * 0.25;
+          const b = new Float32Array(buffer, rb + n * 4 + rs, 3);
+          b.set([1, 2, 3]);
+          m.reserveHeadroom(a, rb);
+          m.reserveHeadroom(b, rs);
+          const store = await m.OpfsStore.open("web-save");
+          await m.saveCheckpoint({ store, key: "big.ckpt" }, {
+            metadata: { step: 2 },
+            tensors: [{ ...big, data: a }, { ...bias, data: b }],
+          });
+          const calls = [...sizes];
+          const got = await store.get("big.ckpt");
+          const bytes = new Uint8Array(await new Response(got.body).arrayBuffer());
+          await store.delete("big.ckpt");
+          const hash = [...new Uint8Array(await digest("SHA-256", bytes))];
+          return { calls, size: bytes.byteLength, hash, same: a.every((x, i) => x === (i % 1000) * 0.25) };
+        } finally {
+          restore();
+        }
+      }, n);
+      assert.equal(r.calls.length, 1, `one WebCrypto call, for the big tensor's record: ${r.calls}`);
+      assert.ok(r.calls[0]! > n * 4 && r.calls[0]! < n * 4 + 1024);
+      assert.ok(r.same, "the tensor is unchanged");
+      assert.equal(r.size, deno.byteLength);
+      assert.deepEqual(r.hash, [...sha256().update(deno).digest()], "the page saved Deno's bytes");
     },
   );
 

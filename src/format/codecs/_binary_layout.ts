@@ -209,9 +209,19 @@ export function decodeRecordHeader(bytes: Uint8Array, offset: number, limits?: D
  * assert.equal(new TextDecoder().decode(h), '{"name":"w","dtype":"int8","shape":[2],"group":"params"}');
  * ```
  */
-export function tensorHead(t: TensorInput, encoding?: "bytegroup"): Uint8Array {
+export function tensorHead(t: Omit<TensorInput, "data">, encoding?: "bytegroup"): Uint8Array {
   const head = { name: t.name, dtype: t.dtype, shape: [...t.shape], group: t.group ?? "params" };
   return utf8.encode(JSON.stringify(encoding ? { ...head, encoding } : head));
+}
+
+/**
+ * The most bytes a raw tensor's record prefix (header, head, padding) can take wherever the
+ * record starts, rounded up to 8 so the tensor after it stays aligned: what an allocator leaves
+ * in front of a tensor's data for the encoder to lay the prefix there.
+ */
+export function prefixRoom(t: Omit<TensorInput, "data">): number {
+  const most = RECORD_HEADER_BYTES + tensorHead(t).byteLength + BINARY_ALIGNMENT - 1;
+  return Math.ceil(most / 8) * 8;
 }
 
 export function parseJson(bytes: Uint8Array, what: string, offset: number): unknown {

@@ -20,7 +20,8 @@ import type { DecodeLimits } from "../limits.ts";
 import { metadataToJson } from "../metadata.ts";
 import type { Checkpoint, CheckpointRecord } from "../types.ts";
 import { readTensorsByName } from "./binary_file.ts";
-import { type Hash, hasNativeDigest, nativeDigest, sha256, toHex } from "../_hash.ts";
+import { type Hash, hasNativeDigest, hasWebDigest, nativeDigest, sha256, toHex, webDigest } from "../_hash.ts";
+import { headroomOf } from "../_headroom.ts";
 import { digestingDecoder, digestingEncoder, type EncoderDigests } from "../_pair.ts";
 import { EncodeGuard } from "../_encode_guard.ts";
 import { BYTEGROUP_ENCODING, planByteGroups, PlaneScratch } from "./_bytegroup.ts";
@@ -61,6 +62,7 @@ export {
   FOOTER_BYTES,
   HEADER_BYTES,
   type IndexEntry,
+  prefixRoom,
   RECORD_HEADER_BYTES,
   type RecordHeader,
   RecordKind,
@@ -149,6 +151,20 @@ async function* encodeRecords(
         for (const part of parts!) yield emit(part, undefined, true);
         continue;
       }
+      // In a page, a raw tensor with room in front of it (snapshot's buffers) is hashed with one
+      // WebCrypto call over its record laid out whole there: no copy of the body, and the digest
+      // runs natively while the body is written.
+      const whole = parts ? undefined : webRecord(prefix, body);
+      if (whole) {
+        const job = webDigest(whole)!.catch(() => sha256().update(whole).digest());
+        yield emit(whole.subarray(0, prefix.byteLength));
+        for (let i = 0; i < body.byteLength; i += BODY_SLICE) {
+          yield emit(body.subarray(i, Math.min(body.byteLength, i + BODY_SLICE)), undefined, true);
+        }
+        yield emit(await job);
+        index.push(entry());
+        continue;
+      }
       const h = sha256();
       yield emit(prefix, h);
       if (parts) {
@@ -184,6 +200,21 @@ async function* encodeRecords(
     await Promise.all([held?.job, latest].map((job) => job?.catch(() => {})));
     scratch?.release();
   }
+}
+
+/** Smallest raw body hashed with one WebCrypto call over its record (as a load does). */
+const WEB_RECORD_MIN = 2 ** 20;
+
+/**
+ * The record of a raw tensor laid out whole in its buffer (the prefix written into the room
+ * reserved in front of the body), where the page has WebCrypto, the body is large enough and
+ * has that room; `undefined` otherwise.
+ */
+function webRecord(prefix: Uint8Array, body: Uint8Array): Uint8Array | undefined {
+  if (body.byteLength < WEB_RECORD_MIN || headroomOf(body) < prefix.byteLength || !hasWebDigest()) return undefined;
+  const whole = new Uint8Array(body.buffer, body.byteOffset - prefix.byteLength, prefix.byteLength + body.byteLength);
+  whole.set(prefix);
+  return whole;
 }
 
 /** The encoder's {@linkcode PlaneScratch} buffers (after every plane's and deflate output's) for copies hashed on the native thread. */

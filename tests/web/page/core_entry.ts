@@ -8,3 +8,27 @@ export {
   StorageFullError,
 } from "../../../src/storage/opfs.ts";
 export { readTfjsArtifacts, writeTfjsArtifacts } from "../../../src/interop/tfjs_artifacts.ts";
+export { reserveHeadroom } from "../../../src/format/_headroom.ts";
+export { prefixRoom } from "../../../src/format/codecs/binary.ts";
+
+/**
+ * Counts the page's WebCrypto digests (ckpt asks for `crypto.subtle` at each call): the size of
+ * each call's input, the page's own digest (uncounted), and `restore` to stop counting.
+ */
+export function countWebDigests(): {
+  sizes: number[];
+  digest: (algorithm: AlgorithmIdentifier, bytes: BufferSource) => Promise<ArrayBuffer>;
+  restore(): void;
+} {
+  const subtle = crypto.subtle;
+  const digest = subtle.digest.bind(subtle);
+  const sizes: number[] = [];
+  Object.defineProperty(subtle, "digest", {
+    configurable: true,
+    value: (algorithm: AlgorithmIdentifier, bytes: BufferSource) => {
+      sizes.push(bytes.byteLength);
+      return digest(algorithm, bytes);
+    },
+  });
+  return { sizes, digest, restore: () => delete (subtle as { digest?: unknown }).digest };
+}
