@@ -205,7 +205,7 @@ export function decodeRecordHeader(bytes: Uint8Array, offset: number, limits?: D
  * ```ts
  * import { tensorHead } from "./binary.ts";
  * import assert from "node:assert/strict";
- * const h = tensorHead({ name: "w", dtype: "int8", shape: [2], data: new Int8Array(2) });
+ * const h = tensorHead({ name: "w", dtype: "int8", shape: [2] });
  * assert.equal(new TextDecoder().decode(h), '{"name":"w","dtype":"int8","shape":[2],"group":"params"}');
  * ```
  */
