@@ -9,7 +9,7 @@ import type { Checkpoint, DType, JsonValue, Metadata, Tensor as CheckpointTensor
 import { DTYPES, elementCount } from "../format/dtype.ts";
 import { validateMetadata } from "../format/metadata.ts";
 import { StagingPool } from "./staging_pool.ts";
-import { readBackInto } from "./_read_back.ts";
+import { backendCopies, readBackInto, readBackOwned, type StagedArray } from "./_read_back.ts";
 import {
   checkpointDType,
   modelSlots,
@@ -51,7 +51,8 @@ export interface SnapshotOptions {
   /**
    * Where to stage the copy. With a pool, the snapshot's tensors are views into one buffer
    * taken from the pool, to be given back with `pool.release(checkpoint)` once saved; without
-   * one, a fresh buffer is allocated.
+   * one, a fresh buffer is allocated. Not used on a backend whose read-back hands out a fresh
+   * copy (tensorflow, wasm): those copies are the snapshot's arrays.
    *
    * @default {undefined}
    */
@@ -108,8 +109,9 @@ const SNAPSHOT_OPTION_NAMES = optionNames<SnapshotOptions>()([
  * function returns its promise (a tfjs clone shares the data and keeps it alive; `assign` swaps
  * a variable's data rather than writing into it), then read back with the asynchronous
  * `data()` (which also works on WebGPU, where `dataSync()` does not) and copied, because the
- * cpu backend hands out its own arrays; where a backend hands out a copy instead (tensorflow,
- * wasm), that copy is freed as soon as it is staged, so the state is not held twice. For the optimizer, every registered variable is held
+ * cpu backend hands out its own arrays; where a backend hands out a fresh copy instead
+ * (tensorflow, wasm), that copy becomes the snapshot's array as it is, unstaged and not copied
+ * again (`staging` is then not used), so the state is neither copied nor held twice. For the optimizer, every registered variable is held
  * the same way before `getWeights()` is called, which covers the tfjs-core optimizers (they
  * list their state synchronously).
  *
@@ -244,6 +246,22 @@ async function readBack(
     for (const it of items) {
       if (seen.has(it.name)) throw new TypeError(`Cannot snapshot: two tensors are named ${JSON.stringify(it.name)}`);
       seen.add(it.name);
+    }
+    if (await backendCopies()) {
+      // The backend copies on every read: its copies become the snapshot's arrays, unstaged.
+      const arrays = await readBackOwned(
+        items,
+        items.map((it) => DTYPES[it.dtype].array as StagedArray),
+        items.map((it) => elementCount(it.shape, `tensor ${JSON.stringify(it.name)}`)),
+      );
+      const tensors = items.map((it, i): CheckpointTensor => ({
+        name: it.name,
+        dtype: it.dtype,
+        shape: it.shape,
+        data: arrays[i]!,
+        group: it.group,
+      }));
+      return { metadata, tensors };
     }
     // One buffer for all tensors with no gap, so a writer can move it to a worker whole: the
     // 4-byte dtypes (float32, int32) first, then bool, which keeps every view aligned.
