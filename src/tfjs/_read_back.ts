@@ -65,15 +65,19 @@ function ownsBuffer(values: unknown): values is ArrayBufferView<ArrayBuffer> {
   return buffer instanceof ArrayBuffer && values.byteOffset === 0 && values.byteLength === buffer.byteLength;
 }
 
-/** Frees a copy that `data()` handed out, if it owns its whole buffer. */
-function free(values: unknown): void {
-  if (!ownsBuffer(values)) return;
-  const buffer = values.buffer;
+/** Frees `buffer`'s memory now where the runtime can detach it (`transfer(0)`: not Node 20). */
+export function detach(buffer: ArrayBuffer): void {
+  const transfer = (buffer as ArrayBuffer & { transfer?: (length: number) => ArrayBuffer }).transfer;
   try {
-    (buffer as ArrayBuffer & { transfer(length: number): ArrayBuffer }).transfer(0);
+    transfer?.call(buffer, 0);
   } catch {
     // Not detachable (a WebAssembly memory, say): left to the garbage collector.
   }
+}
+
+/** Frees a copy that `data()` handed out, if it owns its whole buffer. */
+function free(values: unknown): void {
+  if (ownsBuffer(values)) detach(values.buffer);
 }
 
 /**

@@ -5,6 +5,7 @@
  */
 import { checkOptionNames, optionNames } from "../format/_options.ts";
 import type { CheckpointInput, TensorInput } from "../format/types.ts";
+import { detach } from "./_read_back.ts";
 
 /** Options for {@linkcode StagingPool}. */
 export interface StagingPoolOptions {
@@ -109,9 +110,11 @@ export class StagingPool {
 
   /**
    * Gives buffers back for reuse: an `ArrayBuffer`, or every buffer under a checkpoint's
-   * tensors or a tensor array (each buffer once). Detached buffers (moved away), shared ones and
-   * those of a size the pool never handed out (which no snapshot would take) are skipped; the
-   * most recently released are kept, up to `maxFree`.
+   * tensors or a tensor array (each buffer once). Detached buffers (moved away) and shared ones
+   * are skipped; the most recently released are kept, up to `maxFree`. A buffer of a size the
+   * pool never handed out, which no snapshot would take (a snapshot's own arrays on a backend
+   * whose read-back copies, such as tfjs-node's), is freed at once (detached, where the runtime
+   * can) rather than left to the garbage collector: given back, it is no longer read.
    */
   release(item: ArrayBuffer | CheckpointInput | readonly TensorInput[]): void {
     const buffers = new Set<ArrayBuffer>();
@@ -125,8 +128,9 @@ export class StagingPool {
       throw new TypeError("Cannot release: expected an ArrayBuffer or a checkpoint with a tensors array");
     }
     for (const b of buffers) {
-      if (b.detached || !this.#sizes.has(b.byteLength) || b.byteLength === 0 || this.#free.includes(b)) continue;
-      this.#free.unshift(b);
+      if (b.detached || b.byteLength === 0 || this.#free.includes(b)) continue;
+      if (this.#sizes.has(b.byteLength)) this.#free.unshift(b);
+      else detach(b);
     }
     this.#free.length = Math.min(this.#free.length, this.#maxFree);
   }
