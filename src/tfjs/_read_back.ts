@@ -86,7 +86,9 @@ function free(values: unknown): void {
  */
 function moveIntoBackend(held: Tensor): void {
   // One op, not a reshape then a slice: on tensorflow each op costs ~0.1 ms whatever its size.
-  tidy(() => slice(held, held.shape.map(() => 0), held.shape.map(() => 1)));
+  tidy(() => {
+    slice(held, held.shape.map(() => 0), held.shape.map(() => 1)); // not returned: tidy disposes it
+  });
 }
 
 /** The typed array class of each checkpoint dtype a snapshot stages. */

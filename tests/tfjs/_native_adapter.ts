@@ -221,7 +221,9 @@ test("a snapshot keeps tfjs-node's read-back copies as its arrays: no staging, t
   const bools = tf.variable(tf.tensor1d(flags, "bool"), false, "adopt/bools");
   const small = tf.variable(tf.tensor1d([1, 2, 3], "int32"), false, "adopt/small");
   const pool = new StagingPool();
+  const before = tf.memory().numTensors;
   const c = await snapshot({ model: { computed, fresh, bools, small }, step: 2, staging: pool });
+  assert.equal(tf.memory().numTensors, before, "the ops that move values into TensorFlow leave no tensor behind");
   assert.equal(pool.allocations, 0, "the pool is not used where the backend copies");
   const buffers = new Set(c.tensors.map((t) => t.data.buffer));
   assert.equal(buffers.size, c.tensors.length, "one buffer per tensor");
