@@ -3,9 +3,9 @@
  * `--mib` MiB of float32 weights (in `--tensors` equal variables, living in TensorFlow's own
  * memory) is snapshotted and written in the background by a `CheckpointWriter`, in a process of
  * its own; the peak RSS above the RSS before the save (VmHWM, reset through
- * /proc/self/clear_refs) is compared with the model's size. A snapshot's staging buffer holds
- * one copy (1.0x); beyond it come the read-back window (the copies tfjs-node's `data()` hands
- * out, freed as they are staged: src/tfjs/_read_back.ts) and the writer's buffers.
+ * /proc/self/clear_refs) is compared with the model's size. A snapshot holds one copy (1.0x:
+ * the copies tfjs-node's `data()` hands out, kept as the snapshot's arrays:
+ * src/tfjs/_read_back.ts); beyond it come the writer's buffers.
  *
  * `--mode` picks what the child does after the model is built:
  * - `writer` (default): `CheckpointWriter.save(path, { model, step })`, awaited;

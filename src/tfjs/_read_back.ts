@@ -9,7 +9,9 @@
  * it usually does not: on tensorflow a snapshot + background save peaked at 2.06x the model
  * (256 MiB), the staging buffer and all the copies. So where the backend copies, each copy is
  * detached (`ArrayBuffer.prototype.transfer(0)`, which frees it) as soon as it is staged, and
- * only {@linkcode READ_BACK_WINDOW} bytes are read back at a time.
+ * only {@linkcode READ_BACK_WINDOW} bytes are read back at a time. Better still, a snapshot can
+ * keep such a copy as its own array ({@linkcode readBackOwned}): no staging buffer, no second
+ * copy (on tensorflow that copy cost as much CPU as the read-back itself), and no copy to free.
  *
  * Whether a backend copies is found with tfjs-core's public API, once per backend instance: two
  * reads of a scratch op's output give two different buffers. A tensor whose values the
@@ -19,7 +21,7 @@
  *
  * @module
  */
-import { add, backend, reshape, scalar, slice, type Tensor, tidy } from "@tensorflow/tfjs-core";
+import { add, backend, scalar, slice, type Tensor, tidy } from "@tensorflow/tfjs-core";
 
 /** Where a backend copies on read: how many bytes of tensors are read back at once (at least one tensor). */
 export const READ_BACK_WINDOW = 16 * 2 ** 20;
@@ -35,7 +37,7 @@ function canFree(): boolean {
 }
 
 /** Whether the current backend's `data()` hands out a new buffer on every read of an op's output. */
-async function backendCopies(): Promise<boolean> {
+export async function backendCopies(): Promise<boolean> {
   if (!canFree()) return false; // nothing to gain where copies cannot be freed (Node 20)
   const current = backend();
   let known = copies.get(current);
@@ -56,16 +58,74 @@ async function backendCopies(): Promise<boolean> {
   return known;
 }
 
-/** Frees a copy that `data()` handed out, if it owns its whole buffer. */
-function free(values: unknown): void {
-  if (!ArrayBuffer.isView(values)) return;
+/** Whether `values` is a view over the whole of a non-shared `ArrayBuffer`. */
+function ownsBuffer(values: unknown): values is ArrayBufferView<ArrayBuffer> {
+  if (!ArrayBuffer.isView(values)) return false;
   const buffer = values.buffer;
-  if (!(buffer instanceof ArrayBuffer) || values.byteOffset !== 0 || values.byteLength !== buffer.byteLength) return;
+  return buffer instanceof ArrayBuffer && values.byteOffset === 0 && values.byteLength === buffer.byteLength;
+}
+
+/** Frees `buffer`'s memory now where the runtime can detach it (`transfer(0)`: not Node 20). */
+export function detach(buffer: ArrayBuffer): void {
+  const transfer = (buffer as ArrayBuffer & { transfer?: (length: number) => ArrayBuffer }).transfer;
   try {
-    (buffer as ArrayBuffer & { transfer(length: number): ArrayBuffer }).transfer(0);
+    transfer?.call(buffer, 0);
   } catch {
     // Not detachable (a WebAssembly memory, say): left to the garbage collector.
   }
+}
+
+/** Frees a copy that `data()` handed out, if it owns its whole buffer. */
+function free(values: unknown): void {
+  if (ownsBuffer(values)) detach(values.buffer);
+}
+
+/**
+ * Has a one-element op use `held`, so that a backend holding the values as given moves them in
+ * and hands out a copy on the next read, not the array it keeps.
+ */
+function moveIntoBackend(held: Tensor): void {
+  // One op, not a reshape then a slice: on tensorflow each op costs ~0.1 ms whatever its size.
+  tidy(() => {
+    slice(held, held.shape.map(() => 0), held.shape.map(() => 1)); // not returned: tidy disposes it
+  });
+}
+
+/** The typed array class of each checkpoint dtype a snapshot stages. */
+export type StagedArray = typeof Float32Array | typeof Int32Array | typeof Uint8Array;
+
+/**
+ * Reads each tensor back, in order, into an array of its own, for a backend whose `data()`
+ * hands out a fresh copy ({@linkcode backendCopies}): a copy of {@linkcode FREE_MIN_BYTES} or
+ * more that is of the wanted class and owns its whole buffer becomes the tensor's array as it
+ * is (the backend keeps no reference to it: the same reason {@linkcode readBackInto} may free
+ * it); a smaller one (which the backend may still hold as given) or another class is copied
+ * into a new array. The arrays come to one copy of the state, as a staging buffer would, and
+ * nothing else is left to collect.
+ */
+export async function readBackOwned(
+  tensors: { name: string; held: Tensor }[],
+  arrays: StagedArray[],
+  lengths: number[],
+): Promise<Staged[]> {
+  const owned: Staged[] = [];
+  for (const [i, { name, held }] of tensors.entries()) {
+    const Kind = arrays[i]!;
+    const adopt = lengths[i]! * Kind.BYTES_PER_ELEMENT >= FREE_MIN_BYTES;
+    if (adopt) moveIntoBackend(held);
+    const values = await held.data();
+    if (values.length !== lengths[i]) {
+      throw new RangeError(
+        `Cannot snapshot tensor ${JSON.stringify(name)}: read ${values.length} elements, expected ${lengths[i]}`,
+      );
+    }
+    if (adopt && values instanceof Kind && ownsBuffer(values)) owned.push(values);
+    else {
+      owned.push(new Kind(values as ArrayLike<number>));
+      if (adopt) free(values);
+    }
+  }
+  return owned;
 }
 
 /**
@@ -86,9 +146,7 @@ export async function readBackInto(tensors: { name: string; held: Tensor }[], ou
     while (reading.size > 0 && inFlight + out.byteLength > window && !failure) await Promise.race(reading);
     if (failure) break;
     const freeThis = freeing && out.byteLength >= FREE_MIN_BYTES;
-    // Used by an op first, so that a backend holding the values as given moves them in and
-    // hands out a copy, not the array it keeps.
-    if (freeThis) tidy(() => slice(reshape(held, [-1]), [0], [1]));
+    if (freeThis) moveIntoBackend(held);
     inFlight += out.byteLength;
     const read: Promise<void> = held.data().then((values) => {
       if (values.length !== out.length) {

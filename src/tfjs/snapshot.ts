@@ -9,9 +9,10 @@ import type { Checkpoint, DType, JsonValue, Metadata, Tensor as CheckpointTensor
 import { DTYPES, elementCount } from "../format/dtype.ts";
 import { validateMetadata } from "../format/metadata.ts";
 import { reserveHeadroom } from "../format/_headroom.ts";
+import { hasWebDigest } from "../format/_hash.ts";
 import { prefixRoom } from "../format/codecs/binary.ts";
 import { StagingPool } from "./staging_pool.ts";
-import { readBackInto } from "./_read_back.ts";
+import { backendCopies, readBackInto, readBackOwned, type StagedArray } from "./_read_back.ts";
 import {
   checkpointDType,
   modelSlots,
@@ -53,7 +54,8 @@ export interface SnapshotOptions {
   /**
    * Where to stage the copy. With a pool, the snapshot's tensors are views into one buffer
    * taken from the pool, to be given back with `pool.release(checkpoint)` once saved; without
-   * one, a fresh buffer is allocated.
+   * one, a fresh buffer is allocated. Not used on a backend whose read-back hands out a fresh
+   * copy (tensorflow, wasm): those copies are the snapshot's arrays.
    *
    * @default {undefined}
    */
@@ -110,8 +112,9 @@ const SNAPSHOT_OPTION_NAMES = optionNames<SnapshotOptions>()([
  * function returns its promise (a tfjs clone shares the data and keeps it alive; `assign` swaps
  * a variable's data rather than writing into it), then read back with the asynchronous
  * `data()` (which also works on WebGPU, where `dataSync()` does not) and copied, because the
- * cpu backend hands out its own arrays; where a backend hands out a copy instead (tensorflow,
- * wasm), that copy is freed as soon as it is staged, so the state is not held twice. For the optimizer, every registered variable is held
+ * cpu backend hands out its own arrays; where a backend hands out a fresh copy instead
+ * (tensorflow, wasm), that copy becomes the snapshot's array as it is, unstaged and not copied
+ * again (`staging` is then not used), so the state is neither copied nor held twice. For the optimizer, every registered variable is held
  * the same way before `getWeights()` is called, which covers the tfjs-core optimizers (they
  * list their state synchronously).
  *
@@ -246,6 +249,23 @@ async function readBack(
     for (const it of items) {
       if (seen.has(it.name)) throw new TypeError(`Cannot snapshot: two tensors are named ${JSON.stringify(it.name)}`);
       seen.add(it.name);
+    }
+    if (!hasWebDigest() && await backendCopies()) {
+      // The backend copies on every read: its copies become the snapshot's arrays, unstaged. (In a
+      // page the staged layout below wins: its headroom lets a record be hashed by WebCrypto.)
+      const arrays = await readBackOwned(
+        items,
+        items.map((it) => DTYPES[it.dtype].array as StagedArray),
+        items.map((it) => elementCount(it.shape, `tensor ${JSON.stringify(it.name)}`)),
+      );
+      const tensors = items.map((it, i): CheckpointTensor => ({
+        name: it.name,
+        dtype: it.dtype,
+        shape: it.shape,
+        data: arrays[i]!,
+        group: it.group,
+      }));
+      return { metadata, tensors };
     }
     // One buffer for all tensors, so a writer can move it to a worker whole: the 4-byte dtypes
     // (float32, int32) first, then bool, which keeps every view aligned. In front of each

@@ -5,6 +5,7 @@
  */
 import { checkOptionNames, optionNames } from "../format/_options.ts";
 import type { CheckpointInput, TensorInput } from "../format/types.ts";
+import { detach } from "./_read_back.ts";
 
 /** Options for {@linkcode StagingPool}. */
 export interface StagingPoolOptions {
@@ -26,7 +27,9 @@ export const DEFAULT_MAX_FREE = 2;
  * checkpoints of the same model reuse the same memory instead of allocating the whole model
  * every time (as PyTorch DCP keeps its pinned staging copy).
  *
- * A snapshot taken with a pool lays all its tensors out in one buffer. That buffer belongs to
+ * A snapshot taken with a pool lays all its tensors out in one buffer. (Not on a backend whose
+ * read-back hands out a fresh copy of each tensor, such as tfjs-node's `tensorflow`: there the
+ * copies are the snapshot's arrays and the pool is not used.) That buffer belongs to
  * the checkpoint until you {@linkcode StagingPool.release} it; after that the next snapshot may
  * overwrite it, so release a checkpoint only once it is saved and no longer read. A buffer that
  * went to a worker and came back (a new `ArrayBuffer` object over the same memory) can be
@@ -56,6 +59,8 @@ export class StagingPool {
   #maxFree: number;
   #allocations = 0;
   #allocatedBytes = 0;
+  /** The sizes handed out: no other size would ever be acquired again. */
+  #sizes = new Set<number>();
 
   /**
    * Makes an empty pool.
@@ -95,6 +100,7 @@ export class StagingPool {
     if (!Number.isSafeInteger(byteLength) || byteLength < 0) {
       throw new RangeError(`Cannot acquire staging buffer: ${byteLength} is not a byte length`);
     }
+    this.#sizes.add(byteLength);
     const i = this.#free.findIndex((b) => b.byteLength === byteLength);
     if (i >= 0) return this.#free.splice(i, 1)[0]!;
     this.#allocations++;
@@ -105,7 +111,10 @@ export class StagingPool {
   /**
    * Gives buffers back for reuse: an `ArrayBuffer`, or every buffer under a checkpoint's
    * tensors or a tensor array (each buffer once). Detached buffers (moved away) and shared ones
-   * are skipped; the most recently released are kept, up to `maxFree`.
+   * are skipped; the most recently released are kept, up to `maxFree`. A buffer of a size the
+   * pool never handed out, which no snapshot would take (a snapshot's own arrays on a backend
+   * whose read-back copies, such as tfjs-node's), is freed at once (detached, where the runtime
+   * can) rather than left to the garbage collector: given back, it is no longer read.
    */
   release(item: ArrayBuffer | CheckpointInput | readonly TensorInput[]): void {
     const buffers = new Set<ArrayBuffer>();
@@ -120,7 +129,8 @@ export class StagingPool {
     }
     for (const b of buffers) {
       if (b.detached || b.byteLength === 0 || this.#free.includes(b)) continue;
-      this.#free.unshift(b);
+      if (this.#sizes.has(b.byteLength)) this.#free.unshift(b);
+      else detach(b);
     }
     this.#free.length = Math.min(this.#free.length, this.#maxFree);
   }

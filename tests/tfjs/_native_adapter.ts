@@ -12,6 +12,7 @@ import {
   CheckpointWriter,
   restore,
   snapshot,
+  StagingPool,
 } from "../../src/tfjs/mod.ts";
 import { loadCheckpoint, saveCheckpoint } from "../../mod.ts";
 import { ckptHandler } from "../../src/interop/io_handler.ts";
@@ -210,7 +211,39 @@ test("tfjs-node-gpu's binding (here on the CPU library) trains and checkpoints t
   assert.equal(digests[1], digests[0]);
 });
 
-test("a snapshot + background save of a 64 MiB model peaks at one copy of it (the staging buffer) + 48 MiB above its baseline: tfjs-node's read-back copies are freed as they are staged", async () => {
+test("a snapshot keeps tfjs-node's read-back copies as its arrays: no staging, the same bits, and values still held as given stay the backend's", async () => {
+  // Made by ops: in TensorFlow's memory. Made from JS values and never used by an op: tfjs-node
+  // keeps that very array until one is.
+  const computed = tf.variable(tf.tidy(() => tf.range(0, 2 ** 16).div(3).reshape([256, 256])), true, "adopt/computed");
+  const given = new Float32Array(2 ** 15).map((_, i) => i / 7);
+  const fresh = tf.variable(tf.tensor1d(given.slice()), false, "adopt/fresh");
+  const flags = Array.from({ length: 2 ** 17 }, (_, i) => i % 3 === 0);
+  const bools = tf.variable(tf.tensor1d(flags, "bool"), false, "adopt/bools");
+  const small = tf.variable(tf.tensor1d([1, 2, 3], "int32"), false, "adopt/small");
+  const pool = new StagingPool();
+  const before = tf.memory().numTensors;
+  const c = await snapshot({ model: { computed, fresh, bools, small }, step: 2, staging: pool });
+  assert.equal(tf.memory().numTensors, before, "the ops that move values into TensorFlow leave no tensor behind");
+  assert.equal(pool.allocations, 0, "the pool is not used where the backend copies");
+  const buffers = new Set(c.tensors.map((t) => t.data.buffer));
+  assert.equal(buffers.size, c.tensors.length, "one buffer per tensor");
+  for (const t of c.tensors) assert.equal(t.data.byteLength, t.data.buffer.byteLength, `${t.name} owns its buffer`);
+  const data = (name: string) => c.tensors.find((t) => t.name === name)!.data;
+  const expected = computed.dataSync().slice();
+  assert.deepEqual(bits(data("computed") as Float32Array), bits(expected));
+  assert.deepEqual(bits(data("fresh") as Float32Array), bits(given));
+  assert.deepEqual(data("bools"), Uint8Array.from(flags, Number));
+  assert.deepEqual(data("small"), new Int32Array([1, 2, 3]));
+  // Moving the snapshot's buffers away (as a background save does) leaves the backend's values whole.
+  structuredClone(c.tensors.map((t) => t.data), { transfer: [...buffers] as ArrayBuffer[] });
+  assert.deepEqual(bits(fresh.dataSync()), bits(given));
+  assert.deepEqual(bits(computed.dataSync()), bits(expected));
+  assert.deepEqual(Array.from(bools.dataSync()), flags.map(Number));
+  assert.deepEqual(Array.from(small.dataSync()), [1, 2, 3]);
+  tf.dispose([computed, fresh, bools, small]);
+});
+
+test("a snapshot + background save of a 64 MiB model peaks at one copy of it + 48 MiB above its baseline: tfjs-node's read-back copies are the snapshot's arrays", async () => {
   const bench = fileURLToPath(new URL("../../bench/native_memory.ts", import.meta.url));
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["run", "--no-lock", "-A", "--v8-flags=--expose-gc", bench, "--mib", "64", "--mode", "writer"],
@@ -224,7 +257,8 @@ test("a snapshot + background save of a 64 MiB model peaks at one copy of it (th
   console.log(
     `  peak ${(above / 2 ** 20).toFixed(1)} MiB above the baseline: ${(r.ratio as number).toFixed(2)}x the model`,
   );
-  assert.ok(above >= 0.9 * r.modelBytes, `the staging copy shows in the peak (${r.ratio}x)`);
-  // 48 MiB: the read-back window (16 MiB) and the writer's buffers. Without the freeing, 2.24x here.
+  // No lower bound: TensorFlow's copies reuse pages the process already held (0.30x to 0.74x
+  // seen above the baseline), so the one copy need not show whole.
+  // 48 MiB: the writer's buffers. With the copies staged and not freed, 2.24x here.
   assert.ok(above <= r.modelBytes + 48 * 2 ** 20, `peak ${r.ratio}x the model`);
 });

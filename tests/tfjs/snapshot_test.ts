@@ -139,6 +139,21 @@ Deno.test("snapshot reuses a released staging buffer when shapes repeat, and nev
   model.dispose();
 });
 
+Deno.test("StagingPool keeps buffers of a size it handed out and frees the others at once (a copying backend's snapshot arrays)", () => {
+  const pool = new StagingPool();
+  const mine = pool.acquire(64);
+  const foreign = new ArrayBuffer(48);
+  pool.release(mine);
+  pool.release({
+    metadata: { step: 0 },
+    tensors: [{ name: "w", dtype: "float32", shape: [12], data: new Float32Array(foreign) }],
+  });
+  assert.equal(pool.free, 1);
+  assert.ok(foreign.detached, "a size no snapshot takes is freed, not kept");
+  assert.ok(!mine.detached);
+  assert.equal(pool.acquire(64), mine);
+});
+
 Deno.test("snapshot of a variable array and of a named tensor map uses their names and trainability", async () => {
   const w = tf.variable(tf.tensor2d([[1, 2]]), true, "snapshot_vars/w");
   const s = tf.variable(tf.scalar(5, "int32"), false, "snapshot_vars/steps");
