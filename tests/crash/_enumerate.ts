@@ -13,6 +13,7 @@
 
 import { join } from "node:path";
 import type { Op, Recording } from "./_record.ts";
+import { prng } from "../_util.ts";
 
 /** Block size of partial persistence. */
 export const BLOCK = 4096;
@@ -320,18 +321,6 @@ export async function writeTree(dir: string, tree: TreeEntry[]): Promise<void> {
     if (e.bytes) await Deno.writeFile(join(dir, e.path), e.bytes);
     else await Deno.mkdir(join(dir, e.path));
   }
-}
-
-/** A deterministic PRNG (mulberry32). */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /**
