@@ -100,3 +100,19 @@ s3Test("every request state of a mirrored save's replication to s3:// recovers o
     await Deno.remove(local, { recursive: true });
   }
 });
+
+s3Test("the request enumerator finds the state a save that deletes before it writes leaves", async (bucket) => {
+  const at = (store: ObjectStore) => ({ store, key: "model.ckpt" });
+  const r = await exploreRequestCrashes(bucket, "broken", {
+    rgwSample: 1,
+    prepare: async (store) => void await saveCheckpoint(at(store), checkpointAt(1)),
+    save: async (store) => {
+      await store.delete("model.ckpt"); // wrong: the old object goes before the new one is there
+      await saveCheckpoint(at(store), checkpointAt(2));
+    },
+    check: (store, { returned }) => checkFile(at(store), 1, 2, returned),
+  });
+  console.log(summary("delete before write", r));
+  assert.equal(r.failures.length, 1, r.failures.join("\n"));
+  assert.match(r.failures[0]!, /^after 1 of 2 writes \(DELETE model\.ckpt\): \w*Error: /);
+});
