@@ -32,20 +32,24 @@ export function assertOneOf(
 
 /**
  * A manager's recovery: open, `latest()` is the old or (once the save returned, only) the new
- * step, with no checkpoint skipped as damaged; every checkpoint the index lists loads (retention
- * deleted nothing it names); then the next save succeeds and loads back.
+ * step (with no old one, before the save returned, nothing will do too), with no checkpoint
+ * skipped as damaged; every checkpoint the index lists loads (retention deleted nothing it
+ * names); then the next save succeeds and loads back.
  */
 export async function checkManager(
   dir: string | ObjectStore,
   options: CheckpointManagerOptions,
-  old: number,
+  old: number | undefined,
   next: number,
   returned: boolean,
 ): Promise<void> {
   const warned: string[] = [];
   const manager = await CheckpointManager.open(dir, { ...options, onWarning: (m) => warned.push(m) });
   try {
-    assertOneOf(await manager.latest(), returned ? [next] : [old, next]);
+    const latest = await manager.latest();
+    if (!(latest === undefined && old === undefined && !returned)) {
+      assertOneOf(latest, returned || old === undefined ? [next] : [old, next]);
+    }
     const damaged = warned.filter((w) => /damaged|Skipping/.test(w));
     if (damaged.length) throw new Error(`a committed checkpoint was damaged: ${damaged.join(" | ")}`);
     for (const { step } of await manager.list()) assertOneOf(await manager.load(step), [step]);

@@ -80,6 +80,21 @@ Deno.test("every crash state of an incremental manager save (blobs, manifest, re
   assert.deepEqual(report.failures, []);
 });
 
+Deno.test("every crash state of a first save (the directory made, the index created) recovers nothing or it", async () => {
+  const options = { maxToKeep: 2 };
+  const report = await explore("manager first save", {
+    prepare: async () => {},
+    save: async (dir) => {
+      const manager = await CheckpointManager.open(join(dir, "runs", "a"), options);
+      await manager.save(checkpointAt(1));
+      await manager.close();
+    },
+    check: (dir, { returned }) => checkManager(join(dir, "runs", "a"), options, undefined, 1, returned),
+    skip: skipLock,
+  });
+  assert.deepEqual(report.failures, []);
+});
+
 /** A save as saveCheckpoint makes it, less the fsync of the file before the rename. */
 async function saveWithoutFileSync(path: string, bytes: Uint8Array): Promise<void> {
   const tmp = `${path}.tmp`;
