@@ -15,7 +15,7 @@ import {
 import { files } from "../../src/runtime/files.ts";
 import { LOCK_FILE } from "../../src/manager/_lock.ts";
 import { type CrashCase, exploreCrashes, summary } from "./_harness.ts";
-import { assertBig, bigCheckpoint, checkFile, checkManager, checkpointAt } from "./_checks.ts";
+import { assertBig, assertOneOf, bigCheckpoint, checkFile, checkManager, checkpointAt } from "./_checks.ts";
 
 const skipLock = (name: string) => name === LOCK_FILE;
 
@@ -90,6 +90,34 @@ Deno.test("every crash state of a first save (the directory made, the index crea
       await manager.close();
     },
     check: (dir, { returned }) => checkManager(join(dir, "runs", "a"), options, undefined, 1, returned),
+    skip: skipLock,
+  });
+  assert.deepEqual(report.failures, []);
+});
+
+Deno.test("every crash state of a manager delete of the newest step recovers it or the one before", async () => {
+  const options = { maxToKeep: 3 };
+  let manager: CheckpointManager | undefined;
+  const report = await explore("manager delete", {
+    prepare: async (dir) => {
+      manager = await CheckpointManager.open(dir, options);
+      for (const step of [1, 2, 3]) await manager.save(checkpointAt(step));
+    },
+    save: async () => {
+      await manager!.delete(3);
+      await manager!.close();
+    },
+    check: async (dir, { returned }) => {
+      const reopened = await CheckpointManager.open(dir, { ...options, onWarning: () => {} });
+      try {
+        assertOneOf(await reopened.latest(), returned ? [2] : [3, 2]);
+        for (const { step } of await reopened.list()) assertOneOf(await reopened.load(step), [step]);
+        await reopened.save(checkpointAt(4));
+        assertOneOf(await reopened.latest(), [4]);
+      } finally {
+        await reopened.close();
+      }
+    },
     skip: skipLock,
   });
   assert.deepEqual(report.failures, []);
