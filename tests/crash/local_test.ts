@@ -10,8 +10,10 @@ import {
   type CheckpointManagerOptions,
   encodeCheckpoint,
   loadCheckpoint,
+  MirroredManager,
   saveCheckpoint,
 } from "../../mod.ts";
+import { MemoryStore } from "../../src/storage/memory.ts";
 import { files } from "../../src/runtime/files.ts";
 import { LOCK_FILE } from "../../src/manager/_lock.ts";
 import { type CrashCase, exploreCrashes, summary } from "./_harness.ts";
@@ -90,6 +92,26 @@ Deno.test("every crash state of a first save (the directory made, the index crea
       await manager.close();
     },
     check: (dir, { returned }) => checkManager(join(dir, "runs", "a"), options, undefined, 1, returned),
+    skip: skipLock,
+  });
+  assert.deepEqual(report.failures, []);
+});
+
+Deno.test("every crash state of a mirrored save's local tier (local retention after replication) recovers", async () => {
+  let manager: MirroredManager | undefined;
+  const local = { maxToKeep: 2 };
+  const report = await explore("mirrored save, local tier", {
+    prepare: async (dir) => {
+      manager = await MirroredManager.open(dir, new MemoryStore(), { local, onWarning: () => {} });
+      for (const step of [1, 2, 3]) await manager.save(checkpointAt(step));
+      assert.ok(await manager.mirrored(30_000));
+    },
+    save: async () => {
+      await manager!.save(checkpointAt(4));
+      assert.ok(await manager!.mirrored(30_000));
+      await manager!.close();
+    },
+    check: (dir, { returned }) => checkManager(dir, {}, 3, 4, returned),
     skip: skipLock,
   });
   assert.deepEqual(report.failures, []);
