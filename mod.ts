@@ -170,3 +170,4 @@ export {
   S3Store,
   type S3StoreOptions,
 } from "./src/storage/s3.ts";
+export * from "./src/shard/mod.ts";

@@ -28,6 +28,7 @@ import {
   type StorageOptions,
 } from "./read.ts";
 import { type FileHandle, SeekMode } from "../runtime/files.ts";
+import { loadIfSharded } from "./_sharded.ts";
 
 /** Options for {@linkcode loadCheckpoint}. */
 export interface LoadOptions extends DecodeOptions, StorageOptions {
@@ -265,6 +266,19 @@ export async function verifiedRecords(
  * ```
  */
 export async function loadCheckpoint(source: CheckpointSource, options: LoadOptions = {}): Promise<Checkpoint> {
+  try {
+    return await loadOne(source, options);
+  } catch (e) {
+    // Bytes no codec reads may be a sharded checkpoint's manifest (src/shard): looked at only then.
+    const sharded = e instanceof SyntaxError && isAddress(source)
+      ? await loadIfSharded(locate(source, options), { ...options })
+      : undefined;
+    if (sharded) return sharded;
+    throw e;
+  }
+}
+
+async function loadOne(source: CheckpointSource, options: LoadOptions): Promise<Checkpoint> {
   checkOptionNames(options, LOAD_OPTION_NAMES, "Cannot load checkpoint", LOAD_HINTS);
   checkStorageOptions(options.storage, "Cannot load checkpoint");
   const { only, into } = options;

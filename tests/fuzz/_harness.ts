@@ -22,6 +22,8 @@ import {
 import type { Checkpoint, CheckpointInput, TensorInput } from "../../src/format/types.ts";
 import { readTfjsArtifacts, writeTfjsArtifacts } from "../../src/interop/tfjs_artifacts.ts";
 import { bytesOf, concatBytes } from "../../src/format/dtype.ts";
+import { saveSharded } from "../../src/shard/write.ts";
+import { ObjectNotFoundError } from "../../src/storage/types.ts";
 import { edgeCheckpoint, prng, randomCheckpoint } from "../_util.ts";
 
 /** The decoders fuzzed. */
@@ -33,6 +35,7 @@ export const TARGETS = [
   "json+gzip",
   "safetensors",
   "tfjs",
+  "shard-manifest",
 ] as const;
 /** One decoder. */
 export type Target = typeof TARGETS[number];
@@ -140,6 +143,17 @@ async function readDir(dir: string): Promise<Record<string, Uint8Array>> {
   return files;
 }
 
+/** The key of a sharded seed's manifest in its store. */
+const SHARD_KEY = "m.ckpt";
+
+/** A manifest's bytes with its trailer recomputed over what comes before it (a "fixed" mutation). */
+function reframe(bytes: Uint8Array): Uint8Array {
+  if (bytes.byteLength < 72) return bytes;
+  const head = bytes.subarray(0, bytes.byteLength - 72);
+  const trailer = new TextEncoder().encode(`sha256 ${createHash("sha256").update(head).digest("hex")}\n`);
+  return concatBytes([head, trailer]);
+}
+
 /** Encodes the seeds for every target once. */
 export async function makeSeeds(): Promise<Record<Target, Seed[]>> {
   const out = {} as Record<Target, Seed[]>;
@@ -167,6 +181,21 @@ export async function makeSeeds(): Promise<Record<Target, Seed[]>> {
       const dir = `${tmp}/tfjs${i}`;
       await writeTfjsArtifacts(dir, tf, { shardBytes: 256, sync: false });
       out.tfjs.push({ input: { files: await readDir(dir) }, expected: await readTfjsArtifacts(`${dir}/model.json`) });
+      // A sharded checkpoint in 3 parts (tensors split into row slices): the manifest is mutated,
+      // the parts stay as written.
+      const sharded = new MemoryStore();
+      await saveSharded({ store: sharded, key: SHARD_KEY }, {
+        metadata: c.metadata,
+        tensors: c.tensors as TensorInput[],
+      }, {
+        writers: 3,
+        splitBytes: 64,
+        saveId: `seed${i}`,
+        sync: false,
+      });
+      const objects: Record<string, Uint8Array> = {};
+      for await (const o of sharded.list()) objects[o.key] = await collect((await sharded.get(o.key)).body);
+      out["shard-manifest"].push({ input: { files: objects }, expected });
     }
   } finally {
     await Deno.remove(tmp, { recursive: true });
@@ -648,6 +677,25 @@ export function makeCase(seeds: Record<Target, Seed[]>, target: Target, seed: nu
   const otherBytes = "bytes" in other.input ? other.input.bytes : undefined;
   const base = { target, iteration, seed: s.expected };
   const roll = r();
+  if (target === "shard-manifest") {
+    const files = (s.input as { files: Record<string, Uint8Array> }).files;
+    if (roll < 0.03) return { ...base, input: { files }, fixed: false, how: "seed unchanged" };
+    let cur = files[SHARD_KEY]!;
+    const hows: string[] = [];
+    for (let k = 0, n = 1 + int(r, 3); k < n; k++) {
+      let how: string;
+      [cur, how] = blind(r, cur);
+      hows.push(how);
+    }
+    const fixed = r() < 0.6;
+    if (fixed) cur = reframe(cur);
+    return {
+      ...base,
+      input: { files: { ...files, [SHARD_KEY]: cur } },
+      fixed,
+      how: hows.join("; ") + (fixed ? "; trailer recomputed" : ""),
+    };
+  }
   if (target === "tfjs") {
     const files = (s.input as { files: Record<string, Uint8Array> }).files;
     if (roll < 0.03) return { ...base, input: { files }, fixed: false, how: "seed unchanged" };
@@ -769,6 +817,7 @@ function chunkStream(r: Rand, b: Uint8Array, how: Chunking): ReadableStream<Uint
 export function isDomainError(e: unknown, files = false): boolean {
   if (files && e instanceof Deno.errors.NotFound) return true; // a manifest naming a missing shard
   if (files && e instanceof Deno.errors.IsADirectory) return true;
+  if (files && e instanceof ObjectNotFoundError) return true; // a shard manifest naming a part not there
   if (e instanceof ChecksumMismatchError) return true;
   if (!(e instanceof SyntaxError || e instanceof RangeError)) return false;
   return /^Cannot /.test(e.message);
@@ -811,7 +860,12 @@ export async function check(
   const r = iterationRand(c.iteration, c.target, -1);
   const failures: Failure[] = [];
   const results: [string, Outcome][] = [];
-  if ("files" in c.input) {
+  if (c.target === "shard-manifest" && "files" in c.input) {
+    // The manifest and its parts in a store; loadCheckpoint reads the manifest, then the slices.
+    const store = new MemoryStore();
+    for (const [key, bytes] of Object.entries(c.input.files)) await store.put(key, bytes);
+    results.push(["whole", await outcome(() => loadCheckpoint({ store, key: SHARD_KEY }, FUZZ_LIMITS), "whole")]);
+  } else if ("files" in c.input) {
     // One directory for every input (on tmpfs where there is one, see fuzzTempDir): the files
     // are written, read and removed; a fresh directory per input cost more than the read.
     const dir = `${tmp}/tfjs`;
@@ -950,7 +1004,10 @@ export async function saveFailure(dir: string, c: Case, seed: number, failures: 
   await Deno.mkdir(dir, { recursive: true });
   if ("files" in c.input) {
     await Deno.mkdir(base, { recursive: true });
-    for (const [n, b] of Object.entries(c.input.files)) await Deno.writeFile(`${base}/${n}`, b);
+    for (const [n, b] of Object.entries(c.input.files)) {
+      await Deno.mkdir(`${base}/${n}`.replace(/\/[^/]*$/, ""), { recursive: true });
+      await Deno.writeFile(`${base}/${n}`, b);
+    }
   } else {
     await Deno.writeFile(`${base}.bin`, c.input.bytes);
   }

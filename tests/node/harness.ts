@@ -28,6 +28,7 @@
  *
  * @module
  */
+import type { ShardCheckpointInput } from "../../src/shard/write.ts";
 import { createHash } from "node:crypto";
 import { delimiter, join } from "node:path";
 import { buildNpm, cacheDir, once, ROOT } from "../../npm/build.ts";
@@ -170,6 +171,16 @@ export async function writeDenoFixtures(dir: string): Promise<void> {
     }
   }
   await Deno.writeTextFile(join(dir, "errors.json"), JSON.stringify(errors, null, 2));
+  // Writer 0 of a sharded save of the fixture, written by Deno and not committed: shard_test.mjs
+  // writes writer 1 under Node and commits, so one checkpoint holds a Deno part and a Node part.
+  const { saveShard } = await import("../../src/shard/mod.ts");
+  await saveShard(join(dir, "sharded.ckpt"), fixtureCheckpoint() as ShardCheckpointInput, {
+    writer: 0,
+    writers: 2,
+    saveId: "mixed",
+    splitBytes: 1024,
+    commit: false,
+  });
 }
 
 /** The `*_test.mjs` files of tests/node, sorted. */
