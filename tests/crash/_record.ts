@@ -163,8 +163,13 @@ export async function record(
     if (rel === undefined) return handle;
     let id = existed;
     if (id === undefined) {
+      const writes = options?.write || options?.append || options?.truncate;
+      if (!writes) return handle; // a read of a file made behind the recorder's back: nothing to log
       const at = parentOf(rel);
-      if (!at || !(options?.create || options?.createNew)) return handle; // made behind the recorder's back
+      if (!at || !(options?.create || options?.createNew)) {
+        handle.close();
+        throw unrecorded("open", path);
+      }
       id = live.fresh("file");
       live.set(rel, id);
       ops.push({ op: "create", dir: at[0], name: at[1], id });
@@ -181,7 +186,7 @@ export async function record(
     for (const p of paths) {
       const id = live.get(p);
       const at = parentOf(p);
-      if (id === undefined || !at) continue;
+      if (id === undefined || !at) throw unrecorded("remove", join(root, p));
       ops.push({ op: "unlink", dir: at[0], name: at[1], id });
       live.delete(p);
     }
@@ -199,7 +204,7 @@ export async function record(
     await real.mkdir(path, options);
     for (const p of missing) {
       const at = parentOf(p);
-      if (!at) continue;
+      if (!at) throw unrecorded("make directory", join(root, p));
       const id = live.fresh("dir");
       live.set(p, id);
       ops.push({ op: "mkdir", dir: at[0], name: at[1], id });
@@ -213,7 +218,7 @@ export async function record(
     const id = live.get(a);
     const src = parentOf(a);
     const dst = parentOf(b);
-    if (id === undefined || !src || !dst) return;
+    if (id === undefined || !src || !dst) throw unrecorded("rename", from);
     for (const p of live.below(b)) live.delete(p);
     live.move(a, b);
     ops.push({ op: "rename", fromDir: src[0], fromName: src[1], dir: dst[0], name: dst[1], id });
@@ -225,13 +230,13 @@ export async function record(
     if (a === undefined || b === undefined) return;
     const id = live.get(a);
     const dst = parentOf(b);
-    if (id === undefined || !dst) return;
+    if (id === undefined || !dst) throw unrecorded("link", from);
     live.set(b, id);
     ops.push({ op: "link", dir: dst[0], name: dst[1], id });
   };
 
   const writeFile = async (path: string, data: Uint8Array, options?: { mode?: number; createNew?: boolean }) => {
-    const f = await open(path, {
+    const f = await files.open(path, { // the recording open, in its turn
       write: true,
       create: true,
       truncate: !options?.createNew,
@@ -253,16 +258,25 @@ export async function record(
     if (id !== undefined) ops.push({ op: "truncate", id, size: len ?? 0 });
   };
 
+  // Calls that change or look up names run one at a time, each with its bookkeeping: otherwise a
+  // writer whose mkdir found a directory made could go on inside it before the call that made it
+  // was logged (its answer not yet handled), and what it made there would go unrecorded.
+  let queue: Promise<unknown> = Promise.resolve();
+  const oneAtATime = <A extends unknown[], T>(f: (...args: A) => Promise<T>) => (...args: A): Promise<T> => {
+    const run = queue.then(() => f(...args));
+    queue = run.catch(() => {});
+    return run;
+  };
   const restore = replaceFiles({
     ...real,
-    open,
-    remove,
-    mkdir,
-    rename,
-    link,
+    open: oneAtATime(open),
+    remove: oneAtATime(remove),
+    mkdir: oneAtATime(mkdir),
+    rename: oneAtATime(rename),
+    link: oneAtATime(link),
     writeFile,
     writeTextFile: (path, text, options) => writeFile(path, new TextEncoder().encode(text), options),
-    truncate,
+    truncate: oneAtATime(truncate),
   });
   try {
     await save();
@@ -270,6 +284,15 @@ export async function record(
     restore();
   }
   return { before, ops, nodes: live.next, kinds: live.kinds };
+}
+
+/** The error of a call the recorder cannot log: it names what was made behind its back. */
+function unrecorded(verb: string, path: string): Error {
+  return new Error(
+    `Cannot record ${verb} ${
+      JSON.stringify(path)
+    }: it or its directory was made behind the recorder's back (not through files)`,
+  );
 }
 
 /** A handle that logs writes at the position it tracks, truncations and syncs. */
