@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { loadCheckpoint } from "../../mod.ts";
+import { loadCheckpoint, type TensorInput } from "../../mod.ts";
 import { saveShard } from "../../src/shard/mod.ts";
 import type { StorageAddress } from "../../src/storage/resolve.ts";
 import type { ObjectStore } from "../../src/storage/types.ts";
@@ -20,7 +20,7 @@ async function saveSharded(at: (step: number) => StorageAddress, step: number, s
   const { metadata, tensors } = checkpointAt(step);
   await Promise.all(
     [0, 1].map((writer) =>
-      saveShard(at(step), { metadata, tensors: tensors as never }, { writer, writers: 2, saveId, poll: 5 })
+      saveShard(at(step), { metadata, tensors: tensors as TensorInput[] }, { writer, writers: 2, saveId, poll: 5 })
     ),
   );
 }
