@@ -184,9 +184,86 @@ function denoFiles(): Files {
   return Deno;
 }
 
-/** The file system of this runtime. */
-export const files: Files = RUNTIME === "deno"
+/** The calls of {@linkcode Files}, each a property of {@linkcode files} that {@linkcode replaceFiles} swaps. */
+const CALLS = [
+  "open",
+  "openSync",
+  "stat",
+  "lstat",
+  "rename",
+  "link",
+  "remove",
+  "mkdir",
+  "makeTempDir",
+  "readDir",
+  "realPath",
+  "readFile",
+  "readTextFile",
+  "writeFile",
+  "writeTextFile",
+  "truncate",
+  "chmod",
+] as const satisfies readonly (keyof Files)[];
+
+/** The runtime's own file system. */
+const native: Files = RUNTIME === "deno"
   ? denoFiles()
   : RUNTIME === "node"
   ? (await import("./_files_node.ts")).nodeFiles
   : browserFiles();
+
+function callsOf(from: Files): Files {
+  const calls: Record<string, unknown> = {};
+  for (const name of CALLS) calls[name] = (from[name] as (...args: never[]) => unknown).bind(from);
+  return calls as unknown as Files;
+}
+
+/**
+ * The file system of this runtime: an object of its own whose calls are the runtime's (bound
+ * once, so a call costs what the runtime's does), which {@linkcode replaceFiles} can swap.
+ */
+export const files: Files = callsOf(native);
+
+const nativeOpen = files.open;
+
+/**
+ * Sends every call through {@linkcode files} to `replacement` until the returned function is
+ * called, which puts the runtime's own calls back. For tests that record or fail file system
+ * calls (the crash-state enumerator records every call a save makes). While replaced, writes
+ * that would go around the page cache go through `replacement` too (see
+ * {@linkcode filesReplaced}).
+ *
+ * @example
+ * ```ts
+ * import { files, replaceFiles } from "./files.ts";
+ * import assert from "node:assert/strict";
+ * const renamed: string[] = [];
+ * const restore = replaceFiles({ ...files, rename: async (from, to) => void renamed.push(`${from}>${to}`) });
+ * try {
+ *   await files.rename("/nowhere/a", "/nowhere/b");
+ * } finally {
+ *   restore();
+ * }
+ * assert.deepEqual(renamed, ["/nowhere/a>/nowhere/b"]);
+ * ```
+ */
+export function replaceFiles(replacement: Files): () => void {
+  const before = callsOf(files);
+  Object.assign(files, callsOf(replacement));
+  return () => void Object.assign(files, before);
+}
+
+/**
+ * Whether {@linkcode replaceFiles} has replaced the runtime's calls: code that would reach the
+ * file system some other way (direct writes through FFI) then goes through {@linkcode files}.
+ *
+ * @example
+ * ```ts
+ * import { filesReplaced } from "./files.ts";
+ * import assert from "node:assert/strict";
+ * assert.equal(filesReplaced(), false);
+ * ```
+ */
+export function filesReplaced(): boolean {
+  return files.open !== nativeOpen;
+}

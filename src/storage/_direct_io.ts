@@ -16,6 +16,7 @@
 // stay alive and unchanged until the promise settles: only ckpt's own staging buffers are passed.
 
 import { addressOf, type Libc, libc } from "./_libc.ts";
+import { filesReplaced } from "../runtime/files.ts";
 
 /** Alignment of every direct write's buffer, length and offset (4 KiB: any device's logical block). */
 export const DIRECT_ALIGN = 4096;
@@ -53,11 +54,12 @@ export interface DirectFile {
 
 /**
  * Opens the file at `path` (which must exist) for direct writes; `undefined` where FFI is not
- * granted, on another OS or architecture, or where the file system refuses `O_DIRECT` (tmpfs
- * before Linux 6.6, some FUSE and overlay mounts).
+ * granted, on another OS or architecture, where the file system refuses `O_DIRECT` (tmpfs
+ * before Linux 6.6, some FUSE and overlay mounts), or while a test has replaced the file system
+ * calls (`replaceFiles`: every write then goes through them, where it can be seen).
  */
 export function openDirect(path: string): DirectFile | undefined {
-  if (!libc || DIRECT_FLAG === undefined) return undefined;
+  if (!libc || DIRECT_FLAG === undefined || filesReplaced()) return undefined;
   const lib: Libc = libc;
   const cpath = new TextEncoder().encode(path + "\0");
   if (cpath.indexOf(0) !== cpath.length - 1) return undefined;
