@@ -46,13 +46,15 @@ Deno.test("ckpt inspect without S3 credentials: one line naming the variable, ex
   try {
     const r = await ckpt(["inspect", "s3://ckpt/x.ckpt"], {
       net: true,
-      env: { ...S3_ENV(server.url), AWS_ACCESS_KEY_ID: "" },
+      // No shared AWS files either: a HOME without ~/.aws.
+      env: { ...S3_ENV(server.url), AWS_ACCESS_KEY_ID: "", HOME: "/nonexistent-home" },
     });
     assert.equal(r.code, 3, r.err);
     assert.match(
       r.err,
-      /^ckpt inspect: Cannot sign requests to s3:\/\/ckpt\/: no credentials: AWS_ACCESS_KEY_ID is not set; /,
+      /^ckpt inspect: Cannot sign requests to s3:\/\/ckpt\/: no credentials: AWS_ACCESS_KEY_ID is not set, and profile "default" has no aws_access_key_id and aws_secret_access_key in \/nonexistent-home\/\.aws\/credentials \(absent\)/,
     );
+    assert.equal(r.err.trim().split("\n").length, 1, r.err);
     assert.doesNotMatch(r.err, /attempts|--help|Cannot read/);
     assert.deepEqual(server.seen, []);
   } finally {
