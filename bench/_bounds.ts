@@ -86,27 +86,48 @@ export function loadAverage(): string {
  * hash, and a raw read of that file into fresh memory or the hash. The file is removed after.
  */
 export async function fileBounds(dir: string, bytes: number): Promise<{ saveBound: Bound; loadBound: Bound }> {
+  // Best of 3 each: a limit is the fastest the medium went, not one cold try.
   const raw = `${dir}/raw-bound.bin`;
-  const data = new Uint8Array(bytes).map((_, i) => i * 131);
-  let t0 = performance.now();
-  const f = await Deno.open(raw, { write: true, create: true, truncate: true });
-  for (let at = 0; at < bytes; at += 16 * 2 ** 20) {
-    const chunk = data.subarray(at, at + 16 * 2 ** 20);
-    for (let n = 0; n < chunk.length;) n += await f.write(chunk.subarray(n));
+  const chunk = 16 * 2 ** 20;
+  const count = Math.ceil(bytes / chunk);
+  let writeSeconds = Infinity;
+  let readSeconds = Infinity;
+  for (let trial = 0; trial < 3; trial++) {
+    await Deno.remove(raw).catch(() => {});
+    // The raw durable write as ckpt makes it where FFI is granted: around the page cache
+    // (O_DIRECT), then fdatasync and the directory's fsync.
+    let t0 = performance.now();
+    const dd = await new Deno.Command("dd", {
+      args: ["if=/dev/zero", `of=${raw}`, `bs=${chunk}`, `count=${count}`, "oflag=direct", "conv=fdatasync"],
+      stdout: "null",
+      stderr: "null",
+    }).output();
+    if (!dd.success) throw new Error(`dd could not write ${raw}`);
+    const d = await Deno.open(dir);
+    await d.sync();
+    d.close();
+    writeSeconds = Math.min(writeSeconds, (performance.now() - t0) / 1000);
+    // The raw read into fresh memory: 16 MiB buffers, as ckpt allocates a tensor's.
+    t0 = performance.now();
+    const f = await Deno.open(raw);
+    for (let i = 0; i < count; i++) {
+      const buf = new Uint8Array(chunk);
+      for (let n = 0; n < chunk;) {
+        const got = await f.read(buf.subarray(n));
+        if (got === null) break;
+        n += got;
+      }
+    }
+    f.close();
+    readSeconds = Math.min(readSeconds, (performance.now() - t0) / 1000);
   }
-  await f.syncData();
-  f.close();
-  const d = await Deno.open(dir);
-  await d.sync();
-  d.close();
-  const writeSeconds = (performance.now() - t0) / 1000;
-  t0 = performance.now();
-  await Deno.readFile(raw);
-  const readSeconds = (performance.now() - t0) / 1000;
   await Deno.remove(raw);
   const hash = hashPart(bytes);
   return {
-    saveBound: bound([{ name: "raw durable write", seconds: writeSeconds }, hash]),
-    loadBound: bound([{ name: "raw read into fresh memory", seconds: readSeconds }, hash]),
+    saveBound: bound([
+      { name: "raw durable write (dd oflag=direct conv=fdatasync, best of 3)", seconds: writeSeconds },
+      hash,
+    ]),
+    loadBound: bound([{ name: "raw read into fresh memory (best of 3)", seconds: readSeconds }, hash]),
   };
 }
