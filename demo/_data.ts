@@ -16,14 +16,17 @@ export function prng(seed: number): () => number {
 /** Points in the data set. */
 export const POINTS = 1024;
 
-/** Two interleaved spirals with a little noise: x is [POINTS, 2], y is 0 or 1. */
-export function spirals(seed: number): { x: Float32Array; y: Float32Array } {
+/**
+ * Two interleaved spirals with a little noise: x is [points, 2], y is 0 or 1 (the Deno demos use
+ * {@linkcode POINTS}, the browser demo fewer).
+ */
+export function spirals(seed: number, points = POINTS): { x: Float32Array; y: Float32Array } {
   const random = prng(seed);
-  const x = new Float32Array(POINTS * 2);
-  const y = new Float32Array(POINTS);
-  for (let i = 0; i < POINTS; i++) {
+  const x = new Float32Array(points * 2);
+  const y = new Float32Array(points);
+  for (let i = 0; i < points; i++) {
     const label = i % 2;
-    const r = (i >> 1) / (POINTS / 2) * 3 + 0.3;
+    const r = (i >> 1) / (points / 2) * 3 + 0.3;
     const angle = r * 2.2 + label * Math.PI;
     x[2 * i] = r * Math.cos(angle) + (random() - 0.5) * 0.2;
     x[2 * i + 1] = r * Math.sin(angle) + (random() - 0.5) * 0.2;

@@ -10,6 +10,7 @@ import "@tensorflow/tfjs-backend-webgpu";
 import { CheckpointManager, loadCheckpoint } from "../../mod.ts";
 import { OpfsStore } from "../../src/storage/opfs.ts";
 import { CheckpointWriter, restore } from "../../src/tfjs/mod.ts";
+import { spirals } from "../_data.ts";
 
 const params = new URLSearchParams(location.search);
 const BACKEND = params.get("backend") ?? localStorage.getItem("ckpt-demo-backend") ?? "cpu";
@@ -30,29 +31,8 @@ const show = (id: string, text: string, cls = "") => {
 const state = { ready: false, backend: BACKEND, step: 0, resumedFrom: 0, saved: 0, saving: false, error: "" };
 (globalThis as { demo?: typeof state }).demo = state;
 
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-function spirals(): { x: tf.Tensor2D; y: tf.Tensor2D } {
-  const random = prng(SEED);
-  const x = new Float32Array(POINTS * 2);
-  const y = new Float32Array(POINTS);
-  for (let i = 0; i < POINTS; i++) {
-    const label = i % 2;
-    const r = (i >> 1) / (POINTS / 2) * 3 + 0.3;
-    const angle = r * 2.2 + label * Math.PI;
-    x[2 * i] = r * Math.cos(angle) + (random() - 0.5) * 0.2;
-    x[2 * i + 1] = r * Math.sin(angle) + (random() - 0.5) * 0.2;
-    y[i] = label;
-  }
+function spiralTensors(): { x: tf.Tensor2D; y: tf.Tensor2D } {
+  const { x, y } = spirals(SEED, POINTS);
   return { x: tf.tensor2d(x, [POINTS, 2]), y: tf.tensor2d(y, [POINTS, 1]) };
 }
 
@@ -94,7 +74,7 @@ async function main(): Promise<void> {
     onWarning: (m) => console.warn(m),
   });
   const { model, optimizer } = buildModel();
-  const data = spirals();
+  const data = spiralTensors();
 
   const latest = await manager.latest(); // verified: a damaged newest checkpoint falls back to the one before
   if (latest) {
