@@ -107,11 +107,14 @@ export async function fileBounds(dir: string, bytes: number): Promise<{ saveBoun
     await d.sync();
     d.close();
     writeSeconds = Math.min(writeSeconds, (performance.now() - t0) / 1000);
-    // The raw read into fresh memory: 16 MiB buffers, as ckpt allocates a tensor's.
+    // The raw read into fresh memory: 16 MiB buffers, as ckpt allocates a tensor's, kept to the
+    // end as a load keeps its tensors (dropped, later ones reuse the memory of earlier ones).
     t0 = performance.now();
     const f = await Deno.open(raw);
+    const kept: Uint8Array[] = [];
     for (let i = 0; i < count; i++) {
       const buf = new Uint8Array(chunk);
+      kept.push(buf);
       for (let n = 0; n < chunk;) {
         const got = await f.read(buf.subarray(n));
         if (got === null) break;

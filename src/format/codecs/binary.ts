@@ -151,17 +151,16 @@ async function* encodeRecords(
         for (const part of parts!) yield emit(part, undefined, true);
         continue;
       }
-      // In a page, a raw tensor with room in front of it (snapshot's buffers) is hashed with one
-      // WebCrypto call over its record laid out whole there: no copy of the body, and the digest
-      // runs natively while the body is written.
-      const whole = parts ? undefined : webRecord(prefix, body);
-      if (whole) {
-        const job = webDigest(whole)!.catch(() => sha256().update(whole).digest());
-        yield emit(whole.subarray(0, prefix.byteLength));
+      // A large raw tensor's record digest runs natively while its body is written, this thread
+      // only handing the body on (see recordDigest).
+      const offThread = parts ? undefined : recordDigest(prefix, body);
+      if (offThread) {
+        latest = offThread.job;
+        yield emit(offThread.prefix);
         for (let i = 0; i < body.byteLength; i += BODY_SLICE) {
           yield emit(body.subarray(i, Math.min(body.byteLength, i + BODY_SLICE)), undefined, true);
         }
-        yield emit(await job);
+        yield emit(await offThread.job);
         index.push(entry());
         continue;
       }
@@ -215,6 +214,37 @@ function webRecord(prefix: Uint8Array, body: Uint8Array): Uint8Array | undefined
   const whole = new Uint8Array(body.buffer, body.byteOffset - prefix.byteLength, prefix.byteLength + body.byteLength);
   whole.set(prefix);
   return whole;
+}
+
+/**
+ * The record digest of a raw tensor of 1 MiB or more, started off this thread, with the prefix to
+ * emit; `undefined` where it is hashed here (small, or no native SHA-256). In a page, where the
+ * body has room in front of it (a snapshot's buffers), one WebCrypto call over the record laid out
+ * whole there; with libcrypto (FFI granted), the prefix and the body where they lie, while this
+ * thread only copies the body into the writer's staging buffers (a save to a file was bound by
+ * this thread's hash: its direct writes of 8 MiB took 3.5 ms, each 8 MiB hashed and staged 5-8).
+ * Neither copies the body: a save reads it while it is written either way, and the caller keeps
+ * its tensors unchanged until the save settles (ckpt's own savers own theirs: a snapshot's, the
+ * buffers moved to a `BackgroundWriter`); a body changed meanwhile fails its record digest when
+ * read. The encoder waits for the job before it ends, whatever ends it, so the buffer outlives
+ * it. A native hash that fails is done here instead, over the same bytes.
+ */
+function recordDigest(
+  prefix: Uint8Array,
+  body: Uint8Array,
+): { prefix: Uint8Array; job: Promise<Uint8Array> } | undefined {
+  const whole = webRecord(prefix, body);
+  if (whole) {
+    return {
+      prefix: whole.subarray(0, prefix.byteLength),
+      job: webDigest(whole)!.catch(() => sha256().update(whole).digest()),
+    };
+  }
+  // A resizable buffer could shrink under the native thread: hashed here.
+  const resizable = (body.buffer as ArrayBuffer & { resizable?: boolean }).resizable === true;
+  if (body.byteLength < OFF_THREAD_MIN || resizable || !hasNativeDigest()) return undefined;
+  const job = nativeDigest([prefix, body])!.catch(() => sha256().update(prefix).update(body).digest());
+  return { prefix, job };
 }
 
 /** The encoder's {@linkcode PlaneScratch} buffers (after every plane's and deflate output's) for copies hashed on the native thread. */

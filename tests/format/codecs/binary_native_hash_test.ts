@@ -716,10 +716,88 @@ Deno.test("a byte-grouped save hashes tensors of 1 to 16 MiB on the native threa
     });
     // Asked for: scale (after dense0, out), dense1, dense2 (after dense1, out), embedding (after dense2, out).
     assert.deepEqual(hashing, [true, false, true, true]);
-    // Uncompressed saves keep to this thread.
-    const none = spyNative();
-    await collect(encodeCheckpoint(input));
-    assert.equal(none.length, 0);
+  } finally {
+    setNativeDigestForTests("restore");
+  }
+});
+
+Deno.test("an uncompressed save hashes each tensor of 1 MiB or more on the native thread where it lies, while its body goes out; the bytes are one thread's", async () => {
+  const input = layers();
+  input.tensors.splice(1, 0, { name: "scale", dtype: "float32", shape: [3], data: new Float32Array([1, 2, 3]) });
+  const big = new Float32Array(4 * MiB + 16).map((_, i) => Math.fround(Math.cos(i) * 0.01));
+  input.tensors.push({ name: "embedding", dtype: "float32", shape: [big.length], data: big });
+  const sent = ["dense0/kernel", "dense1/kernel", "dense2/kernel", "embedding"];
+  try {
+    setNativeDigestForTests(null);
+    const expected = await collect(encodeCheckpoint(input));
+    for (const fail of [false, true]) {
+      // Each job: its parts, whether it had settled when the bytes after its body went out.
+      const jobs: { parts: Uint8Array[]; settled: boolean }[] = [];
+      setNativeDigestForTests(async (parts) => {
+        const job = { parts: [...(parts as Uint8Array[])], settled: false }; // a save's jobs are arrays
+        jobs.push(job);
+        await new Promise((r) => setTimeout(r, 20));
+        job.settled = true;
+        if (fail) throw new Error("the native thread failed");
+        const h = createHash("sha256");
+        for (const p of job.parts) h.update(p);
+        return new Uint8Array(h.digest());
+      });
+      let bodies = 0;
+      let early = 0;
+      const bytes = await collect(
+        encodeCheckpoint(input).pipeThrough(
+          new TransformStream<Uint8Array, Uint8Array>({
+            transform(chunk, c) {
+              // The chunk after a body is that record's digest: its job has settled by then.
+              const body = jobs.findIndex((j) => j.parts[1]!.buffer === chunk.buffer);
+              if (body >= 0) bodies = Math.max(bodies, body + 1);
+              else if (bodies > 0 && !jobs[bodies - 1]!.settled) early++;
+              c.enqueue(chunk.slice());
+            },
+          }),
+        ),
+      );
+      assert.deepEqual(bytes, expected, fail ? "a failed job is hashed on this thread" : "same bytes");
+      assert.equal(bodies, sent.length);
+      assert.equal(early, 0);
+      // The prefix and the caller's own array, not a copy: the one over 16 MiB goes there too.
+      assert.deepEqual(jobs.map((j) => j.parts.length), sent.map(() => 2));
+      jobs.forEach((j, i) => {
+        const t = input.tensors.find((x) => x.name === sent[i])!;
+        assert.equal(j.parts[1]!.buffer, t.data.buffer, sent[i]);
+        assert.equal(j.parts[1]!.byteLength, t.data.byteLength, sent[i]);
+      });
+    }
+  } finally {
+    setNativeDigestForTests("restore");
+  }
+});
+
+Deno.test("an uncompressed save cancelled while the native thread hashes a body ends only once that job has settled", async () => {
+  let started = 0;
+  let settled = false;
+  let release!: () => void;
+  const held = new Promise<void>((r) => release = r);
+  try {
+    setNativeDigestForTests(async (parts) => {
+      started++;
+      await held;
+      settled = true;
+      const h = createHash("sha256");
+      for (const p of parts as Uint8Array[]) h.update(p);
+      return new Uint8Array(h.digest());
+    });
+    const reader = encodeCheckpoint(layers()).getReader();
+    while (started === 0) await reader.read(); // into the first tensor's body, its job held back
+    let cancelled = false;
+    const cancelling = reader.cancel().then(() => cancelled = true);
+    await new Promise((r) => setTimeout(r, 30));
+    assert.equal(cancelled, false, "the encoder ended while the native thread still read the caller's array");
+    release();
+    await cancelling;
+    assert.ok(settled);
+    assert.equal(started, 1);
   } finally {
     setNativeDigestForTests("restore");
   }
