@@ -183,7 +183,7 @@ browserTest("core round trips", { entries: { core: "tests/web/page/core_entry.ts
   );
 
   await t.step(
-    "a tensor of 1 MiB or more loads with one WebCrypto call over its record, bit for bit; a flipped byte is Deno's error",
+    "a tensor of 1 MiB or more loads with one WebCrypto call over its record (a stream), or hashed on a worker (a Blob, OPFS), bit for bit; a flipped byte is Deno's error",
     async () => {
       const n = 3 * 2 ** 18; // 3 MiB of float32
       const data = new Float32Array(n).map((_, i) => (i % 1000) * 0.25);
@@ -202,31 +202,46 @@ browserTest("core round trips", { entries: { core: "tests/web/page/core_entry.ts
       const expected = await loadCheckpoint(bad).then(() => "no error", (e: Error) => e.message);
       const r = await page.evaluate(async () => {
         const { sizes, digest, restore } = m.countWebDigests();
+        const store = await m.OpfsStore.open("web-load");
         try {
           const blob = async (name: string) => await (await fetch(`/files/${name}`)).blob();
-          const back = await m.loadCheckpoint(await blob("big.ckpt"));
-          const calls = [...sizes];
-          const t = back.tensors[0]!.data as Float32Array;
-          const view = new Uint8Array(t.buffer as ArrayBuffer, t.byteOffset, t.byteLength);
-          const hash = [...new Uint8Array(await digest("SHA-256", view))];
-          const error = await m.loadCheckpoint(await blob("big-bad.ckpt")).then(
-            () => "no error",
-            (e: Error) => `${e instanceof m.ChecksumMismatchError}: ${e.message}`,
-          );
-          return { calls, hash, error, names: back.tensors.map((x) => x.name) };
+          await store.put("big.ckpt", new Uint8Array(await (await blob("big.ckpt")).arrayBuffer()));
+          await store.put("big-bad.ckpt", new Uint8Array(await (await blob("big-bad.ckpt")).arrayBuffer()));
+          const sources = {
+            stream: async (name: string) => (await fetch(`/files/${name}`)).body!,
+            blob,
+            opfs: (name: string) => Promise.resolve({ store, key: name }),
+          };
+          const out = [];
+          for (const [how, open] of Object.entries(sources)) {
+            sizes.length = 0;
+            const back = await m.loadCheckpoint(await open("big.ckpt"));
+            const calls = [...sizes];
+            const t = back.tensors[0]!.data as Float32Array;
+            const view = new Uint8Array(t.buffer as ArrayBuffer, t.byteOffset, t.byteLength);
+            const hash = [...new Uint8Array(await digest("SHA-256", view))];
+            const error = await m.loadCheckpoint(await open("big-bad.ckpt")).then(
+              () => "no error",
+              (e: Error) => `${e instanceof m.ChecksumMismatchError}: ${e.message}`,
+            );
+            out.push({ how, calls, hash, error, names: back.tensors.map((x) => x.name) });
+          }
+          return out;
         } finally {
           restore();
+          await store.delete("big.ckpt");
+          await store.delete("big-bad.ckpt");
         }
       });
-      assert.deepEqual(r.names, ["big", "bias"]);
-      assert.deepEqual(
-        r.hash,
-        [...sha256().update(new Uint8Array(data.buffer)).digest()],
-        "the page's tensor is Deno's",
-      );
-      assert.equal(r.calls.length, 1, `one WebCrypto call, for the big tensor's record: ${r.calls}`);
-      assert.ok(r.calls[0]! > data.byteLength && r.calls[0]! < data.byteLength + 1024);
-      assert.equal(r.error, `true: ${expected}`);
+      for (const { how, calls, hash, error, names } of r) {
+        assert.deepEqual(names, ["big", "bias"], how);
+        assert.deepEqual(hash, [...sha256().update(new Uint8Array(data.buffer)).digest()], `${how}: Deno's tensor`);
+        assert.equal(error, `true: ${expected}`, how);
+        if (how === "stream") {
+          assert.equal(calls.length, 1, `one WebCrypto call, for the big tensor's record: ${calls}`);
+          assert.ok(calls[0]! > data.byteLength && calls[0]! < data.byteLength + 1024);
+        } else assert.deepEqual(calls, [], `${how}: hashed on the worker, not on the page's thread`);
+      }
     },
   );
 
