@@ -310,7 +310,8 @@ async function openBinaryBlob(blob: Blob, url: string, options: DecodeOptions): 
         blob,
         ends,
         url,
-        hashAhead && entries ? (start, end) => hashedAhead(entries, start, end) : undefined,
+        // (A worker's start is won back only beside the read of another piece.)
+        hashAhead && entries && ends.length > 1 ? (start, end) => hashedAhead(entries, start, end) : undefined,
       ),
     close: () => void pieces?.return(undefined).catch(() => {}),
     storedDigest: () => blobDigest(source),
