@@ -244,14 +244,15 @@ export async function* blobPieces(
   let hasher: PieceHasher | undefined | null; // null: none can run
   const hashed = async (i: number, bytes: Uint8Array): Promise<Uint8Array> => {
     const wanted = ranges?.(startOf(i), ends[i]!) ?? [];
-    if (wanted.length === 0 || (hasher ??= PieceHasher.start() ?? null) === null) return bytes;
+    if (wanted.length === 0 || (hasher ??= PieceHasher.acquire() ?? null) === null) return bytes;
     try {
       const { buffer, digests } = await hasher.digest(bytes.buffer as ArrayBuffer, wanted);
       const back = new Uint8Array(buffer);
       wanted.forEach(([at, n], k) => noteDigest(back.subarray(at, at + n), digests[k]!));
       return back;
     } catch {
-      return await read(i); // the worker failed with the piece: read again, hashed by the decoder
+      // The worker failed: the piece is hashed by the decoder, read again if it went there (detached).
+      return bytes.byteLength > 0 ? bytes : await read(i);
     }
   };
   // Reads one after the other (each starts once the one before it is in), each then hashed.
@@ -276,6 +277,6 @@ export async function* blobPieces(
   } finally {
     // Reads still in flight when the consumer stopped land before the worker goes.
     await Promise.all(pieces.filter((p) => p !== undefined).map((p) => p.catch(() => {})));
-    hasher?.close();
+    hasher?.release();
   }
 }

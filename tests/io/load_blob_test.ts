@@ -15,6 +15,7 @@ import {
 } from "../../mod.ts";
 import { restore, spyWeb } from "../format/codecs/_web_spy.ts";
 import { readPieces } from "../../src/format/codecs/binary_file.ts";
+import { forgetRefusalForTests } from "../../src/storage/_piece_hasher.ts";
 import { sha256 } from "../../src/format/_hash.ts";
 import { assertSameTensors, collect } from "../_util.ts";
 import { buildRaw, meta, tensor } from "../format/codecs/_binary_builder.ts";
@@ -136,6 +137,7 @@ Deno.test("where the hash worker cannot start or fails, each large record is has
     }
   } finally {
     globalThis.Worker = real;
+    forgetRefusalForTests();
     restore();
   }
 });
