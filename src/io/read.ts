@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { type Codec, DETECT_BYTES } from "../format/codec.ts";
+import { type Codec, DETECT_BYTES, type RandomAccessReader } from "../format/codec.ts";
 import {
   bytesStream,
   type CheckpointBytes,
@@ -22,13 +22,28 @@ import {
 import type { DecodeLimits } from "../format/limits.ts";
 import type { CheckpointRecord } from "../format/types.ts";
 import { binaryCodec, decodeFooter, decodeRecords, FOOTER_BYTES } from "../format/codecs/binary.ts";
-import { type CheckpointIndex, readBinaryIndex } from "../format/codecs/binary_file.ts";
+import { webLoads } from "../format/codecs/_binary_decoder.ts";
+import {
+  type CheckpointIndex,
+  hashedAhead,
+  readBinaryIndex,
+  readIndexEntries,
+  readPieces,
+} from "../format/codecs/binary_file.ts";
+import type { IndexEntry } from "../format/codecs/_binary_layout.ts";
+import { ChecksumMismatchError } from "../format/errors.ts";
 import { readableFrom } from "../format/_streams.ts";
 import { settled } from "../format/_pair.ts";
 import type { ByteReader } from "../format/_byte_reader.ts";
 import { type Hash, toHex } from "../format/_hash.ts";
 import { fileReader, readFull } from "../storage/_file_io.ts";
-import { type CountingReader, openRandomAccess } from "../storage/random_access.ts";
+import {
+  blobPieces,
+  blobRandomAccess,
+  type CountingReader,
+  openRandomAccess,
+  readBlob,
+} from "../storage/random_access.ts";
 import { type ObjectReader, openObjectReader, openObjectStream } from "../storage/object_reader.ts";
 import { freshBuffer } from "../storage/_huge_pages.ts";
 import {
@@ -201,8 +216,12 @@ export function decodeCheckpoint(
  *   buffers, hashed on the native thread or by a range hasher);
  * - `object`: a ckpt binary object of a store that reads objects as files (S3: bodies fetched
  *   into place, by parallel ranged GETs where the store asks for them);
- * - `stream`: anything else, as a byte stream (gzip, ckpt JSON, safetensors, HTTP, a `Blob`,
- *   bytes, a stream).
+ * - `blob`: a ckpt binary `Blob`, given or from a store that gives its objects as Blobs (OPFS):
+ *   its index read first, then each large record with one `slice().arrayBuffer()` into memory
+ *   that becomes the tensor, the next read in flight while one is decoded and hashed
+ *   ({@linkcode readPieces});
+ * - `stream`: anything else, as a byte stream (gzip, ckpt JSON, safetensors, HTTP, bytes, a
+ *   stream).
  */
 export type ByteSource =
   | {
@@ -212,6 +231,14 @@ export type ByteSource =
     /** The stream digest its footer holds (hex), by a read of the footer alone; undefined if it has none. */
     storedDigest(): Promise<string | undefined>;
   }
+  | {
+    kind: "blob";
+    /** Starts the read: its pieces, with `hashAhead` each large record hashed on a worker as it comes. */
+    read(hashAhead: boolean): AsyncIterable<Uint8Array>;
+    close(): void;
+    /** As above. */
+    storedDigest(): Promise<string | undefined>;
+  }
   | { kind: "stream"; bytes: ReadableStream<Uint8Array> };
 
 /** Opens `source` for a whole read by the fastest path it allows (see {@linkcode ByteSource}). */
@@ -219,8 +246,15 @@ export async function openByteSource(
   source: CheckpointSource,
   options: DecodeOptions & StorageOptions,
 ): Promise<ByteSource> {
-  if (!isAddress(source)) return { kind: "stream", bytes: bytesStream(source) };
+  if (!isAddress(source)) {
+    const binary = isBlob(source) && await openBinaryBlob(source, "blob", options);
+    return binary || { kind: "stream", bytes: bytesStream(source) };
+  }
   const at = locate(source, options);
+  if (at.store.blob) {
+    const binary = await openBinaryBlob(await at.store.blob(at.key), at.store.url + at.key, options);
+    return binary || { kind: "stream", bytes: openSource(at, options) };
+  }
   const local = at.store.files;
   if (local) {
     const file = await local.open(at.key);
@@ -247,6 +281,56 @@ export async function openByteSource(
   return { kind: "stream", bytes: openSource(at, options) };
 }
 
+function isBlob(source: unknown): source is Blob {
+  return typeof Blob === "function" && source instanceof Blob;
+}
+
+/**
+ * A `Blob` that holds a ckpt binary checkpoint, open for a whole read in the pieces its index
+ * plans ({@linkcode readPieces}); `undefined` for other formats. An index that cannot be read
+ * (a damaged or truncated file) plans 4 MiB pieces: the decoder then says what is wrong, as from
+ * a stream.
+ */
+async function openBinaryBlob(blob: Blob, url: string, options: DecodeOptions): Promise<ByteSource | undefined> {
+  const head = await readBlob(blob, 0, Math.min(DETECT_BYTES, blob.size), url);
+  if (detectCodec(head, options.codecs) !== binaryCodec) return undefined;
+  const source = blobRandomAccess(blob, url);
+  let entries: IndexEntry[] | undefined;
+  try {
+    entries = await readIndexEntries(source, options);
+  } catch (e) {
+    if (!(e instanceof SyntaxError || e instanceof RangeError || e instanceof ChecksumMismatchError)) throw e;
+  }
+  const ends = readPieces(blob.size, entries, options);
+  let pieces: AsyncGenerator<Uint8Array> | undefined;
+  return {
+    kind: "blob",
+    read: (hashAhead) =>
+      pieces = blobPieces(
+        blob,
+        ends,
+        url,
+        // (A worker's start is won back only beside the read of another piece.)
+        hashAhead && entries && ends.length > 1 ? (start, end) => hashedAhead(entries, start, end) : undefined,
+      ),
+    close: () => void pieces?.return(undefined).catch(() => {}),
+    storedDigest: () => blobDigest(source),
+  };
+}
+
+/** The stream digest stored in a binary Blob's footer (hex); undefined if it has none. */
+async function blobDigest(source: RandomAccessReader): Promise<string | undefined> {
+  if (source.size < FOOTER_BYTES) return undefined;
+  try {
+    return toHex(
+      decodeFooter(await source.read(source.size - FOOTER_BYTES, FOOTER_BYTES), source.size - FOOTER_BYTES).digest,
+    );
+  } catch (e) {
+    if (e instanceof SyntaxError) return undefined; // the full read says what is wrong
+    throw e;
+  }
+}
+
 /**
  * The records of an open {@linkcode ByteSource} and its stream digest, as `decodeWithDigest`
  * gives them; `tap`, if given, sees every byte read. A file or an object is closed once the
@@ -265,7 +349,8 @@ export function decodeByteSource(
   const digest = settled<string>();
   async function* records(): AsyncGenerator<CheckpointRecord> {
     try {
-      yield* decodeRecords(open.reader, options, tap, digest, bodies);
+      const input = open.kind === "blob" ? open.read(webLoads(bodies, options)) : open.reader;
+      yield* decodeRecords(input, options, tap, digest, bodies);
     } finally {
       open.close();
     }

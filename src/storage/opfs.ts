@@ -220,6 +220,17 @@ export class OpfsStore implements ObjectStore {
     return { info: info(key, file), offset: start, length: end - start, body };
   }
 
+  /**
+   * The object's `File`, for reads by slices (a load reads each large record with one
+   * `slice().arrayBuffer()`). Once the object is replaced or deleted, reads of it fail
+   * (`NotReadableError`): they never mix two objects.
+   */
+  async blob(key: string): Promise<Blob> {
+    const file = await this.#file(key);
+    if (!file) throw new ObjectNotFoundError(this.url + key);
+    return file;
+  }
+
   /** Describes an object, or `undefined` when there is none. */
   async head(key: string): Promise<ObjectInfo | undefined> {
     const file = await this.#file(key);

@@ -8,6 +8,8 @@
 import type { RandomAccessReader } from "../format/codec.ts";
 import type { ObjectStore } from "./types.ts";
 import { iterate } from "../format/_streams.ts";
+import { noteDigest } from "../format/_known_digests.ts";
+import { PieceHasher } from "./_piece_hasher.ts";
 
 /** How many trailing bytes the first request fetches, by default. */
 export const DEFAULT_TAIL_BYTES = 64 * 1024;
@@ -50,6 +52,18 @@ async function readBody(body: ReadableStream<Uint8Array>, length: number, url: s
   return out;
 }
 
+/** A read of `length` bytes at `offset` of a `size`-byte object: a bad range is a `RangeError`, one past the end a `SyntaxError`. */
+function checkRead(url: string, size: number, offset: number, length: number): void {
+  if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0) {
+    throw new RangeError(`Cannot read ${url}: bad range of ${length} bytes at offset ${offset}`);
+  }
+  if (offset + length > size) {
+    throw new SyntaxError(
+      `Cannot read ${url}: ${length} bytes at offset ${offset} run past the end of the ${size}-byte object`,
+    );
+  }
+}
+
 /**
  * Opens one object for reads by range. The first request fetches the last `tailBytes` bytes
  * (a suffix range), which tells the size; reads inside that tail are served from memory, and a
@@ -76,6 +90,8 @@ export async function openRandomAccess(
   key: string,
   options: RandomAccessOptions = {},
 ): Promise<CountingReader> {
+  // A store that gives its objects as Blobs (OPFS) reads each range straight from the Blob.
+  if (store.blob) return blobRandomAccess(await store.blob(key), store.url + key);
   const tailBytes = options.tailBytes ?? DEFAULT_TAIL_BYTES;
   if (!Number.isSafeInteger(tailBytes) || tailBytes < 0) {
     throw new RangeError(`Invalid tailBytes: expected a non-negative safe integer, got ${tailBytes}`);
@@ -121,14 +137,7 @@ export async function openRandomAccess(
       return bytesFetched;
     },
     async read(offset: number, length: number): Promise<Uint8Array> {
-      if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0) {
-        throw new RangeError(`Cannot read ${url}: bad range of ${length} bytes at offset ${offset}`);
-      }
-      if (offset + length > size) {
-        throw new SyntaxError(
-          `Cannot read ${url}: ${length} bytes at offset ${offset} run past the end of the ${size}-byte object`,
-        );
-      }
+      checkRead(url, size, offset, length);
       if (length === 0) return new Uint8Array(0);
       if (offset >= tailAt) return tail.slice(offset - tailAt, offset - tailAt + length);
       if (head && offset + length <= head.byteLength) return head.slice(offset, offset + length);
@@ -145,4 +154,129 @@ export async function openRandomAccess(
       return out;
     },
   };
+}
+
+/** The name of a DOM exception (`NotReadableError`), or "". */
+function domName(e: unknown): string {
+  return e !== null && typeof e === "object" && "name" in e ? String((e as { name: unknown }).name) : "";
+}
+
+/**
+ * `length` bytes of `blob` from `offset`, in fresh memory of their own (`slice().arrayBuffer()`:
+ * one read, no copy here). A `File` whose file was replaced or deleted since (in OPFS) can no
+ * longer be read: that is an `Error` saying so, as a read of the object through its store says.
+ */
+export async function readBlob(blob: Blob, offset: number, length: number, url: string): Promise<Uint8Array> {
+  let bytes: ArrayBuffer;
+  try {
+    bytes = await blob.slice(offset, offset + length).arrayBuffer();
+  } catch (e) {
+    if (domName(e) !== "NotReadableError") throw e;
+    throw new Error(`Cannot read ${url}: the object was replaced or deleted while it was being read`, { cause: e });
+  }
+  if (bytes.byteLength !== length) {
+    throw new SyntaxError(`Cannot read ${url}: asked for ${length} bytes at ${offset}, got ${bytes.byteLength}`);
+  }
+  return new Uint8Array(bytes);
+}
+
+/**
+ * Random access to a `Blob` (an OPFS object's `File`): each read one `slice().arrayBuffer()`.
+ *
+ * @example
+ * ```ts
+ * import { blobRandomAccess } from "./random_access.ts";
+ * import assert from "node:assert/strict";
+ * const r = blobRandomAccess(new Blob([new Uint8Array([1, 2, 3, 4])]), "memory:x");
+ * assert.deepEqual([...await r.read(1, 2)], [2, 3]);
+ * assert.equal(r.requests, 1);
+ * ```
+ */
+export function blobRandomAccess(blob: Blob, url: string): CountingReader {
+  let requests = 0;
+  let bytesFetched = 0;
+  return {
+    url,
+    size: blob.size,
+    get requests() {
+      return requests;
+    },
+    get bytesFetched() {
+      return bytesFetched;
+    },
+    async read(offset: number, length: number): Promise<Uint8Array> {
+      checkRead(url, blob.size, offset, length);
+      requests++;
+      bytesFetched += length;
+      return await readBlob(blob, offset, length, url);
+    },
+  };
+}
+
+/** Pieces read ahead of the one the consumer works on (their hashing included). */
+const PIECES_AHEAD = 2;
+
+/**
+ * `blob`'s bytes in the pieces that `ends` (each piece's end offset, ascending, the last one the
+ * blob's size) cut it into, each in fresh memory of its own, read one after the other while the
+ * consumer works on an earlier one (reads run off this thread; two pieces ahead at most). With
+ * `ranges` (the ranges of a piece to hash, relative to it), each piece that has some is hashed
+ * on a worker thread ({@linkcode PieceHasher}) while the next is read, and each digest noted for
+ * its bytes ({@linkcode noteDigest}); where no worker can run, or it failed, pieces come without.
+ *
+ * @example
+ * ```ts
+ * import { blobPieces } from "./random_access.ts";
+ * import assert from "node:assert/strict";
+ * const pieces = [];
+ * for await (const p of blobPieces(new Blob([new Uint8Array([1, 2, 3])]), [1, 3], "memory:x")) pieces.push([...p]);
+ * assert.deepEqual(pieces, [[1], [2, 3]]);
+ * ```
+ */
+export async function* blobPieces(
+  blob: Blob,
+  ends: readonly number[],
+  url: string,
+  ranges?: (start: number, end: number) => [number, number][],
+): AsyncGenerator<Uint8Array> {
+  const startOf = (i: number) => i === 0 ? 0 : ends[i - 1]!;
+  const read = (i: number) => readBlob(blob, startOf(i), ends[i]! - startOf(i), url);
+  let hasher: PieceHasher | undefined | null; // null: none can run
+  const hashed = async (i: number, bytes: Uint8Array): Promise<Uint8Array> => {
+    const wanted = ranges?.(startOf(i), ends[i]!) ?? [];
+    if (wanted.length === 0 || (hasher ??= PieceHasher.acquire() ?? null) === null) return bytes;
+    try {
+      const { buffer, digests } = await hasher.digest(bytes.buffer as ArrayBuffer, wanted);
+      const back = new Uint8Array(buffer);
+      wanted.forEach(([at, n], k) => noteDigest(back.subarray(at, at + n), digests[k]!));
+      return back;
+    } catch {
+      // The worker failed: the piece is hashed by the decoder, read again if it went there (detached).
+      return bytes.byteLength > 0 ? bytes : await read(i);
+    }
+  };
+  // Reads one after the other (each starts once the one before it is in), each then hashed.
+  let reads: Promise<unknown> = Promise.resolve();
+  const pieces: Promise<Uint8Array>[] = [];
+  const launch = (i: number) => {
+    if (i >= ends.length) return;
+    const bytes = reads.then(() => read(i));
+    reads = bytes.catch(() => {});
+    const piece = bytes.then((b) => hashed(i, b));
+    piece.catch(() => {}); // awaited in turn; a failure meanwhile is not unhandled
+    pieces[i] = piece;
+  };
+  for (let i = 0; i < PIECES_AHEAD; i++) launch(i);
+  try {
+    for (let i = 0; i < ends.length; i++) {
+      const piece = await pieces[i]!;
+      delete pieces[i];
+      launch(i + PIECES_AHEAD);
+      yield piece;
+    }
+  } finally {
+    // Reads still in flight when the consumer stopped land before the worker goes.
+    await Promise.all(pieces.filter((p) => p !== undefined).map((p) => p.catch(() => {})));
+    hasher?.release();
+  }
 }

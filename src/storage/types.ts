@@ -150,6 +150,13 @@ export interface ObjectStore {
    * for stores without it, in one GET.
    */
   readonly ranged?: { readonly concurrency: number; readonly partSize: number };
+  /**
+   * Optional: the object as a `Blob` (`OpfsStore`: the OPFS file's `File`), for reads by slices
+   * that land in fresh memory of their own: a load reads each large record with one
+   * `slice().arrayBuffer()`, its body becoming the tensor without a copy. An absent object is an
+   * {@linkcode ObjectNotFoundError}.
+   */
+  blob?(key: string): Promise<Blob>;
   /** Reads an object, or a range of it. An absent object is an {@linkcode ObjectNotFoundError}. */
   get(key: string, options?: GetOptions): Promise<GetResult>;
   /** Describes an object, or gives `undefined` when there is none. */

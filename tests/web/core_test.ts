@@ -183,7 +183,7 @@ browserTest("core round trips", { entries: { core: "tests/web/page/core_entry.ts
   );
 
   await t.step(
-    "a tensor of 1 MiB or more loads with one WebCrypto call over its record, bit for bit; a flipped byte is Deno's error",
+    "a tensor of 1 MiB or more loads with one WebCrypto call over its record (a stream, a Blob, OPFS), bit for bit; a flipped byte is Deno's error",
     async () => {
       const n = 3 * 2 ** 18; // 3 MiB of float32
       const data = new Float32Array(n).map((_, i) => (i % 1000) * 0.25);
@@ -202,30 +202,91 @@ browserTest("core round trips", { entries: { core: "tests/web/page/core_entry.ts
       const expected = await loadCheckpoint(bad).then(() => "no error", (e: Error) => e.message);
       const r = await page.evaluate(async () => {
         const { sizes, digest, restore } = m.countWebDigests();
+        const store = await m.OpfsStore.open("web-load");
         try {
           const blob = async (name: string) => await (await fetch(`/files/${name}`)).blob();
-          const back = await m.loadCheckpoint(await blob("big.ckpt"));
+          await store.put("big.ckpt", new Uint8Array(await (await blob("big.ckpt")).arrayBuffer()));
+          await store.put("big-bad.ckpt", new Uint8Array(await (await blob("big-bad.ckpt")).arrayBuffer()));
+          const sources = {
+            stream: async (name: string) => (await fetch(`/files/${name}`)).body!,
+            blob,
+            opfs: (name: string) => Promise.resolve({ store, key: name }),
+          };
+          const out = [];
+          for (const [how, open] of Object.entries(sources)) {
+            sizes.length = 0;
+            const back = await m.loadCheckpoint(await open("big.ckpt"));
+            const calls = [...sizes];
+            const t = back.tensors[0]!.data as Float32Array;
+            const view = new Uint8Array(t.buffer as ArrayBuffer, t.byteOffset, t.byteLength);
+            const hash = [...new Uint8Array(await digest("SHA-256", view))];
+            const error = await m.loadCheckpoint(await open("big-bad.ckpt")).then(
+              () => "no error",
+              (e: Error) => `${e instanceof m.ChecksumMismatchError}: ${e.message}`,
+            );
+            out.push({ how, calls, hash, error, names: back.tensors.map((x) => x.name) });
+          }
+          return out;
+        } finally {
+          restore();
+          await store.delete("big.ckpt");
+          await store.delete("big-bad.ckpt");
+        }
+      });
+      for (const { how, calls, hash, error, names } of r) {
+        assert.deepEqual(names, ["big", "bias"], how);
+        assert.deepEqual(hash, [...sha256().update(new Uint8Array(data.buffer)).digest()], `${how}: Deno's tensor`);
+        assert.equal(error, `true: ${expected}`, how);
+        assert.equal(calls.length, 1, `${how}: one WebCrypto call, for the big tensor's record: ${calls}`);
+        assert.ok(calls[0]! > data.byteLength && calls[0]! < data.byteLength + 1024);
+      }
+    },
+  );
+
+  await t.step(
+    "a checkpoint of more than one 16 MiB piece loads from OPFS with each large record hashed on a worker, bit for bit; a flipped byte is Deno's error",
+    async () => {
+      const n = 2 ** 20; // 4 MiB of float32 each
+      const tensors = Array.from({ length: 6 }, (_, k) => ({
+        name: `layer${k}`,
+        dtype: "float32" as const,
+        shape: [n],
+        data: new Float32Array(n).map((_, i) => (i % 997) * 0.5 + k),
+      }));
+      const good = await bytesOf(encodeCheckpoint({ metadata: { step: 2 }, tensors }));
+      const bad = good.slice();
+      bad[good.byteLength - 2 ** 21]! ^= 1; // inside the last tensor's body
+      await Deno.writeFile(join(filesDir, "pieces.ckpt"), good);
+      await Deno.writeFile(join(filesDir, "pieces-bad.ckpt"), bad);
+      const expected = await loadCheckpoint(bad).then(() => "no error", (e: Error) => e.message);
+      const r = await page.evaluate(async () => {
+        const { sizes, digest, restore } = m.countWebDigests();
+        const store = await m.OpfsStore.open("web-load");
+        try {
+          for (const name of ["pieces.ckpt", "pieces-bad.ckpt"]) {
+            await store.put(name, new Uint8Array(await (await fetch(`/files/${name}`)).arrayBuffer()));
+          }
+          sizes.length = 0;
+          const back = await m.loadCheckpoint({ store, key: "pieces.ckpt" });
           const calls = [...sizes];
-          const t = back.tensors[0]!.data as Float32Array;
-          const view = new Uint8Array(t.buffer as ArrayBuffer, t.byteOffset, t.byteLength);
-          const hash = [...new Uint8Array(await digest("SHA-256", view))];
-          const error = await m.loadCheckpoint(await blob("big-bad.ckpt")).then(
+          const hashes = [];
+          for (const t of back.tensors) {
+            const view = new Uint8Array(t.data.buffer as ArrayBuffer, t.data.byteOffset, t.data.byteLength);
+            hashes.push([...new Uint8Array(await digest("SHA-256", view))]);
+          }
+          const error = await m.loadCheckpoint({ store, key: "pieces-bad.ckpt" }).then(
             () => "no error",
             (e: Error) => `${e instanceof m.ChecksumMismatchError}: ${e.message}`,
           );
-          return { calls, hash, error, names: back.tensors.map((x) => x.name) };
+          return { calls, hashes, error };
         } finally {
           restore();
+          await store.delete("pieces.ckpt");
+          await store.delete("pieces-bad.ckpt");
         }
       });
-      assert.deepEqual(r.names, ["big", "bias"]);
-      assert.deepEqual(
-        r.hash,
-        [...sha256().update(new Uint8Array(data.buffer)).digest()],
-        "the page's tensor is Deno's",
-      );
-      assert.equal(r.calls.length, 1, `one WebCrypto call, for the big tensor's record: ${r.calls}`);
-      assert.ok(r.calls[0]! > data.byteLength && r.calls[0]! < data.byteLength + 1024);
+      assert.deepEqual(r.calls, [], "hashed on the worker, not on the page's thread");
+      assert.deepEqual(r.hashes, tensors.map((t) => [...sha256().update(new Uint8Array(t.data.buffer)).digest()]));
       assert.equal(r.error, `true: ${expected}`);
     },
   );

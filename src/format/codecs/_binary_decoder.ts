@@ -27,6 +27,7 @@ import {
   webDigest,
 } from "../_hash.ts";
 import type { Settle } from "../_pair.ts";
+import { takeDigest } from "../_known_digests.ts";
 import { PlaneScratch } from "./_bytegroup.ts";
 import {
   checkBodyLength,
@@ -105,6 +106,25 @@ const OFF_THREAD_MAX = 64 * 2 ** 20;
 /** The {@linkcode PlaneScratch} buffers (after any plane's) that deferred byte-grouped bodies are read into. */
 const BODY_SCRATCH = 8;
 
+/** Whether a read hashes its large tensors on the native thread (FFI granted): a load into fresh buffers. */
+function nativeLoads(bodies: "keep" | "hash", options: Pick<DecoderOptions, "reuseBuffers" | "parallelHash">): boolean {
+  return bodies === "keep" && !options.reuseBuffers && options.parallelHash !== false && !rangeForced &&
+    hasNativeDigest();
+}
+
+/**
+ * Whether a read hashes each raw tensor of {@linkcode OFF_THREAD_MIN} or more with one WebCrypto
+ * call over its record (`webRaw`): a load into fresh buffers in a page. Its reader may have
+ * computed those digests ahead, on another thread ({@linkcode takeDigest}).
+ */
+export function webLoads(
+  bodies: "keep" | "hash",
+  options: Pick<DecoderOptions, "reuseBuffers" | "parallelHash">,
+): boolean {
+  return bodies === "keep" && !options.reuseBuffers && options.parallelHash !== false &&
+    !nativeLoads(bodies, options) && hasWebDigest();
+}
+
 /** What to decode, how the records' bodies are kept, and who sees the bytes. */
 export type DecodeRecordsOptions = DecoderOptions & { into?: IntoBuffers };
 
@@ -169,6 +189,18 @@ function finish(t: Tensorish, body: Uint8Array): CheckpointRecord {
 function hollow(t: Tensorish): CheckpointRecord {
   const { name, dtype, shape, group } = t.d;
   return { type: "tensor", tensor: { name, dtype, shape, group, data: typedArrayFrom(dtype, NO_BYTES) } };
+}
+
+/** One view over `parts` where they lie one after the other in one buffer; `undefined` where they do not. */
+function together(parts: Uint8Array[]): Uint8Array | undefined {
+  const first = parts[0]!;
+  let end = first.byteOffset;
+  for (const p of parts) {
+    if (p.byteLength === 0) continue; // (no padding: an empty array of its own)
+    if (p.buffer !== first.buffer || p.byteOffset !== end) return undefined;
+    end += p.byteLength;
+  }
+  return new Uint8Array(first.buffer, first.byteOffset, end - first.byteOffset);
 }
 
 /** The record's bytes before the body, as read (views the reader may reuse). */
@@ -338,10 +370,10 @@ export class BinaryDecoder {
     // (nothing to start), while this thread reads or decodes the next; then it starts no range
     // hasher (a 256 MiB byte-grouped load took 383-445 ms so against 480-630 with one), and it
     // takes none with one thread asked for.
-    this.#nativeLoad = keep && !reuse && parallel !== false && !rangeForced && hasNativeDigest();
+    this.#nativeLoad = nativeLoads(this.#bodies, { reuseBuffers: reuse, parallelHash: parallel });
     // In a page (no native thread, no range hasher), WebCrypto takes the place of the native
-    // thread for raw bodies: a native SHA-256 that runs off this thread, one call per record.
-    this.#webLoad = keep && !reuse && parallel !== false && !this.#nativeLoad && hasWebDigest();
+    // thread for raw bodies: a native SHA-256, one call per record.
+    this.#webLoad = webLoads(this.#bodies, { reuseBuffers: reuse, parallelHash: parallel });
     this.#out.nativeLoad = this.#nativeLoad;
     this.#out.holdFollowers = this.#nativeLoad || this.#webLoad;
     this.#out.webLoad = this.#webLoad;
@@ -633,9 +665,11 @@ export class BinaryDecoder {
   /**
    * In a page: the body read into a buffer with room for the record's prefix before it (the body
    * 64-byte aligned), so that the record's bytes lie together for one WebCrypto call, which
-   * copies them and hashes off this thread while this thread reads the next tensor (a body in the
-   * caller's buffer, or a view into the input, is joined to its prefix first); handed out as on
-   * the native thread.
+   * copies them and hashes off this thread while this thread reads the next tensor; a body that
+   * is a view into the input lies there after its prefix when the input came in whole records (a
+   * Blob read by its index: `readPieces`), and is hashed there; a body in the caller's buffer, or
+   * one whose prefix came in another chunk, is joined to its prefix first. Handed out as on the
+   * native thread.
    */
   async *#webRawBody(t: TensorAt): AsyncGenerator<CheckpointRecord> {
     const prefix = concatBytes(prefixParts(t)); // before the read reuses them
@@ -651,8 +685,10 @@ export class BinaryDecoder {
     if (ours.buffer && body.buffer === ours.buffer) {
       bytes = new Uint8Array(ours.buffer, room - prefix.byteLength, prefix.byteLength + body.byteLength);
       bytes.set(prefix);
-    } else bytes = concatBytes([prefix, body]);
-    const job = webDigest(bytes)!;
+    } else bytes = together([t.recordHeader, t.head, t.pad, body]) ?? concatBytes([prefix, body]);
+    // Hashed ahead by the reader (a Blob's pieces, on a worker), or now.
+    const known = takeDigest(bytes);
+    const job = known ? Promise.resolve(known) : webDigest(bytes)!;
     job.catch(() => {});
     yield* this.#handOutWindow(body.byteLength);
     await this.#whenHashed(t, job.then((digest) => ({ digest })), () => finish(t, body));

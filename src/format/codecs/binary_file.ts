@@ -6,12 +6,13 @@
  * @module
  */
 import { ChecksumMismatchError } from "../errors.ts";
+import { OFF_THREAD_MIN } from "./_binary_decoder.ts";
 import { type DecodeLimits, resolveLimits } from "../limits.ts";
 import { metadataFromJson } from "../metadata.ts";
 import type { Metadata, Tensor } from "../types.ts";
 import { equalBytes, sha256, toHex } from "../_hash.ts";
 import type { RandomAccessReader } from "../codec.ts";
-import { typedArrayFrom } from "../dtype.ts";
+import { DTYPES, typedArrayFrom } from "../dtype.ts";
 import {
   BINARY_ALIGNMENT,
   BINARY_END_MAGIC,
@@ -203,6 +204,106 @@ async function openIndexed(
     metadataEnd: HEADER_BYTES + metaLength,
     flags,
   };
+}
+
+/** A whole read's pieces hold whole records up to this many bytes together (one larger record alone). */
+const PIECE_BYTES = 16 * 2 ** 20;
+/** Where no index says where records start, pieces of this size. */
+const BLIND_PIECE_BYTES = 4 * 2 ** 20;
+/** Record starts are cut at this alignment: the largest element's, so a body lies aligned for its typed array. */
+const CUT_ALIGNMENT = 8;
+
+/**
+ * Where a whole read of a binary checkpoint of `size` bytes may cut it into pieces, read one
+ * after the other (each piece's end offset, ascending, the last one `size`). From the index read
+ * first ({@linkcode readIndexEntries}): pieces are cut only just before a record (at the 8-byte
+ * aligned offset at or before it, inside the digest of the one before), and hold whole records
+ * up to 16 MiB together, or one larger record alone, so that each record's bytes lie together
+ * (one digest call over the record) and each body lies aligned for its typed array (the tensor
+ * without a copy). The pieces only guide the reads: the decoder checks every byte as from any
+ * stream, so an index that lies costs copies, never a wrong result; and a piece is never longer
+ * than 16 MiB, or than the largest record the index lists with a length its shape and the
+ * limits allow (then it is cut in 4 MiB steps). Without `entries` (no index could be read),
+ * pieces of 4 MiB.
+ *
+ * @example
+ * ```ts
+ * import { readPieces } from "./binary_file.ts";
+ * import assert from "node:assert/strict";
+ * const MiB = 2 ** 20;
+ * assert.deepEqual(readPieces(10 * MiB), [4 * MiB, 8 * MiB, 10 * MiB]);
+ * const record = (offset: number) => ({ name: `t${offset}`, dtype: "uint8" as const, shape: [10 * MiB], group: "params", offset, length: 10 * MiB + 160 });
+ * const a = record(100), b = record(100 + 10 * MiB + 160);
+ * assert.deepEqual(readPieces(20 * MiB + 2000, [a, b]), [b.offset - (b.offset % 8), 20 * MiB + 2000]);
+ * ```
+ */
+export function readPieces(size: number, entries: readonly IndexEntry[] = [], limits?: DecodeLimits): number[] {
+  const lim = resolveLimits(limits);
+  // Where records start (aligned down), for records whose length their shape allows: a record's
+  // body, a head of at most maxHeaderBytes, the padding and the digest.
+  const starts: number[] = [0];
+  let largest = 0;
+  for (const e of entries) {
+    const most = RECORD_HEADER_BYTES + lim.maxHeaderBytes + BINARY_ALIGNMENT + tensorBytes(e) + DIGEST_BYTES;
+    const cut = e.offset - (e.offset % CUT_ALIGNMENT);
+    if (e.length > most || cut <= starts.at(-1)! || cut >= size) continue;
+    starts.push(cut);
+    largest = Math.max(largest, e.length);
+  }
+  // A unit (from one start to the next) longer than this is not one record: cut in steps.
+  const longest = starts.length === 1 ? BLIND_PIECE_BYTES : Math.max(PIECE_BYTES, largest + 2 * BLIND_PIECE_BYTES);
+  const ends: number[] = [];
+  let at = 0; // where the piece being packed starts
+  let last = 0; // the end of the last unit packed into it
+  for (const end of [...starts.slice(1), size]) {
+    if (end - at > PIECE_BYTES && last > at) ends.push(at = last); // this unit starts a new piece
+    if (end - last > longest) {
+      // Not one record: 4 MiB steps.
+      while (end - at > BLIND_PIECE_BYTES) ends.push(at += BLIND_PIECE_BYTES);
+    }
+    last = end;
+  }
+  if (size > at) ends.push(size);
+  return ends;
+}
+
+/**
+ * The records of the piece from `start` to `end` whose digests a load in a page computes as the
+ * piece comes in (on a worker: `blobPieces`): each raw tensor of 1 MiB or more lying whole in it,
+ * as `[offset in the piece, length]` of its bytes before the digest, the bytes the decoder hashes
+ * with one WebCrypto call (a range it does not ask for is never used).
+ */
+export function hashedAhead(entries: readonly IndexEntry[], start: number, end: number): [number, number][] {
+  return entries
+    .filter((e) =>
+      !e.encoding && tensorBytes(e) >= OFF_THREAD_MIN && e.offset >= start && e.offset + e.length - DIGEST_BYTES <= end
+    )
+    .map((e) => [e.offset - start, e.length - DIGEST_BYTES]);
+}
+
+/** A tensor's byte length from its index entry. */
+function tensorBytes(e: IndexEntry): number {
+  return e.shape.reduce((n, d) => n * d, DTYPES[e.dtype].bytes);
+}
+
+/**
+ * A binary checkpoint's index entries, from its footer and index record alone (the index
+ * checked against its record digest and the limits; an index larger than `maxHeaderBytes` is
+ * not read). A whole read plans its pieces by it ({@linkcode readPieces}).
+ */
+export async function readIndexEntries(source: RandomAccessReader, limits?: DecodeLimits): Promise<IndexEntry[]> {
+  const lim = resolveLimits(limits);
+  const size = source.size;
+  if (size < HEADER_BYTES + FOOTER_BYTES) fail(`file of ${size} bytes is too short for a binary checkpoint`, 0);
+  const footerAt = size - FOOTER_BYTES;
+  const footer = decodeFooter(await readAt(source, footerAt, FOOTER_BYTES), footerAt);
+  const length = footerAt - footer.indexOffset;
+  if (length > RECORD_HEADER_BYTES + lim.maxHeaderBytes + DIGEST_BYTES) {
+    throw new RangeError(`Cannot decode checkpoint: index of ${length} bytes is over maxHeaderBytes`);
+  }
+  const index = await readRecord(source, footer.indexOffset, length, lim);
+  if (index.kind !== RecordKind.index) fail(`footer points to a record of kind ${index.kind}`, footer.indexOffset);
+  return checkIndex(index.head, `at offset ${footer.indexOffset}`, lim);
 }
 
 /**

@@ -14,7 +14,7 @@ import {
   type TensorInput,
   verifyCheckpoint,
 } from "../../../mod.ts";
-import { setNativeDigestForTests, setWebDigestForTests } from "../../../src/format/_hash.ts";
+import { restore, spyWeb } from "./_web_spy.ts";
 import { assertSameTensors, chunked, collect, withFile } from "../../_util.ts";
 
 const MiB = 2 ** 20;
@@ -29,22 +29,6 @@ function model(): CheckpointInput & { tensors: TensorInput[] } {
   });
   tensors.splice(2, 0, { name: "scale", dtype: "float32", shape: [1], data: new Float32Array([7]) });
   return { metadata: { step: 3 }, tensors };
-}
-
-/** Installs Deno's WebCrypto as the page's, with no native thread; returns the sizes it was given. */
-function spyWeb(): number[] {
-  const calls: number[] = [];
-  setNativeDigestForTests(null);
-  setWebDigestForTests(async (bytes) => {
-    calls.push(bytes.byteLength);
-    return new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>));
-  });
-  return calls;
-}
-
-function restore(): void {
-  setWebDigestForTests("restore");
-  setNativeDigestForTests("restore");
 }
 
 /** The bytes of each record of a tensor of 1 MiB or more: its prefix (header, head, padding) and body. */
