@@ -122,7 +122,8 @@ async function openBinary(
       file.close();
       return undefined;
     }
-    return file; // read by offset from here on (FileParts)
+    await file.seek(0, SeekMode.Start);
+    return file;
   } catch (e) {
     file.close();
     throw e;
@@ -233,8 +234,7 @@ class FileParts implements ByteReader {
       const buffer = await this.#buffer();
       const start = this.#filled;
       const bytes = new Uint8Array(buffer, 0, Math.min(this.#chunk, this.#size - start));
-      // Positional: the file's own position is the reader's alone.
-      const n = await readAt(this.#file, bytes, start);
+      const n = await readFull(this.#file, bytes); // in order: the file's position is the fill's alone
       if (n < bytes.byteLength) {
         throw new SyntaxError(
           `Cannot copy checkpoint file: it ended at ${start + n} bytes while being read, the index says ${this.#size}`,
@@ -331,12 +331,6 @@ class FileParts implements ByteReader {
     this.#wake = undefined;
     wake?.();
   }
-}
-
-/** Fills `into` from `offset` of `file`; short only at its end. */
-async function readAt(file: FileHandle, into: Uint8Array, offset: number): Promise<number> {
-  await file.seek(offset, SeekMode.Start);
-  return await readFull(file, into);
 }
 
 /**

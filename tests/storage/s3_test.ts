@@ -82,6 +82,23 @@ s3Test("S3Store writer: every part is sent with its Content-Length, small object
   }
 });
 
+s3Test("S3Store writer: the parts of an upload go over kept-alive connections, not one each", async (b) => {
+  const proxy = new FaultProxy(b.endpoint.endpoint);
+  try {
+    const store = b.store({ endpoint: proxy.endpoint, partSize: 128 * KiB, concurrency: 2 });
+    const data = randomBytes(12 * 128 * KiB, 27);
+    const w = await store.writer("ka/obj.bin");
+    await w.write(data);
+    await w.close();
+    assert.equal(proxy.log.filter((l) => l.request.query.has("partNumber")).length, 12);
+    // Two for the parts (two in flight), a few for the requests without a body (fetch's own pool).
+    assert.ok(proxy.connections <= 5, `${proxy.connections} connections for 12 parts`);
+    assert.deepEqual(await bytesOf((await store.get("ka/obj.bin")).body), data);
+  } finally {
+    await proxy.close();
+  }
+});
+
 s3Test("S3Store writer: writePart sends the caller's parts as they are; a short part is the last", async (b) => {
   const proxy = new FaultProxy(b.endpoint.endpoint);
   try {
