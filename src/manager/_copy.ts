@@ -76,7 +76,13 @@ export async function copyCommitted(
 ): Promise<boolean> {
   const path = from.name(entry.file);
   const file = await openBinary(from, entry.file, path, entry.bytes, options.codecs);
-  const writer = await to.writer(key, { sync: options.sync, sizeHint: entry.bytes });
+  let writer: ObjectWriter;
+  try {
+    writer = await to.writer(key, { sync: options.sync, sizeHint: entry.bytes });
+  } catch (e) {
+    file?.close();
+    throw e;
+  }
   let digest: string | undefined;
   try {
     digest = file
@@ -133,7 +139,8 @@ async function openBinary(
 /** Whether `writer` sends parts from the caller's memory (an S3 store's). */
 function partWriter(writer: ObjectWriter): PartWriter | undefined {
   const w = writer as Partial<PartWriter>;
-  return typeof w.writePart === "function" && typeof w.partSize === "number" ? writer as PartWriter : undefined;
+  const ok = typeof w.writePart === "function" && typeof w.partSize === "number" && typeof w.concurrency === "number";
+  return ok ? writer as PartWriter : undefined;
 }
 
 /** The local binary file `file` of `size` bytes to `writer` and through the verifier; its stream digest. */
@@ -145,8 +152,8 @@ async function copyFile(
 ): Promise<string | undefined> {
   const parts = partWriter(writer);
   const chunk = parts?.partSize ?? CHUNK;
-  // As many buffers as the writer has parts in flight (S3's default: 4), and the spares.
-  const window = new FileParts(file, size, chunk, (parts ? 4 : 1) + SPARE_BUFFERS, options.pace);
+  // As many buffers as the writer has parts in flight, and the spares.
+  const window = new FileParts(file, size, chunk, (parts?.concurrency ?? 1) + SPARE_BUFFERS, options.pace);
   const sending = window.fill(async (bytes, sent) => {
     if (parts) {
       (await parts.writePart(bytes)).sent.then(sent);

@@ -1106,6 +1106,8 @@ interface Multipart {
 export interface PartWriter extends ObjectWriter {
   /** Bytes of every part but the last. */
   readonly partSize: number;
+  /** Parts in flight at most. */
+  readonly concurrency: number;
   /**
    * Sends `part` as the next part, as it is: resolves once its upload is under way (at most
    * `concurrency` parts in flight), with `sent`, which resolves once the writer no longer reads
@@ -1141,6 +1143,10 @@ class S3Writer implements PartWriter {
 
   get partSize(): number {
     return this.#mp.partSize;
+  }
+
+  get concurrency(): number {
+    return this.#mp.concurrency;
   }
 
   /** Throws what stops a write (or, `closing`, a close). */

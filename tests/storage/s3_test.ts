@@ -106,6 +106,7 @@ s3Test("S3Store writer: writePart sends the caller's parts as they are; a short 
     const data = randomBytes(300 * KiB, 26);
     const w = await store.writer("wp/obj.bin") as PartWriter;
     assert.equal(w.partSize, 128 * KiB);
+    assert.equal(w.concurrency, 2);
     const parts = [data.slice(0, 128 * KiB), data.slice(128 * KiB, 256 * KiB), data.slice(256 * KiB)];
     const sent: Promise<void>[] = [];
     for (const part of parts) sent.push((await w.writePart(part)).sent);
