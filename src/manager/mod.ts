@@ -98,9 +98,10 @@ export { type ManagedShardOptions, type ManagerSaveOptions, saveManagedShard, ty
 /** Options for {@linkcode CheckpointManager.copyFrom}. */
 export interface CopyFromOptions {
   /**
-   * Awaited before each chunk (up to 4 MiB) of a byte-for-byte copy is read: a caller paces the
-   * copy with it (a `MirroredManager` waits there while its local tier writes a save, so
-   * replication never competes with a save for the CPU). Not called when the copy re-encodes.
+   * Awaited before each chunk (up to 4 MiB, or one part of an S3 destination) of a byte-for-byte
+   * copy is read, and before it is verified: a caller paces the copy with it (a `MirroredManager`
+   * waits there while its local tier writes a save, so replication never competes with a save
+   * for the CPU). Not called when the copy re-encodes.
    *
    * @default {undefined} (as fast as the stores go)
    */

@@ -834,7 +834,8 @@ export class S3Store implements ObjectStore {
   /**
    * Starts a streaming write: up to one part is buffered, then sent as a multipart upload with at
    * most `concurrency` parts in flight. An object no bigger than one part goes up in one PUT. A
-   * `sizeHint` above 10 000 parts (S3's limit) raises the part size to fit.
+   * `sizeHint` above 10 000 parts (S3's limit) raises the part size to fit. Parts filled in the
+   * caller's own memory go up without a copy: {@linkcode PartWriter.writePart}.
    */
   // deno-lint-ignore require-await
   async writer(key: string, options: WriteOptions = {}): Promise<ObjectWriter> {
@@ -998,7 +999,9 @@ export class S3Store implements ObjectStore {
       what: `UploadPart ${part} of`,
       signal,
     });
-    await res.body?.cancel();
+    // Read to its (empty) end rather than cancelled: a cancelled body closes its connection,
+    // and every part then paid for a new one (TCP connect, a socket set up, 8 per 64 MiB).
+    await res.arrayBuffer();
     const etag = res.headers.get("etag");
     if (!etag) {
       throw new S3Error(this.#where(path), {
@@ -1094,13 +1097,36 @@ interface Multipart {
   abort(uploadId: string): Promise<void>;
 }
 
+/**
+ * What an {@linkcode S3Store.writer} offers beyond {@linkcode ObjectWriter} (found by testing for
+ * `writePart`; not in the public API): parts the caller fills in memory of its own go up as they
+ * are, without the copy `write` makes into the writer's part buffers (a mirror's copy of a
+ * committed file reads each part from the file straight into one of its buffers).
+ */
+export interface PartWriter extends ObjectWriter {
+  /** Bytes of every part but the last. */
+  readonly partSize: number;
+  /** Parts in flight at most. */
+  readonly concurrency: number;
+  /**
+   * Sends `part` as the next part, as it is: resolves once its upload is under way (at most
+   * `concurrency` parts in flight), with `sent`, which resolves once the writer no longer reads
+   * `part` (sent, or given up: a failure is reported by the next call and by `close`); until then
+   * the caller leaves `part` unchanged. Every part but the last holds `partSize` bytes: a shorter
+   * one is the last. Not after `write` left bytes buffered (a `TypeError`).
+   */
+  writePart(part: Uint8Array): Promise<{ sent: Promise<void> }>;
+}
+
 /** A streaming write: one part filling, at most `concurrency` parts in flight. */
-class S3Writer implements ObjectWriter {
+class S3Writer implements PartWriter {
   readonly #mp: Multipart;
   readonly #abort = new AbortController();
   #buffer: Uint8Array | undefined;
   #filled = 0;
   #size = 0;
+  /** A part shorter than partSize was given to writePart: it was the last. */
+  #ended = false;
   #uploadId: Promise<string> | undefined;
   #etags: string[] = [];
   #inFlight = new Set<Promise<void>>();
@@ -1115,10 +1141,22 @@ class S3Writer implements ObjectWriter {
     signal?.addEventListener("abort", () => this.abort(signal.reason).catch(() => {}), { once: true });
   }
 
-  #check(): void {
+  get partSize(): number {
+    return this.#mp.partSize;
+  }
+
+  get concurrency(): number {
+    return this.#mp.concurrency;
+  }
+
+  /** Throws what stops a write (or, `closing`, a close). */
+  #check(closing = false): void {
     if (this.#failure) throw this.#failure.error;
     if (this.#state !== "open") {
       throw new TypeError(`Cannot write ${this.#mp.url}: the writer is ${this.#state}`);
+    }
+    if (this.#ended && !closing) {
+      throw new TypeError(`Cannot write ${this.#mp.url}: a part shorter than partSize was the last`);
     }
   }
 
@@ -1132,17 +1170,40 @@ class S3Writer implements ObjectWriter {
       this.#filled += n;
       this.#size += n;
       at += n;
-      if (this.#filled === this.#mp.partSize) await this.#sendPart();
+      if (this.#filled === this.#mp.partSize) await this.#sendFilled();
       this.#check();
     }
   }
 
-  /** Hands the full buffer to an upload, after waiting for a free slot. */
-  async #sendPart(): Promise<void> {
-    const data = this.#buffer!;
-    const length = this.#filled;
+  async writePart(part: Uint8Array): Promise<{ sent: Promise<void> }> {
+    this.#check();
+    if (!(part instanceof Uint8Array) || part.byteLength === 0 || part.byteLength > this.#mp.partSize) {
+      throw new TypeError(`Cannot write ${this.#mp.url}: a part is 1 to ${this.#mp.partSize} bytes`);
+    }
+    if (this.#filled > 0) {
+      throw new TypeError(`Cannot write ${this.#mp.url}: writePart after write left bytes of a part buffered`);
+    }
+    this.#ended = part.byteLength < this.#mp.partSize;
+    this.#size += part.byteLength;
+    const { sent } = await this.#sendPart(part, false);
+    if (this.#failure) throw this.#failure.error;
+    return { sent };
+  }
+
+  /** Hands the full buffer to an upload (its buffer is reused once sent). */
+  async #sendFilled(): Promise<void> {
+    const data = this.#buffer!.subarray(0, this.#filled);
     this.#buffer = undefined;
     this.#filled = 0;
+    await this.#sendPart(data, true);
+  }
+
+  /**
+   * Starts the upload of `data` as the next part, after waiting for a free slot; `sent` resolves
+   * once the upload no longer reads `data`. `recycle`: its buffer is one of the writer's, to fill
+   * again once sent.
+   */
+  async #sendPart(data: Uint8Array, recycle: boolean): Promise<{ sent: Promise<void> }> {
     const part = this.#etags.length + 1;
     if (part > MAX_PARTS) {
       this.#fail(
@@ -1150,7 +1211,7 @@ class S3Writer implements ObjectWriter {
           `Cannot write ${this.#mp.url}: more than ${MAX_PARTS} parts of ${this.#mp.partSize} bytes; raise partSize`,
         ),
       );
-      return;
+      return { sent: Promise.resolve() };
     }
     this.#etags.push("");
     if (this.#uploadId === undefined) {
@@ -1161,23 +1222,21 @@ class S3Writer implements ObjectWriter {
       this.#uploadId.catch(() => {}); // awaited by every part; seen there
     }
     while (this.#inFlight.size >= this.#mp.concurrency) await Promise.race(this.#inFlight);
-    if (this.#failure) return;
+    if (this.#failure) return { sent: Promise.resolve() };
     const task = (async () => {
       try {
         const id = await this.#uploadId!;
-        this.#etags[part - 1] = await this.#mp.part(
-          id,
-          part,
-          data.subarray(0, length),
-          this.#abort.signal,
-        );
-        if (this.#spare.length <= this.#mp.concurrency) this.#spare.push(data);
+        this.#etags[part - 1] = await this.#mp.part(id, part, data, this.#abort.signal);
+        if (recycle && this.#spare.length <= this.#mp.concurrency) {
+          this.#spare.push(new Uint8Array(data.buffer, data.byteOffset, this.#mp.partSize));
+        }
       } catch (e) {
         this.#fail(e);
       }
     })();
     const tracked = task.finally(() => this.#inFlight.delete(tracked));
     this.#inFlight.add(tracked);
+    return { sent: tracked };
   }
 
   /** Records the first failure and aborts the upload at once (the caller may never call abort). */
@@ -1206,7 +1265,7 @@ class S3Writer implements ObjectWriter {
   }
 
   async close(): Promise<ObjectInfo> {
-    this.#check();
+    this.#check(true);
     this.#state = "closing";
     try {
       if (this.#uploadId === undefined) {
@@ -1217,7 +1276,7 @@ class S3Writer implements ObjectWriter {
         this.#state = "closed";
         return info;
       }
-      if (this.#filled > 0) await this.#sendPart();
+      if (this.#filled > 0) await this.#sendFilled();
       while (this.#inFlight.size > 0) await Promise.race(this.#inFlight);
       if (this.#failure) throw this.#failure.error;
       const info = await this.#mp.complete(

@@ -112,3 +112,27 @@ Deno.test("copyFrom's pace is awaited before each chunk: the copy waits while it
     await local.close();
   });
 });
+
+Deno.test("copyFrom reuses its few buffers: a file of many chunks arrives byte for byte, and damage in a late chunk is refused", async () => {
+  await withDir(async (dir) => {
+    const local = await CheckpointManager.open(`${dir}/local`);
+    const saved = await local.save(makeCheckpoint(7, { trained: 7_000_000 })); // 28 MB: 7 chunks, 3 buffers
+    const remote = await CheckpointManager.open(`${dir}/remote`);
+    const copied = await remote.copyFrom(local, 7);
+    const original = await Deno.readFile(saved.path);
+    assert.ok((await Deno.readFile(copied.path)).every((b, i) => b === original[i]), "the same bytes");
+    assert.equal(copied.sha256, saved.sha256);
+
+    const late = await CheckpointManager.open(`${dir}/late`);
+    const before = await names(`${dir}/late`);
+    const bytes = original.slice();
+    bytes[Math.floor(bytes.length * 0.95)]! ^= 0x01; // the trained tensor's data, in the 7th chunk
+    await Deno.writeFile(saved.path, bytes);
+    await assert.rejects(() => late.copyFrom(local, 7), ChecksumMismatchError);
+    assert.deepEqual(await late.list(), []);
+    assert.deepEqual(await names(`${dir}/late`), before, "no file and no temporary left");
+    await late.close();
+    await remote.close();
+    await local.close();
+  });
+});

@@ -110,6 +110,8 @@ export class FaultProxy {
   /** Every request seen, with what was done to it. */
   readonly log: { request: SeenRequest; action: FaultAction }[] = [];
   rule: FaultRule = () => "pass";
+  /** Connections clients opened to the proxy so far. */
+  connections = 0;
   readonly #listener: Deno.Listener;
   readonly #upstream: { hostname: string; port: number };
   readonly #conns = new Set<Deno.Conn>();
@@ -144,6 +146,7 @@ export class FaultProxy {
       } catch {
         return; // closed
       }
+      this.connections++;
       const t = this.#serve(client).catch(() => {}).finally(() => this.#tasks.delete(t));
       this.#tasks.add(t);
     }

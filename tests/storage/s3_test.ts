@@ -1,7 +1,7 @@
 // S3Store against a real S3 endpoint (Ceph RGW from scripts/ceph.sh in CI): the ObjectStore
 // contract, then what is particular to S3 (multipart, abort, conditional writes, retries).
 import assert from "node:assert/strict";
-import { S3Error, S3Store } from "../../src/storage/s3.ts";
+import { type PartWriter, S3Error, S3Store } from "../../src/storage/s3.ts";
 import { ObjectNotFoundError } from "../../src/storage/types.ts";
 import { prng } from "../_util.ts";
 import { s3Fetch, s3Fixture, s3Ignore, s3Test } from "../_s3.ts";
@@ -77,6 +77,54 @@ s3Test("S3Store writer: every part is sent with its Content-Length, small object
     await small.write(new Uint8Array(1000));
     await small.close();
     assert.deepEqual(proxy.log.slice(before).map((l) => [l.request.method, l.request.length]), [["PUT", 1000]]);
+  } finally {
+    await proxy.close();
+  }
+});
+
+s3Test("S3Store writer: the parts of an upload go over kept-alive connections, not one each", async (b) => {
+  const proxy = new FaultProxy(b.endpoint.endpoint);
+  try {
+    const store = b.store({ endpoint: proxy.endpoint, partSize: 128 * KiB, concurrency: 2 });
+    const data = randomBytes(12 * 128 * KiB, 27);
+    const w = await store.writer("ka/obj.bin");
+    await w.write(data);
+    await w.close();
+    assert.equal(proxy.log.filter((l) => l.request.query.has("partNumber")).length, 12);
+    // Two for the parts (two in flight), a few for the requests without a body (fetch's own pool).
+    assert.ok(proxy.connections <= 5, `${proxy.connections} connections for 12 parts`);
+    assert.deepEqual(await bytesOf((await store.get("ka/obj.bin")).body), data);
+  } finally {
+    await proxy.close();
+  }
+});
+
+s3Test("S3Store writer: writePart sends the caller's parts as they are; a short part is the last", async (b) => {
+  const proxy = new FaultProxy(b.endpoint.endpoint);
+  try {
+    const store = b.store({ endpoint: proxy.endpoint, partSize: 128 * KiB, concurrency: 2 });
+    const data = randomBytes(300 * KiB, 26);
+    const w = await store.writer("wp/obj.bin") as PartWriter;
+    assert.equal(w.partSize, 128 * KiB);
+    assert.equal(w.concurrency, 2);
+    const parts = [data.slice(0, 128 * KiB), data.slice(128 * KiB, 256 * KiB), data.slice(256 * KiB)];
+    const sent: Promise<void>[] = [];
+    for (const part of parts) sent.push((await w.writePart(part)).sent);
+    await assert.rejects(() => w.writePart(new Uint8Array(1)), TypeError, "nothing after a short part");
+    await assert.rejects(() => w.write(new Uint8Array(1)), TypeError);
+    await Promise.all(sent);
+    for (const part of parts) part.fill(0); // the caller's again once sent
+    const info = await w.close();
+    assert.equal(info.size, data.byteLength);
+    assert.deepEqual(await bytesOf((await store.get("wp/obj.bin")).body), data);
+    const lengths = proxy.log.filter((l) => l.request.query.has("partNumber")).map((l) => l.request.length);
+    assert.deepEqual(lengths, [128 * KiB, 128 * KiB, 44 * KiB]);
+
+    const mixed = await store.writer("wp/mixed.bin") as PartWriter;
+    await assert.rejects(() => mixed.writePart(new Uint8Array(128 * KiB + 1)), TypeError, "larger than a part");
+    await mixed.write(new Uint8Array(10));
+    await assert.rejects(() => mixed.writePart(new Uint8Array(128 * KiB)), /after write left bytes of a part buffered/);
+    await mixed.abort();
   } finally {
     await proxy.close();
   }
