@@ -2,12 +2,18 @@
 
 import type { TensorData, TensorInput } from "../format/types.ts";
 import type { TypedArrayConstructor } from "../format/dtype.ts";
-import { headroomOf } from "../format/_headroom.ts";
+import { headroomOf, reserveHeadroom } from "../format/_headroom.ts";
 
 /** Tensors that own their buffers, and those buffers (each once) for a `postMessage` transfer list. */
 export interface OwnedTensors {
   tensors: TensorInput[];
   transfer: ArrayBuffer[];
+  /**
+   * Per tensor, the bytes in front of its data reserved for its record prefix (see
+   * `reserveHeadroom`), kept where its buffer was moved whole, else 0: the mark lives beside
+   * the buffer on this thread, so the worker is told and marks its own copy of the views.
+   */
+  headroom: number[];
   /** Bytes that had to be copied because their buffer could not be moved. */
   copiedBytes: number;
 }
@@ -44,7 +50,7 @@ export function takeOwnership(input: readonly TensorInput[]): OwnedTensors {
   }
   // Read every view's place before any buffer is detached (a detached view reads as empty).
   const layout = input.map((t) =>
-    [t.data.constructor as TypedArrayConstructor, t.data.byteOffset, t.data.length] as const
+    [t.data.constructor as TypedArrayConstructor, t.data.byteOffset, t.data.length, headroomOf(t.data)] as const
   );
   const moved = new Map<ArrayBufferLike, ArrayBuffer>();
   for (const [buffer, views] of byBuffer) {
@@ -57,12 +63,14 @@ export function takeOwnership(input: readonly TensorInput[]): OwnedTensors {
   }
   const transfer = [...moved.values()];
   let copiedBytes = 0;
+  const headroom = input.map(() => 0);
   const tensors = input.map((t, i): TensorInput => {
     const buffer = moved.get(t.data.buffer);
     let data: TensorData;
     if (buffer) {
-      const [View, byteOffset, length] = layout[i]!;
+      const [View, byteOffset, length, room] = layout[i]!;
       data = new View(buffer, byteOffset, length);
+      if (room > 0) reserveHeadroom(data, headroom[i] = room);
     } else {
       data = t.data.slice() as TensorData;
       copiedBytes += data.byteLength;
@@ -70,7 +78,18 @@ export function takeOwnership(input: readonly TensorInput[]): OwnedTensors {
     }
     return { ...t, shape: [...t.shape], data };
   });
-  return { tensors, transfer, copiedBytes };
+  return { tensors, transfer, copiedBytes, headroom };
+}
+
+/**
+ * Marks, on the receiving thread, the headroom `takeOwnership` kept (`headroom[i]` bytes in front
+ * of `tensors[i]`), so the encoder there lays each record out whole and hashes it in one call.
+ */
+export function reserveReceived(tensors: readonly TensorInput[], headroom: readonly number[] | undefined): void {
+  headroom?.forEach((room, i) => {
+    const data = tensors[i]?.data;
+    if (room > 0 && data && room <= data.byteOffset) reserveHeadroom(data, room);
+  });
 }
 
 /** Each distinct buffer under the tensors, once: the transfer list for sending them on. */

@@ -401,6 +401,7 @@ export class BackgroundWriter implements AsyncDisposable {
       ...where,
       metadata,
       tensors: owned.tensors,
+      headroom: owned.headroom,
       options: workerOptions,
       whenBusy: this.#whenBusy,
     };

@@ -2,6 +2,8 @@ import assert from "node:assert/strict";
 import { BackgroundWriter, SupersededError } from "../../src/background/writer.ts";
 import { rebuildError, WORKER_URL } from "../../src/background/_protocol.ts";
 import { SaveQueue } from "../../src/background/_queue.ts";
+import { reserveReceived, takeOwnership } from "../../src/background/_transfer.ts";
+import { headroomOf, reserveHeadroom } from "../../src/format/_headroom.ts";
 import { loadCheckpoint } from "../../src/io/load.ts";
 import { saveCheckpoint } from "../../src/io/save.ts";
 import type { Codec } from "../../src/format/codec.ts";
@@ -172,6 +174,29 @@ Deno.test("BackgroundWriter moves a buffer packed with several tensors whole and
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("the room snapshot reserves in front of each tensor crosses to the worker with the moved buffer, not with a copy", () => {
+  // As snapshot() lays a checkpoint out: one buffer, room for each record prefix in front.
+  const arena = new ArrayBuffer(256);
+  const a = new Float32Array(arena, 64, 16);
+  const b = new Int32Array(arena, 192, 16);
+  reserveHeadroom(a, 64);
+  reserveHeadroom(b, 64);
+  const copied = new Float32Array(new ArrayBuffer(128), 64, 8); // a view into a buffer holding more
+  reserveHeadroom(copied, 64);
+  const owned = takeOwnership([
+    { name: "a", dtype: "float32", shape: [16], data: a },
+    { name: "b", dtype: "int32", shape: [16], data: b },
+    { name: "c", dtype: "float32", shape: [8], data: copied },
+  ]);
+  assert.deepEqual(owned.headroom, [64, 64, 0], "the copy has no room in front of it");
+  assert.equal(headroomOf(owned.tensors[0]!.data), 64);
+  // What the worker receives: new buffers, which the mark (kept beside the old one) does not reach.
+  const received = structuredClone(owned.tensors, { transfer: owned.transfer });
+  assert.equal(headroomOf(received[0]!.data), 0);
+  reserveReceived(received, owned.headroom);
+  assert.deepEqual(received.map((t) => headroomOf(t.data)), [64, 64, 0]);
 });
 
 Deno.test("BackgroundWriter copies views into a larger buffer and shared memory, leaving the caller's arrays alone", async () => {
