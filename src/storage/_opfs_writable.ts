@@ -47,8 +47,7 @@ async function quotaError(e: unknown, url: string, needed: number, written: numb
 }
 
 let wholeBuffers: Promise<boolean> | undefined;
-/** Whether this realm's createSyncAccessHandle() failed once where createWritable() remained. */
-let syncRefused = false;
+let syncHandles: Promise<boolean> | undefined;
 
 /** Whether this engine's write(view) writes the view's whole buffer (WebKitGTK 2.50 does). */
 function writesWholeBuffers(dir: ProbeDir): Promise<boolean> {
@@ -74,6 +73,27 @@ function settled(run: () => void): Promise<void> {
   } catch (e) {
     return Promise.reject(e);
   }
+}
+
+/**
+ * Whether this realm gets working sync access handles (a dedicated worker in Chromium and
+ * Firefox; WebKitGTK 2.50 throws NotSupportedError there). Asked once, of a probe file: a file
+ * whose createSyncAccessHandle() failed is left unwritable by createWritable() in WebKitGTK too
+ * (InvalidStateError).
+ */
+function hasSyncHandles(dir: ProbeDir): Promise<boolean> {
+  return syncHandles ??= (async () => {
+    const name = `probe-${crypto.randomUUID()}`;
+    try {
+      const file = await dir.getFileHandle(name, { create: true });
+      (await file.createSyncAccessHandle!()).close();
+      return true;
+    } catch {
+      return false;
+    } finally {
+      await dir.removeEntry(name).catch(() => {});
+    }
+  })();
 }
 
 function syncWriter(handle: SyncAccessHandle): WritableFile {
@@ -122,28 +142,25 @@ export async function openWritable(
     throw await quotaError(e, url, Math.max(sizeHint, written + pending), written);
   };
   let copyViews = false;
-  let sync: WritableFile | undefined;
-  if (typeof file.createSyncAccessHandle === "function" && !syncRefused) {
+  const writable = typeof file.createWritable === "function";
+  if (
+    typeof file.createSyncAccessHandle === "function" && (!writable || await hasSyncHandles(dir))
+  ) {
     try {
-      sync = syncWriter(await file.createSyncAccessHandle());
+      out = syncWriter(await file.createSyncAccessHandle());
     } catch (e) {
       if (isQuota(e)) return await fail(e);
-      if (typeof file.createWritable !== "function") {
-        const why = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
-        throw new TypeError(
-          `Cannot write ${url}: this browser's OPFS has no createWritable() and its createSyncAccessHandle() failed (${why})`,
-          { cause: e },
-        );
-      }
-      // Refused here (WebKitGTK 2.50 throws NotSupportedError in every worker): the page's way
-      // below, from now on without asking again.
-      syncRefused = true;
+      const why = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+      throw new TypeError(
+        writable
+          ? `Cannot write ${url}: this browser's OPFS createSyncAccessHandle() failed (${why})`
+          : `Cannot write ${url}: this browser's OPFS has no createWritable() and its createSyncAccessHandle() failed (${why})`,
+        { cause: e },
+      );
     }
-  }
-  if (sync) out = sync;
-  else if (typeof file.createWritable === "function") {
+  } else if (writable) {
     copyViews = await writesWholeBuffers(dir);
-    out = await file.createWritable().catch(fail);
+    out = await file.createWritable!().catch(fail);
   } else {
     throw new TypeError(
       `Cannot write ${url}: this browser's OPFS has no createWritable() (Safari before 26), and createSyncAccessHandle() ` +

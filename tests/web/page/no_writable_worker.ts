@@ -1,6 +1,7 @@
 // A module worker for the "without createWritable" test: takes createWritable away if its URL asks
 // (`?remove=1`, as Safari before 26 has it), then saves and loads a checkpoint on OPFS and posts
-// what happened, with how often each way of writing was asked for. (Asked by URL, not by a message: one posted while the module still loads is lost.)
+// what happened, with how often each way of writing was asked for; then a save over it that fails
+// half way, which must leave the first file whole and no temporary file behind. (Asked by URL, not by a message: one posted while the module still loads is lost.)
 import { loadCheckpoint, saveCheckpoint } from "../../../mod.ts";
 
 type Handle = { prototype: Record<string, unknown> };
@@ -27,10 +28,24 @@ async function run(remove: boolean): Promise<void> {
       metadata: { step: 3 },
       tensors: [{ name: "w", dtype: "float32", shape: [data.length], data }],
     });
+    // A save over it that fails half way (its second tensor throws, after the first was
+    // written in place into the temporary file): the previous file stays whole, nothing is left.
+    let failed = "";
+    await saveCheckpoint("opfs:///nowritable/worker.ckpt", {
+      metadata: { step: 4 },
+      tensors: (async function* () {
+        yield { name: "w", dtype: "float32" as const, shape: [data.length], data: data.map((x) => x + 1) };
+        throw new Error("the second tensor failed");
+      })(),
+    }).catch((e) => failed = (e as Error).message);
+    const temp = await (await (await navigator.storage.getDirectory()).getDirectoryHandle("nowritable"))
+      .getDirectoryHandle(".ckpt-tmp", { create: true }) as unknown as { keys(): AsyncIterable<string> };
+    const leftovers: string[] = [];
+    for await (const name of temp.keys()) leftovers.push(name);
     const back = await loadCheckpoint("opfs:///nowritable/worker.ckpt");
     const got = back.tensors[0]!.data as Float32Array;
     const same = got.length === data.length && got.every((x, i) => x === data[i]);
-    postMessage({ error: "", same, step: back.metadata.step, writable, sync, calls });
+    postMessage({ error: "", same, step: back.metadata.step, writable, sync, calls, failed, leftovers });
   } catch (err) {
     postMessage({ error: `${(err as Error).name}: ${(err as Error).message}`, writable, sync, calls });
   }
