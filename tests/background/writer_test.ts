@@ -231,6 +231,53 @@ Deno.test("BackgroundWriter copies views into a larger buffer and shared memory,
   }
 });
 
+Deno.test("BackgroundWriter copies a tensor on memory that cannot be detached (WebAssembly) and saves it", async () => {
+  const dir = await Deno.makeTempDir();
+  await using writer = new BackgroundWriter();
+  try {
+    const memory = new WebAssembly.Memory({ initial: 1 });
+    const data = new Float32Array(memory.buffer).fill(2.5); // the whole buffer: it would be moved
+    const own = new Float32Array(8).fill(-1);
+    await writer.save(`${dir}/a.ckpt`, {
+      metadata: { step: 2 },
+      tensors: [
+        { name: "wasm", dtype: "float32", shape: [data.length], data },
+        { name: "own", dtype: "float32", shape: [8], data: own },
+      ],
+    });
+    assert.equal(data.length, 16384, "the WebAssembly memory is left as it was");
+    assert.equal(data[0], 2.5);
+    const back = await loadCheckpoint(`${dir}/a.ckpt`);
+    assert.deepEqual(back.tensors[0]!.data, new Float32Array(16384).fill(2.5));
+    assert.deepEqual(back.tensors[1]!.data, new Float32Array(8).fill(-1));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("BackgroundWriter posts a buffer that came back from the worker as it is: a second save of it is moved again", async () => {
+  const dir = await Deno.makeTempDir();
+  const returned: TensorInput[][] = [];
+  await using writer = new BackgroundWriter({ onReturn: (t) => returned.push(t) });
+  try {
+    const first = new Float32Array(1024).fill(3);
+    await writer.save(`${dir}/a.ckpt`, {
+      metadata: { step: 1 },
+      tensors: [{ name: "w", dtype: "float32", shape: [1024], data: first }],
+    });
+    const again = returned[0]![0]!.data as Float32Array;
+    again.fill(4);
+    await writer.save(`${dir}/b.ckpt`, {
+      metadata: { step: 2 },
+      tensors: [{ name: "w", dtype: "float32", shape: [1024], data: again }],
+    });
+    assert.ok((again.buffer as ArrayBuffer).detached, "moved, not copied");
+    assert.deepEqual((await loadCheckpoint(`${dir}/b.ckpt`)).tensors[0]!.data, new Float32Array(1024).fill(4));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("BackgroundWriter copies the metadata at the call, so later changes do not reach the file", async () => {
   const dir = await Deno.makeTempDir();
   await using writer = new BackgroundWriter();
