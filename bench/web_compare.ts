@@ -340,7 +340,9 @@ async function bench(engine: Engine, page: Page): Promise<void> {
       size,
       `${taskText}; \`setTimeout(0)\` gap ${median(gaps).toFixed(0)} ms (median; max ${Math.max(...gaps).toFixed(0)})`,
       `${idb.toFixed(0)} ms`,
-      `${longest === 0 ? "< " : ""}${(blocked / idb).toFixed(2)}×`,
+      `${longest === 0 ? "< " : ""}${(blocked / idb).toFixed(2)}×${
+        longest === undefined ? "" : ` (gap ${(median(gaps) / idb).toFixed(2)}×)`
+      }`,
     );
     // Its physical limit: the copy out of TF.js, then the larger of the raw write a worker can
     // do and WebCrypto SHA-256 over the same bytes (the worker hashes while it writes).
