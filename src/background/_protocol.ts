@@ -27,6 +27,8 @@ export interface SaveRequest {
   object?: { store: string; key: string };
   metadata: Metadata;
   tensors: TensorInput[];
+  /** Per tensor, the bytes in front of its data free for its record prefix (`takeOwnership`'s). */
+  headroom?: number[];
   options: WorkerSaveOptions;
   /** What to do with this request if another is still waiting when it arrives. */
   whenBusy: "wait" | "coalesce";

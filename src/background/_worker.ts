@@ -12,7 +12,7 @@ import type { saveCheckpoint as SaveCheckpoint } from "../io/save.ts";
 import type { resolveDirectory as ResolveDirectory } from "../storage/resolve.ts";
 import { type SaveReply, type SaveRequest, serializeError } from "./_protocol.ts";
 import { SaveQueue } from "./_queue.ts";
-import { buffersOf } from "./_transfer.ts";
+import { buffersOf, reserveReceived } from "./_transfer.ts";
 import { type WorkerMessage, workerScope } from "../runtime/workers.ts";
 
 const port = workerScope;
@@ -40,7 +40,8 @@ async function loadSaveModules(): Promise<[typeof SaveCheckpoint, typeof Resolve
 }
 
 async function save(request: SaveRequest): Promise<void> {
-  const { id, path, object, metadata, tensors, options } = request;
+  const { id, path, object, metadata, tensors, headroom, options } = request;
+  reserveReceived(tensors, headroom);
   try {
     const [saveCheckpoint, resolveDirectory] = await (modules ??= loadSaveModules());
     // A store is opened here from its address: the page's store object cannot cross to a worker.

@@ -22,7 +22,7 @@ import {
   WORKER_URL,
   type WorkerSaveOptions,
 } from "./_protocol.ts";
-import { takeOwnership } from "./_transfer.ts";
+import { type OwnedTensors, takeOwnership } from "./_transfer.ts";
 import { SaveLedger } from "./_saves.ts";
 import { WORKER_MODULE } from "./_worker_url.ts";
 import { isStoreObject, objectAddress, resolveObject, type StoreObject } from "../storage/resolve.ts";
@@ -394,23 +394,35 @@ export class BackgroundWriter implements AsyncDisposable {
     checkCheckpointObject(checkpoint, "Cannot save checkpoint in the background");
     validateMetadata(checkpoint.metadata);
     const metadata = structuredClone(checkpoint.metadata);
-    const owned = takeOwnership(checkTensors(checkpoint.tensors));
+    const tensors = checkTensors(checkpoint.tensors);
     const id = this.#nextId++;
-    const request: SaveRequest = {
-      id,
-      ...where,
-      metadata,
-      tensors: owned.tensors,
-      options: workerOptions,
-      whenBusy: this.#whenBusy,
-    };
     const context = `Cannot save checkpoint (step ${metadata.step}) to ${JSON.stringify(path)}`;
-    try {
+    const post = (owned: OwnedTensors) => {
+      const request: SaveRequest = {
+        id,
+        ...where,
+        metadata,
+        tensors: owned.tensors,
+        headroom: owned.headroom,
+        options: workerOptions,
+        whenBusy: this.#whenBusy,
+      };
       this.#worker ??= this.#spawn();
       this.#worker.postMessage(request, owned.transfer);
+    };
+    let owned: OwnedTensors | undefined;
+    try {
+      try {
+        post(takeOwnership(tensors, "post")); // the caller's buffers, detached by the post itself
+      } catch {
+        // A buffer that cannot be detached (WebAssembly memory: DataCloneError in a browser, a
+        // TypeError in Deno): nothing was sent or detached. Moved or copied here instead.
+        post(owned = takeOwnership(tensors, "now"));
+      }
     } catch (e) {
-      // Never expected (everything sent was checked); the buffers were already taken, so give them back.
-      queueMicrotask(() => this.#giveBack(owned.tensors));
+      // Never expected (everything sent was checked); buffers already taken are given back.
+      const taken = owned;
+      if (taken) queueMicrotask(() => this.#giveBack(taken.tensors));
       throw new Error(`${context}: cannot hand it to the worker: ${(e as Error)?.message ?? e}`, { cause: e });
     }
     clearTimeout(this.#idleTimer);

@@ -2,6 +2,8 @@ import assert from "node:assert/strict";
 import { BackgroundWriter, SupersededError } from "../../src/background/writer.ts";
 import { rebuildError, WORKER_URL } from "../../src/background/_protocol.ts";
 import { SaveQueue } from "../../src/background/_queue.ts";
+import { reserveReceived, takeOwnership } from "../../src/background/_transfer.ts";
+import { headroomOf, reserveHeadroom } from "../../src/format/_headroom.ts";
 import { loadCheckpoint } from "../../src/io/load.ts";
 import { saveCheckpoint } from "../../src/io/save.ts";
 import type { Codec } from "../../src/format/codec.ts";
@@ -174,6 +176,29 @@ Deno.test("BackgroundWriter moves a buffer packed with several tensors whole and
   }
 });
 
+Deno.test("the room snapshot reserves in front of each tensor crosses to the worker with the moved buffer, not with a copy", () => {
+  // As snapshot() lays a checkpoint out: one buffer, room for each record prefix in front.
+  const arena = new ArrayBuffer(256);
+  const a = new Float32Array(arena, 64, 16);
+  const b = new Int32Array(arena, 192, 16);
+  reserveHeadroom(a, 64);
+  reserveHeadroom(b, 64);
+  const copied = new Float32Array(new ArrayBuffer(128), 64, 8); // a view into a buffer holding more
+  reserveHeadroom(copied, 64);
+  const owned = takeOwnership([
+    { name: "a", dtype: "float32", shape: [16], data: a },
+    { name: "b", dtype: "int32", shape: [16], data: b },
+    { name: "c", dtype: "float32", shape: [8], data: copied },
+  ]);
+  assert.deepEqual(owned.headroom, [64, 64, 0], "the copy has no room in front of it");
+  assert.equal(headroomOf(owned.tensors[0]!.data), 64);
+  // What the worker receives: new buffers, which the mark (kept beside the old one) does not reach.
+  const received = structuredClone(owned.tensors, { transfer: owned.transfer });
+  assert.equal(headroomOf(received[0]!.data), 0);
+  reserveReceived(received, owned.headroom);
+  assert.deepEqual(received.map((t) => headroomOf(t.data)), [64, 64, 0]);
+});
+
 Deno.test("BackgroundWriter copies views into a larger buffer and shared memory, leaving the caller's arrays alone", async () => {
   const dir = await Deno.makeTempDir();
   const returned: TensorInput[][] = [];
@@ -201,6 +226,53 @@ Deno.test("BackgroundWriter copies views into a larger buffer and shared memory,
     const [rv, rs] = returned[0]!;
     assert.deepEqual(rv!.data, new Float32Array([4, 5, 6, 7]));
     assert.ok(rs!.data.buffer instanceof ArrayBuffer, "the shared buffer comes back as a private copy");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("BackgroundWriter copies a tensor on memory that cannot be detached (WebAssembly) and saves it", async () => {
+  const dir = await Deno.makeTempDir();
+  await using writer = new BackgroundWriter();
+  try {
+    const memory = new WebAssembly.Memory({ initial: 1 });
+    const data = new Float32Array(memory.buffer).fill(2.5); // the whole buffer: it would be moved
+    const own = new Float32Array(8).fill(-1);
+    await writer.save(`${dir}/a.ckpt`, {
+      metadata: { step: 2 },
+      tensors: [
+        { name: "wasm", dtype: "float32", shape: [data.length], data },
+        { name: "own", dtype: "float32", shape: [8], data: own },
+      ],
+    });
+    assert.equal(data.length, 16384, "the WebAssembly memory is left as it was");
+    assert.equal(data[0], 2.5);
+    const back = await loadCheckpoint(`${dir}/a.ckpt`);
+    assert.deepEqual(back.tensors[0]!.data, new Float32Array(16384).fill(2.5));
+    assert.deepEqual(back.tensors[1]!.data, new Float32Array(8).fill(-1));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("BackgroundWriter posts a buffer that came back from the worker as it is: a second save of it is moved again", async () => {
+  const dir = await Deno.makeTempDir();
+  const returned: TensorInput[][] = [];
+  await using writer = new BackgroundWriter({ onReturn: (t) => returned.push(t) });
+  try {
+    const first = new Float32Array(1024).fill(3);
+    await writer.save(`${dir}/a.ckpt`, {
+      metadata: { step: 1 },
+      tensors: [{ name: "w", dtype: "float32", shape: [1024], data: first }],
+    });
+    const again = returned[0]![0]!.data as Float32Array;
+    again.fill(4);
+    await writer.save(`${dir}/b.ckpt`, {
+      metadata: { step: 2 },
+      tensors: [{ name: "w", dtype: "float32", shape: [1024], data: again }],
+    });
+    assert.ok((again.buffer as ArrayBuffer).detached, "moved, not copied");
+    assert.deepEqual((await loadCheckpoint(`${dir}/b.ckpt`)).tensors[0]!.data, new Float32Array(1024).fill(4));
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
