@@ -21,6 +21,7 @@
  */
 import type { ByteReader } from "../format/_byte_reader.ts";
 import type { ObjectStore } from "./types.ts";
+import { concatBytes } from "../format/dtype.ts";
 
 /** Default bytes per ranged GET of a large body: 8 MiB (S3's own guidance for ranged reads is 8–16 MiB). */
 export const DEFAULT_OBJECT_READER_PART_SIZE = 8 * 2 ** 20;
@@ -108,6 +109,49 @@ interface Flight {
   done: Promise<void>;
 }
 
+/**
+ * Bytes a body is read into at once where it is a byte stream (an `S3Store` body is): the
+ * transport writes as many bytes as have arrived into one reused buffer, which are then copied
+ * into place. Reading into the caller's buffer itself is not possible: a byte stream takes the
+ * buffer it reads into (transfers it), and the caller's is a tensor's, held elsewhere.
+ */
+export const OBJECT_READER_READ_SIZE = 2 ** 20;
+
+/**
+ * A response body's bytes in order, each view valid until the next `next`: read into one reused
+ * buffer where the body is a byte stream (no chunk allocated per read), else the stream's chunks.
+ */
+class BodyBytes {
+  readonly #byob: ReadableStreamBYOBReader | undefined;
+  readonly #chunks: ReadableStreamDefaultReader<Uint8Array> | undefined;
+  #buffer: ArrayBuffer | undefined;
+
+  constructor(body: ReadableStream<Uint8Array>, readSize: number) {
+    try {
+      this.#byob = body.getReader({ mode: "byob" });
+      this.#buffer = new ArrayBuffer(readSize);
+    } catch {
+      this.#chunks = body.getReader();
+    }
+  }
+
+  /** The next bytes, or `undefined` at the end. */
+  async next(): Promise<Uint8Array | undefined> {
+    if (this.#chunks) {
+      const { done, value } = await this.#chunks.read();
+      return done ? undefined : value;
+    }
+    const { done, value } = await this.#byob!.read(new Uint8Array(this.#buffer!));
+    // The buffer comes back (transferred) with the bytes, or empty at the end.
+    if (value) this.#buffer = value.buffer as ArrayBuffer;
+    return done ? undefined : value;
+  }
+
+  cancel(reason?: unknown): Promise<void> {
+    return (this.#byob ?? this.#chunks)!.cancel(reason);
+  }
+}
+
 /** A response body copied into `into`, which it must fill exactly; `flight`, if given, follows its progress. */
 async function fill(
   url: string,
@@ -118,9 +162,10 @@ async function fill(
   flight?: Flight,
 ): Promise<void> {
   let at = 0;
-  for await (const chunk of body) {
+  const bytes = new BodyBytes(body, Math.min(OBJECT_READER_READ_SIZE, Math.max(1, into.byteLength)));
+  for (let chunk; (chunk = await bytes.next()) !== undefined;) {
     if (at + chunk.byteLength > into.byteLength) {
-      await body.cancel().catch(() => {});
+      await bytes.cancel().catch(() => {});
       throw new SyntaxError(
         `Cannot read ${url}: the store sent more than the ${into.byteLength} bytes asked for at offset ${start}`,
       );
@@ -503,32 +548,37 @@ export async function openObjectStream(
   const got = await store.get(key, { signal: readerSignal(abort, options.signal) });
   const stats: ObjectReaderStats = { requests: 1, bytesFetched: 0, bytesDirect: 0, peakInFlight: 1 };
   const chunks = new BodyChunks(url, got.info.size, stats, got.body);
-  // The first bytes, for a format's magic.
-  while (chunks.pending.byteLength < Math.min(64, got.info.size) && await chunks.more()) { /* a tiny first chunk */ }
-  return new StreamReader(url, got.info, chunks.pending, stats, options, abort, chunks);
+  // The first bytes, for a format's magic: a copy (the next read reuses the buffer they came in),
+  // read first.
+  let head: Uint8Array = new Uint8Array(0);
+  while (head.byteLength < Math.min(64, got.info.size) && await chunks.more()) {
+    head = concatBytes([head, chunks.pending]);
+  }
+  chunks.pending = head;
+  return new StreamReader(url, got.info, head, stats, options, abort, chunks);
 }
 
-/** A response body's chunks, one at hand at a time, counted against the size the store gave. */
+/** A response body's bytes, one read at hand at a time, counted against the size the store gave. */
 class BodyChunks {
   readonly #url: string;
   readonly #size: number;
   readonly #stats: ObjectReaderStats;
-  readonly #body: ReadableStreamDefaultReader<Uint8Array>;
-  /** A chunk's bytes not yet read. */
+  readonly #body: BodyBytes;
+  /** A read's bytes not yet taken (valid until the next `more`). */
   pending: Uint8Array = new Uint8Array(0);
 
   constructor(url: string, size: number, stats: ObjectReaderStats, body: ReadableStream<Uint8Array>) {
     this.#url = url;
     this.#size = size;
     this.#stats = stats;
-    this.#body = body.getReader();
+    this.#body = new BodyBytes(body, OBJECT_READER_READ_SIZE);
   }
 
-  /** The next chunk into `pending`; false at the end (a body that ends short, or runs long, is a `SyntaxError`). */
+  /** The next bytes into `pending`; false at the end (a body that ends short, or runs long, is a `SyntaxError`). */
   async more(): Promise<boolean> {
-    const { done, value } = await this.#body.read();
+    const value = await this.#body.next();
     const stats = this.#stats;
-    if (done) {
+    if (value === undefined) {
       if (stats.bytesFetched < this.#size) {
         throw new SyntaxError(
           `Cannot read ${this.#url}: the body ended at byte ${stats.bytesFetched} of ${this.#size}`,
