@@ -7,6 +7,8 @@
 // where it stopped (by the store's `refetch`: a ranged GET with `If-Match`), up to `retries`
 // failures in a row.
 
+import { unref } from "../runtime/signals.ts";
+
 /** What a resumable body asks of its store. */
 export interface BodyHooks {
   /** Milliseconds a read may wait for its first byte before the connection counts as stalled. */
@@ -59,6 +61,16 @@ export class ResumableBody {
   #first: ReadableStream<Uint8Array> | undefined;
   /** Set once the consumer cancelled: no request is made after that. */
   #cancelled = false;
+  /**
+   * The stall watch: one timer for the whole body, not one per read (a timer costs more than a
+   * read of a few hundred KiB). While a read waits, the timer looks, every `timeout` ms at most,
+   * whether that read started `timeout` ms ago; it stops once no read waits.
+   */
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  /** When the read that waits now started; undefined when none waits. */
+  #since: number | undefined;
+  /** The error of a read the watch cancelled. */
+  #stalled: Error | undefined;
 
   constructor(first: ReadableStream<Uint8Array> | null, span: { offset: number; length: number }, hooks: BodyHooks) {
     this.#hooks = hooks;
@@ -83,6 +95,7 @@ export class ResumableBody {
         if (done) {
           if (this.#pos < this.#end) throw new Error(`the body ended ${this.#end - this.#pos} bytes early`);
           this.#source = undefined;
+          this.#unwatch();
           // A byte stream's last read hands the buffer back, empty; some runtimes keep it.
           if (value !== undefined) return value.subarray(0, 0);
           return view.byteLength === shape.length ? view.subarray(0, 0) : replacement(shape, 0);
@@ -93,6 +106,7 @@ export class ResumableBody {
         this.#failures = 0;
         return got;
       } catch (e) {
+        this.#unwatch();
         this.#source?.reader.cancel(e).catch(() => {});
         this.#source = undefined;
         // A read into a transferred buffer that failed took it along: the next goes into a fresh one.
@@ -114,6 +128,7 @@ export class ResumableBody {
   /** Stops the body: the connection is closed, and no request is made after this. */
   cancel(reason?: unknown): Promise<void> {
     this.#cancelled = true;
+    this.#unwatch();
     const source = this.#source;
     this.#source = undefined;
     const first = this.#first;
@@ -136,22 +151,41 @@ export class ResumableBody {
    */
   async #next(source: Reader, view: Uint8Array): Promise<{ done: boolean; value?: Uint8Array | undefined }> {
     if (!source.byob && source.pending.byteLength > 0) return { done: false, value: this.#fromPending(source, view) };
-    const ms = this.#hooks.timeout;
-    let stalled: Error | undefined;
-    const timer = setTimeout(() => {
-      stalled = new Error(`no bytes for ${ms} ms`);
-      source.reader.cancel(stalled).catch(() => {});
-    }, ms);
+    this.#since = performance.now();
+    if (this.#timer === undefined) this.#watch(source, this.#hooks.timeout);
     let result: ReadableStreamReadResult<Uint8Array>;
     try {
       result = source.byob ? await source.reader.read(view) : await source.reader.read();
     } finally {
-      clearTimeout(timer);
+      this.#since = undefined;
     }
+    const stalled = this.#stalled;
+    this.#stalled = undefined;
     if (stalled) throw stalled;
     if (result.done || source.byob) return result;
     source.pending = result.value;
     return { done: false, value: this.#fromPending(source, view) };
+  }
+
+  /** Looks in `delay` ms whether the read that waits then has waited `timeout` ms; if so, it fails. */
+  #watch(source: Reader, delay: number): void {
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      if (this.#since === undefined || this.#source !== source) return;
+      const ms = this.#hooks.timeout;
+      const waited = performance.now() - this.#since;
+      if (waited < ms) return this.#watch(source, ms - waited);
+      this.#stalled = new Error(`no bytes for ${ms} ms`);
+      source.reader.cancel(this.#stalled).catch(() => {});
+    }, delay);
+    // A consumer that stops reading without cancelling leaves it to fire once: it holds no process open.
+    unref(this.#timer);
+  }
+
+  /** Stops the watch (the body ended, failed or was cancelled). */
+  #unwatch(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
   }
 
   /** A default reader's chunk, copied into `view` as far as it fits; the rest waits for the next read. */

@@ -48,7 +48,11 @@ export interface ObjectReaderStats {
   requests: number;
   /** Bytes the store sent. */
   bytesFetched: number;
-  /** Of those, bytes that went straight into a buffer a decoder announced (no copy after the transport's). */
+  /**
+   * Of those, bytes that went straight into the buffer they were read for: a body a decoder
+   * announced (ranged reads), or, where FFI is granted, the caller's buffer itself (written by
+   * the transport, no copy in JavaScript).
+   */
   bytesDirect: number;
   /** The most ranged GETs that were in flight at once. */
   peakInFlight: number;
@@ -117,9 +121,42 @@ interface Flight {
  */
 export const OBJECT_READER_READ_SIZE = 2 ** 20;
 
+/** Reads from this size on go straight into the caller's buffer where {@linkcode memoryAlias} can. */
+const IN_PLACE_MIN = 64 * 1024;
+
+/** Deno's FFI pointer views, where the process was granted FFI (queried, never prompted for). */
+const pointers = (() => {
+  try {
+    const deno = (globalThis as { Deno?: typeof Deno }).Deno;
+    if (typeof deno?.UnsafePointerView?.getArrayBuffer !== "function") return undefined;
+    return deno.permissions.querySync({ name: "ffi" }).state === "granted" ? deno : undefined;
+  } catch {
+    return undefined;
+  }
+})();
+
+/**
+ * A second `ArrayBuffer` over `bytes`' own memory (by FFI: a pointer view), or `undefined` where
+ * FFI is not granted. A byte stream that reads into it takes (transfers) this alias, not the
+ * caller's buffer, so the transport writes a body straight into its tensor and the tensor's
+ * buffer stays the caller's. The caller keeps `bytes` referenced until the read settles.
+ */
+function memoryAlias(bytes: Uint8Array): ArrayBuffer | undefined {
+  if (!pointers || bytes.byteLength < IN_PLACE_MIN) return undefined;
+  const at = pointers.UnsafePointer.of(bytes);
+  return at === null ? undefined : pointers.UnsafePointerView.getArrayBuffer(at, bytes.byteLength);
+}
+
+/** Whether `a` starts where `b` does in memory (FFI granted). */
+function sameMemory(a: Uint8Array, b: Uint8Array): boolean {
+  const [p, q] = [pointers!.UnsafePointer.of(a), pointers!.UnsafePointer.of(b)];
+  return p !== null && q !== null && pointers!.UnsafePointer.equals(p, q);
+}
+
 /**
  * A response body's bytes in order, each view valid until the next `next`: read into one reused
- * buffer where the body is a byte stream (no chunk allocated per read), else the stream's chunks.
+ * buffer where the body is a byte stream (no chunk allocated per read), else the stream's chunks;
+ * or, where FFI is granted, read straight into the caller's buffer (`readInPlace`).
  */
 class BodyBytes {
   readonly #byob: ReadableStreamBYOBReader | undefined;
@@ -147,6 +184,22 @@ class BodyBytes {
     return done ? undefined : value;
   }
 
+  /**
+   * Where the body is a byte stream and FFI is granted, reads the next bytes into `into` itself
+   * (through {@linkcode memoryAlias}) and says how many: 0 at the end. `undefined` where it cannot
+   * (no byte stream, no FFI, `into` under 64 KiB): then `next` reads them.
+   */
+  async readInPlace(into: Uint8Array): Promise<number | undefined> {
+    const alias = this.#byob && memoryAlias(into);
+    if (!alias) return undefined;
+    const { done, value } = await this.#byob!.read(new Uint8Array(alias));
+    // `into` stayed referenced (an argument) until here: the transport wrote into live memory.
+    if (done) return 0;
+    // A stream that lost the buffer (a retried connection) may answer in a fresh one: copied in.
+    if (!sameMemory(value!, into)) into.set(value!);
+    return value!.byteLength;
+  }
+
   cancel(reason?: unknown): Promise<void> {
     return (this.#byob ?? this.#chunks)!.cancel(reason);
   }
@@ -163,15 +216,23 @@ async function fill(
 ): Promise<void> {
   let at = 0;
   const bytes = new BodyBytes(body, Math.min(OBJECT_READER_READ_SIZE, Math.max(1, into.byteLength)));
-  for (let chunk; (chunk = await bytes.next()) !== undefined;) {
-    if (at + chunk.byteLength > into.byteLength) {
-      await bytes.cancel().catch(() => {});
-      throw new SyntaxError(
-        `Cannot read ${url}: the store sent more than the ${into.byteLength} bytes asked for at offset ${start}`,
-      );
+  for (;;) {
+    // Straight into place where FFI is granted; else through the reader's buffer.
+    let n = at < into.byteLength ? await bytes.readInPlace(into.subarray(at)) : undefined;
+    if (n === 0) break;
+    if (n === undefined) {
+      const chunk = await bytes.next();
+      if (chunk === undefined) break;
+      if (at + chunk.byteLength > into.byteLength) {
+        await bytes.cancel().catch(() => {});
+        throw new SyntaxError(
+          `Cannot read ${url}: the store sent more than the ${into.byteLength} bytes asked for at offset ${start}`,
+        );
+      }
+      into.set(chunk, at);
+      n = chunk.byteLength;
     }
-    into.set(chunk, at);
-    at += chunk.byteLength;
+    at += n;
     if (flight) {
       // A read waiting for these bytes goes on now: the decoder hashes them while the rest arrive.
       flight.filled = at;
@@ -577,8 +638,28 @@ class BodyChunks {
   /** The next bytes into `pending`; false at the end (a body that ends short, or runs long, is a `SyntaxError`). */
   async more(): Promise<boolean> {
     const value = await this.#body.next();
+    if (value === undefined) return this.#counted(0);
+    this.#counted(value.byteLength);
+    this.pending = value;
+    return true;
+  }
+
+  /**
+   * The next bytes read straight into `into` (no `pending` left to take first): how many, 0 at the
+   * end; `undefined` where the body cannot (then `more`).
+   */
+  async inPlace(into: Uint8Array): Promise<number | undefined> {
+    const n = await this.#body.readInPlace(into);
+    if (n === undefined) return undefined;
+    this.#counted(n);
+    if (n > 0) this.#stats.bytesDirect += n;
+    return n;
+  }
+
+  /** Counts `n` bytes that arrived (0: the end) against the size; false at the end. */
+  #counted(n: number): boolean {
     const stats = this.#stats;
-    if (value === undefined) {
+    if (n === 0) {
       if (stats.bytesFetched < this.#size) {
         throw new SyntaxError(
           `Cannot read ${this.#url}: the body ended at byte ${stats.bytesFetched} of ${this.#size}`,
@@ -586,11 +667,10 @@ class BodyChunks {
       }
       return false;
     }
-    stats.bytesFetched += value.byteLength;
+    stats.bytesFetched += n;
     if (stats.bytesFetched > this.#size) {
       throw new SyntaxError(`Cannot read ${this.#url}: the body runs past the ${this.#size} bytes the store gave`);
     }
-    this.pending = value;
     return true;
   }
 
@@ -618,7 +698,11 @@ class StreamReader extends Described {
     this.#chunks = chunks;
   }
 
-  /** Fills as much of `into` as the chunks at hand and those that follow give, up to its end. */
+  /**
+   * Fills as much of `into` as the bytes at hand and those that follow give, up to its end: where
+   * FFI is granted, the transport writes them into `into` itself; else they are copied in from the
+   * reader's buffer.
+   */
   async read(into: Uint8Array): Promise<number | null> {
     this.checkOpen();
     if (into.byteLength === 0) return 0;
@@ -626,7 +710,15 @@ class StreamReader extends Described {
     const chunks = this.#chunks;
     let n = 0;
     while (n < into.byteLength) {
-      if (chunks.pending.byteLength === 0 && !(await this.#more())) break;
+      if (chunks.pending.byteLength === 0) {
+        const direct = await this.#fetch(() => chunks.inPlace(into.subarray(n)));
+        if (direct === 0) break;
+        if (direct !== undefined) {
+          n += direct;
+          continue;
+        }
+        if (!(await this.#fetch(() => chunks.more()))) break;
+      }
       const k = Math.min(chunks.pending.byteLength, into.byteLength - n);
       into.set(chunks.pending.subarray(0, k), n);
       chunks.pending = chunks.pending.subarray(k);
@@ -636,10 +728,10 @@ class StreamReader extends Described {
     return n;
   }
 
-  /** The next chunk; `close` cancels the body, and a read it ended early says so, not that the body was short. */
-  async #more(): Promise<boolean> {
+  /** A read of the body; `close` cancels the body, and a read it ended early says so, not that the body was short. */
+  async #fetch<T>(read: () => Promise<T>): Promise<T> {
     try {
-      return await this.#chunks.more();
+      return await read();
     } catch (e) {
       this.checkOpen();
       throw e;
