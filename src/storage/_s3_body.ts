@@ -202,7 +202,7 @@ export class ResumableBody {
    * buffer holds what arrives meanwhile), so a reader's buffer is never bypassed by a queue.
    */
   stream(): ReadableStream<Uint8Array> {
-    return new ReadableStream({
+    const stream = new ReadableStream({
       type: "bytes",
       autoAllocateChunkSize: DEFAULT_CHUNK,
       pull: async (controller) => {
@@ -214,5 +214,23 @@ export class ResumableBody {
       },
       cancel: (reason) => this.cancel(reason),
     });
+    sources.set(stream, this);
+    return stream;
   }
+}
+
+/** Each body stream's own source, for {@linkcode bodySource}. */
+const sources = new WeakMap<ReadableStream<Uint8Array>, ResumableBody>();
+
+/**
+ * The source of an S3 body `stream`, to read with the same own-buffer semantics as a BYOB read
+ * but without the stream's machinery between (src/storage/object_reader.ts reads its GET's body
+ * so); `undefined` for any other stream, or one already read. The stream is locked (taken) first.
+ */
+export function bodySource(stream: ReadableStream<Uint8Array>): ResumableBody | undefined {
+  const source = sources.get(stream);
+  if (!source || stream.locked) return undefined;
+  sources.delete(stream);
+  stream.getReader(); // taken: nothing else reads it now
+  return source;
 }

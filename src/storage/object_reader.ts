@@ -22,6 +22,7 @@
 import type { ByteReader } from "../format/_byte_reader.ts";
 import type { ObjectStore } from "./types.ts";
 import { concatBytes } from "../format/dtype.ts";
+import { bodySource } from "./_s3_body.ts";
 
 /** Default bytes per ranged GET of a large body: 8 MiB (S3's own guidance for ranged reads is 8–16 MiB). */
 export const DEFAULT_OBJECT_READER_PART_SIZE = 8 * 2 ** 20;
@@ -147,10 +148,32 @@ function memoryAlias(bytes: Uint8Array): ArrayBuffer | undefined {
   return at === null ? undefined : pointers.UnsafePointerView.getArrayBuffer(at, bytes.byteLength);
 }
 
-/** Whether `a` starts where `b` does in memory (FFI granted). */
-function sameMemory(a: Uint8Array, b: Uint8Array): boolean {
-  const [p, q] = [pointers!.UnsafePointer.of(a), pointers!.UnsafePointer.of(b)];
-  return p !== null && q !== null && pointers!.UnsafePointer.equals(p, q);
+/** The address of `bytes`' first byte (FFI granted). */
+function addressOf(bytes: Uint8Array): number {
+  return Number(pointers!.UnsafePointer.value(pointers!.UnsafePointer.of(bytes)));
+}
+
+/** What {@linkcode BodyBytes} needs of a BYOB reader. */
+interface OwnBufferReader {
+  read(view: Uint8Array): Promise<{ done: boolean; value?: Uint8Array | undefined }>;
+  cancel(reason?: unknown): Promise<void>;
+}
+
+/**
+ * A reader of `body` into the caller's buffers (a BYOB reader's `read` and `cancel`): an S3 body's
+ * own source where it is one (no stream between), else the stream's BYOB reader; throws a
+ * `TypeError` where the body is no byte stream.
+ */
+function ownBufferReader(body: ReadableStream<Uint8Array>): OwnBufferReader {
+  const source = bodySource(body);
+  if (!source) return body.getReader({ mode: "byob" }) as OwnBufferReader;
+  return {
+    read: async (view) => {
+      const value = await source.read(view);
+      return { done: value.byteLength === 0, value };
+    },
+    cancel: (reason) => source.cancel(reason),
+  };
 }
 
 /**
@@ -159,13 +182,15 @@ function sameMemory(a: Uint8Array, b: Uint8Array): boolean {
  * or, where FFI is granted, read straight into the caller's buffer (`readInPlace`).
  */
 class BodyBytes {
-  readonly #byob: ReadableStreamBYOBReader | undefined;
+  readonly #byob: OwnBufferReader | undefined;
   readonly #chunks: ReadableStreamDefaultReader<Uint8Array> | undefined;
   #buffer: ArrayBuffer | undefined;
+  /** The buffer being read in place, its alias (as the last read gave it back) and its address. */
+  #place: { into: Uint8Array; alias: ArrayBuffer; address: number } | undefined;
 
   constructor(body: ReadableStream<Uint8Array>, readSize: number) {
     try {
-      this.#byob = body.getReader({ mode: "byob" });
+      this.#byob = ownBufferReader(body);
       this.#buffer = new ArrayBuffer(readSize);
     } catch {
       this.#chunks = body.getReader();
@@ -186,17 +211,31 @@ class BodyBytes {
 
   /**
    * Where the body is a byte stream and FFI is granted, reads the next bytes into `into` itself
-   * (through {@linkcode memoryAlias}) and says how many: 0 at the end. `undefined` where it cannot
-   * (no byte stream, no FFI, `into` under 64 KiB): then `next` reads them.
+   * from `at` on (through {@linkcode memoryAlias}: one per `into`, handed from read to read) and
+   * says how many: 0 at the end. `undefined` where it cannot (no byte stream, no FFI, less than
+   * 64 KiB left): then `next` reads them.
    */
-  async readInPlace(into: Uint8Array): Promise<number | undefined> {
-    const alias = this.#byob && memoryAlias(into);
-    if (!alias) return undefined;
-    const { done, value } = await this.#byob!.read(new Uint8Array(alias));
-    // `into` stayed referenced (an argument) until here: the transport wrote into live memory.
-    if (done) return 0;
-    // A stream that lost the buffer (a retried connection) may answer in a fresh one: copied in.
-    if (!sameMemory(value!, into)) into.set(value!);
+  async readInPlace(into: Uint8Array, at: number): Promise<number | undefined> {
+    if (!this.#byob || into.byteLength - at < IN_PLACE_MIN) return undefined;
+    let place = this.#place;
+    if (place?.into !== into) {
+      const alias = memoryAlias(into);
+      if (!alias) return undefined;
+      place = this.#place = { into, alias, address: addressOf(into) };
+    }
+    const { done, value } = await this.#byob.read(new Uint8Array(place.alias, at));
+    // `into` stayed referenced (by `place`) until here: the transport wrote into live memory.
+    if (done) {
+      this.#place = undefined;
+      return 0;
+    }
+    if (addressOf(value!) === place.address + at) place.alias = value!.buffer as ArrayBuffer;
+    else {
+      // A stream that lost the alias (a retried connection) answers in a fresh buffer: copied in.
+      into.set(value!, at);
+      this.#place = undefined;
+    }
+    if (at + value!.byteLength === into.byteLength) this.#place = undefined;
     return value!.byteLength;
   }
 
@@ -218,7 +257,7 @@ async function fill(
   const bytes = new BodyBytes(body, Math.min(OBJECT_READER_READ_SIZE, Math.max(1, into.byteLength)));
   for (;;) {
     // Straight into place where FFI is granted; else through the reader's buffer.
-    let n = at < into.byteLength ? await bytes.readInPlace(into.subarray(at)) : undefined;
+    let n = await bytes.readInPlace(into, at);
     if (n === 0) break;
     if (n === undefined) {
       const chunk = await bytes.next();
@@ -645,11 +684,11 @@ class BodyChunks {
   }
 
   /**
-   * The next bytes read straight into `into` (no `pending` left to take first): how many, 0 at the
-   * end; `undefined` where the body cannot (then `more`).
+   * The next bytes read straight into `into` from `at` (no `pending` left to take first): how
+   * many, 0 at the end; `undefined` where the body cannot (then `more`).
    */
-  async inPlace(into: Uint8Array): Promise<number | undefined> {
-    const n = await this.#body.readInPlace(into);
+  async inPlace(into: Uint8Array, at: number): Promise<number | undefined> {
+    const n = await this.#body.readInPlace(into, at);
     if (n === undefined) return undefined;
     this.#counted(n);
     if (n > 0) this.#stats.bytesDirect += n;
@@ -711,7 +750,7 @@ class StreamReader extends Described {
     let n = 0;
     while (n < into.byteLength) {
       if (chunks.pending.byteLength === 0) {
-        const direct = await this.#fetch(() => chunks.inPlace(into.subarray(n)));
+        const direct = await this.#fetch(() => chunks.inPlace(into, n));
         if (direct === 0) break;
         if (direct !== undefined) {
           n += direct;
