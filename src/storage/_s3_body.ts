@@ -199,21 +199,36 @@ export class ResumableBody {
   /**
    * The body as a byte stream: a reader's own buffer is filled in place; a default reader gets
    * chunks of up to 64 KiB. It pulls only when read (no read-ahead in JavaScript: the socket's
-   * buffer holds what arrives meanwhile), so a reader's buffer is never bypassed by a queue.
+   * buffer holds what arrives meanwhile), so a reader's buffer is never bypassed by a queue. Where
+   * the runtime has no byte streams, a default stream of 64 KiB chunks.
    */
   stream(): ReadableStream<Uint8Array> {
-    const stream = new ReadableStream({
-      type: "bytes",
-      autoAllocateChunkSize: DEFAULT_CHUNK,
-      pull: async (controller) => {
-        const request = controller.byobRequest!;
-        const got = await this.read(request.view as Uint8Array);
-        if (this.#cancelled) return;
-        if (got.byteLength === 0) controller.close();
-        request.respondWithNewView(got);
-      },
-      cancel: (reason) => this.cancel(reason),
-    });
+    let stream: ReadableStream<Uint8Array>;
+    try {
+      stream = new ReadableStream({
+        type: "bytes",
+        autoAllocateChunkSize: DEFAULT_CHUNK,
+        pull: async (controller) => {
+          const request = controller.byobRequest!;
+          const got = await this.read(request.view as Uint8Array);
+          if (this.#cancelled) return;
+          if (got.byteLength === 0) controller.close();
+          request.respondWithNewView(got);
+        },
+        cancel: (reason) => this.cancel(reason),
+      });
+    } catch {
+      // A runtime without byte streams: chunks of up to 64 KiB, each in a buffer of its own.
+      stream = new ReadableStream({
+        pull: async (controller) => {
+          const got = await this.read(new Uint8Array(DEFAULT_CHUNK));
+          if (this.#cancelled) return;
+          if (got.byteLength === 0) controller.close();
+          else controller.enqueue(got);
+        },
+        cancel: (reason) => this.cancel(reason),
+      }, { highWaterMark: 0 });
+    }
     sources.set(stream, this);
     return stream;
   }
