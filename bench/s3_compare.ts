@@ -5,16 +5,18 @@
  * - save: ckpt to `s3://` (encode + SHA-256 + multipart upload) vs the same S3 client uploading
  *   the tensors' raw bytes (no encoding, no hashing: the floor of the network path) vs ckpt to a
  *   local file;
- * - load: ckpt from `s3://` with every digest verified (one GET, each body copied from the
- *   response straight into its tensor's buffer: src/storage/object_reader.ts) vs the same with
+ * - load: ckpt from `s3://` with every digest verified (one GET, each body read from the response
+ *   straight into its tensor's buffer: written there by the transport where FFI is granted, else
+ *   copied from the reader's buffer: src/storage/object_reader.ts) vs the same with
  *   `readConcurrency: 4` (parallel ranged GETs of 8 MiB) vs ckpt decoding the stream of one GET
  *   (the path before) vs the plain download of the object vs ckpt from the local file;
  * - peak RSS of a large save to `s3://` of tensors pulled one at a time (views of one buffer, so
  *   the input makes no garbage), in its own process.
  *
  * Under the table, each direction's physical limit (bench/_bounds.ts): for the loads, the larger
- * of the plain download copied into fresh memory (buffers allocated as ckpt allocates tensors:
- * the row "load plain → fresh memory") and SHA-256 over the same bytes on the cores ckpt can use; for the
+ * of the plain download read straight into fresh memory (buffers allocated as ckpt allocates
+ * tensors, filled by the transport: the row "load plain → fresh memory") and SHA-256 over the same
+ * bytes on the cores ckpt can use; for the
  * saves, the larger of the plain upload and the hash.
  *
  * Medians and ratios are printed, with each row's CPU time (the process's user + system time over
@@ -150,26 +152,25 @@ const methods: Record<string, () => Promise<void>> = {
     if (await drain((await store.get("plain.bin")).body) !== mib * MiB) throw new Error("short download");
   },
   "load plain → fresh memory": async () => {
-    // The download copied into fresh buffers of 16 MiB allocated as ckpt allocates tensors (2 MiB
-    // pages where FFI is granted): the raw read of the load rows' physical limit.
+    // The download read straight into fresh buffers of 16 MiB allocated as ckpt allocates tensors
+    // (2 MiB pages where FFI is granted), each read handing the transport the rest of the buffer
+    // (a byte stream's own-buffer read: no chunk, no copy): the raw read of the load rows' limit.
     const { body, length } = await store.get("plain.bin");
-    let buffer: Uint8Array = new Uint8Array(0);
-    let at = 0;
+    const reader = body.getReader({ mode: "byob" });
     let left = length;
-    for await (const chunk of body) {
-      for (let used = 0; used < chunk.byteLength;) {
-        if (at === buffer.length) {
-          buffer = freshBuffer(Math.min(left, 16 * MiB));
-          at = 0;
-        }
-        const n = Math.min(chunk.byteLength - used, buffer.length - at);
-        buffer.set(chunk.subarray(used, used + n), at);
-        at += n;
-        used += n;
-        left -= n;
+    while (left > 0) {
+      const size = Math.min(left, 16 * MiB);
+      let rest = freshBuffer(size);
+      for (let at = 0; at < size;) {
+        const { done, value } = await reader.read(rest);
+        if (done) throw new Error("short download");
+        at += value.byteLength;
+        left -= value.byteLength;
+        // The read took the buffer and gave it back (the same memory) with the bytes at its start.
+        rest = new Uint8Array(value.buffer, value.byteOffset + value.byteLength, size - at);
       }
     }
-    if (left !== 0) throw new Error("short download");
+    if (!(await reader.read(new Uint8Array(1))).done) throw new Error("long download");
   },
   "load ckpt ← file + verify": async () => {
     const back = await loadCheckpoint(`${dir}/ckpt.ckpt`);

@@ -21,6 +21,8 @@
  */
 import type { ByteReader } from "../format/_byte_reader.ts";
 import type { ObjectStore } from "./types.ts";
+import { concatBytes } from "../format/dtype.ts";
+import { bodySource } from "./_s3_body.ts";
 
 /** Default bytes per ranged GET of a large body: 8 MiB (S3's own guidance for ranged reads is 8–16 MiB). */
 export const DEFAULT_OBJECT_READER_PART_SIZE = 8 * 2 ** 20;
@@ -47,7 +49,11 @@ export interface ObjectReaderStats {
   requests: number;
   /** Bytes the store sent. */
   bytesFetched: number;
-  /** Of those, bytes that went straight into a buffer a decoder announced (no copy after the transport's). */
+  /**
+   * Of those, bytes that went straight into the buffer they were read for: a body a decoder
+   * announced (ranged reads), or, where FFI is granted, the caller's buffer itself (written by
+   * the transport, no copy in JavaScript).
+   */
   bytesDirect: number;
   /** The most ranged GETs that were in flight at once. */
   peakInFlight: number;
@@ -108,6 +114,136 @@ interface Flight {
   done: Promise<void>;
 }
 
+/**
+ * Bytes a body is read into at once where it is a byte stream (an `S3Store` body is): the
+ * transport writes as many bytes as have arrived into one reused buffer, which are then copied
+ * into place. Reading into the caller's buffer itself is not possible: a byte stream takes the
+ * buffer it reads into (transfers it), and the caller's is a tensor's, held elsewhere.
+ */
+export const OBJECT_READER_READ_SIZE = 2 ** 20;
+
+/** Reads from this size on go straight into the caller's buffer where {@linkcode memoryAlias} can. */
+const IN_PLACE_MIN = 64 * 1024;
+
+/** Deno's FFI pointer views, where the process was granted FFI (queried, never prompted for). */
+const pointers = (() => {
+  try {
+    const deno = (globalThis as { Deno?: typeof Deno }).Deno;
+    if (typeof deno?.UnsafePointerView?.getArrayBuffer !== "function") return undefined;
+    return deno.permissions.querySync({ name: "ffi" }).state === "granted" ? deno : undefined;
+  } catch {
+    return undefined;
+  }
+})();
+
+/**
+ * A second `ArrayBuffer` over `bytes`' own memory (by FFI: a pointer view), or `undefined` where
+ * FFI is not granted. A byte stream that reads into it takes (transfers) this alias, not the
+ * caller's buffer, so the transport writes a body straight into its tensor and the tensor's
+ * buffer stays the caller's. The caller keeps `bytes` referenced until the read settles.
+ */
+function memoryAlias(bytes: Uint8Array): ArrayBuffer | undefined {
+  if (!pointers || bytes.byteLength < IN_PLACE_MIN) return undefined;
+  const at = pointers.UnsafePointer.of(bytes);
+  return at === null ? undefined : pointers.UnsafePointerView.getArrayBuffer(at, bytes.byteLength);
+}
+
+/** The address of `bytes`' first byte (FFI granted). */
+function addressOf(bytes: Uint8Array): number {
+  return Number(pointers!.UnsafePointer.value(pointers!.UnsafePointer.of(bytes)));
+}
+
+/** What {@linkcode BodyBytes} needs of a BYOB reader. */
+interface OwnBufferReader {
+  read(view: Uint8Array): Promise<{ done: boolean; value?: Uint8Array | undefined }>;
+  cancel(reason?: unknown): Promise<void>;
+}
+
+/**
+ * A reader of `body` into the caller's buffers (a BYOB reader's `read` and `cancel`): an S3 body's
+ * own source where it is one (no stream between), else the stream's BYOB reader; throws a
+ * `TypeError` where the body is no byte stream.
+ */
+function ownBufferReader(body: ReadableStream<Uint8Array>): OwnBufferReader {
+  const source = bodySource(body);
+  if (!source) return body.getReader({ mode: "byob" }) as OwnBufferReader;
+  return {
+    read: async (view) => {
+      const value = await source.read(view);
+      return { done: value.byteLength === 0, value };
+    },
+    cancel: (reason) => source.cancel(reason),
+  };
+}
+
+/**
+ * A response body's bytes in order, each view valid until the next `next`: read into one reused
+ * buffer where the body is a byte stream (no chunk allocated per read), else the stream's chunks;
+ * or, where FFI is granted, read straight into the caller's buffer (`readInPlace`).
+ */
+class BodyBytes {
+  readonly #byob: OwnBufferReader | undefined;
+  readonly #chunks: ReadableStreamDefaultReader<Uint8Array> | undefined;
+  #buffer: ArrayBuffer | undefined;
+  /** The buffer being read in place, its alias (as the last read gave it back) and its address. */
+  #place: { into: Uint8Array; alias: ArrayBuffer; address: number } | undefined;
+
+  constructor(body: ReadableStream<Uint8Array>, readSize: number) {
+    try {
+      this.#byob = ownBufferReader(body);
+      this.#buffer = new ArrayBuffer(readSize);
+    } catch {
+      this.#chunks = body.getReader();
+    }
+  }
+
+  /** The next bytes, or `undefined` at the end. */
+  async next(): Promise<Uint8Array | undefined> {
+    if (this.#chunks) {
+      const { done, value } = await this.#chunks.read();
+      return done ? undefined : value;
+    }
+    const { done, value } = await this.#byob!.read(new Uint8Array(this.#buffer!));
+    // The buffer comes back (transferred) with the bytes, or empty at the end.
+    if (value) this.#buffer = value.buffer as ArrayBuffer;
+    return done ? undefined : value;
+  }
+
+  /**
+   * Where the body is a byte stream and FFI is granted, reads the next bytes into `into` itself
+   * from `at` on (through {@linkcode memoryAlias}: one per `into`, handed from read to read) and
+   * says how many: 0 at the end. `undefined` where it cannot (no byte stream, no FFI, less than
+   * 64 KiB left): then `next` reads them.
+   */
+  async readInPlace(into: Uint8Array, at: number): Promise<number | undefined> {
+    if (!this.#byob || into.byteLength - at < IN_PLACE_MIN) return undefined;
+    let place = this.#place;
+    if (place?.into !== into) {
+      const alias = memoryAlias(into);
+      if (!alias) return undefined;
+      place = this.#place = { into, alias, address: addressOf(into) };
+    }
+    const { done, value } = await this.#byob.read(new Uint8Array(place.alias, at));
+    // `into` stayed referenced (by `place`) until here: the transport wrote into live memory.
+    if (done) {
+      this.#place = undefined;
+      return 0;
+    }
+    if (addressOf(value!) === place.address + at) place.alias = value!.buffer as ArrayBuffer;
+    else {
+      // A stream that lost the alias (a retried connection) answers in a fresh buffer: copied in.
+      into.set(value!, at);
+      this.#place = undefined;
+    }
+    if (at + value!.byteLength === into.byteLength) this.#place = undefined;
+    return value!.byteLength;
+  }
+
+  cancel(reason?: unknown): Promise<void> {
+    return (this.#byob ?? this.#chunks)!.cancel(reason);
+  }
+}
+
 /** A response body copied into `into`, which it must fill exactly; `flight`, if given, follows its progress. */
 async function fill(
   url: string,
@@ -118,15 +254,24 @@ async function fill(
   flight?: Flight,
 ): Promise<void> {
   let at = 0;
-  for await (const chunk of body) {
-    if (at + chunk.byteLength > into.byteLength) {
-      await body.cancel().catch(() => {});
-      throw new SyntaxError(
-        `Cannot read ${url}: the store sent more than the ${into.byteLength} bytes asked for at offset ${start}`,
-      );
+  const bytes = new BodyBytes(body, Math.min(OBJECT_READER_READ_SIZE, Math.max(1, into.byteLength)));
+  for (;;) {
+    // Straight into place where FFI is granted; else through the reader's buffer.
+    let n = await bytes.readInPlace(into, at);
+    if (n === 0) break;
+    if (n === undefined) {
+      const chunk = await bytes.next();
+      if (chunk === undefined) break;
+      if (at + chunk.byteLength > into.byteLength) {
+        await bytes.cancel().catch(() => {});
+        throw new SyntaxError(
+          `Cannot read ${url}: the store sent more than the ${into.byteLength} bytes asked for at offset ${start}`,
+        );
+      }
+      into.set(chunk, at);
+      n = chunk.byteLength;
     }
-    into.set(chunk, at);
-    at += chunk.byteLength;
+    at += n;
     if (flight) {
       // A read waiting for these bytes goes on now: the decoder hashes them while the rest arrive.
       flight.filled = at;
@@ -503,32 +648,57 @@ export async function openObjectStream(
   const got = await store.get(key, { signal: readerSignal(abort, options.signal) });
   const stats: ObjectReaderStats = { requests: 1, bytesFetched: 0, bytesDirect: 0, peakInFlight: 1 };
   const chunks = new BodyChunks(url, got.info.size, stats, got.body);
-  // The first bytes, for a format's magic.
-  while (chunks.pending.byteLength < Math.min(64, got.info.size) && await chunks.more()) { /* a tiny first chunk */ }
-  return new StreamReader(url, got.info, chunks.pending, stats, options, abort, chunks);
+  // The first bytes, for a format's magic: a copy (the next read reuses the buffer they came in),
+  // read first.
+  let head: Uint8Array = new Uint8Array(0);
+  while (head.byteLength < Math.min(64, got.info.size) && await chunks.more()) {
+    head = concatBytes([head, chunks.pending]);
+  }
+  chunks.pending = head;
+  return new StreamReader(url, got.info, head, stats, options, abort, chunks);
 }
 
-/** A response body's chunks, one at hand at a time, counted against the size the store gave. */
+/** A response body's bytes, one read at hand at a time, counted against the size the store gave. */
 class BodyChunks {
   readonly #url: string;
   readonly #size: number;
   readonly #stats: ObjectReaderStats;
-  readonly #body: ReadableStreamDefaultReader<Uint8Array>;
-  /** A chunk's bytes not yet read. */
+  readonly #body: BodyBytes;
+  /** A read's bytes not yet taken (valid until the next `more`). */
   pending: Uint8Array = new Uint8Array(0);
 
   constructor(url: string, size: number, stats: ObjectReaderStats, body: ReadableStream<Uint8Array>) {
     this.#url = url;
     this.#size = size;
     this.#stats = stats;
-    this.#body = body.getReader();
+    this.#body = new BodyBytes(body, OBJECT_READER_READ_SIZE);
   }
 
-  /** The next chunk into `pending`; false at the end (a body that ends short, or runs long, is a `SyntaxError`). */
+  /** The next bytes into `pending`; false at the end (a body that ends short, or runs long, is a `SyntaxError`). */
   async more(): Promise<boolean> {
-    const { done, value } = await this.#body.read();
+    const value = await this.#body.next();
+    if (value === undefined) return this.#counted(0);
+    this.#counted(value.byteLength);
+    this.pending = value;
+    return true;
+  }
+
+  /**
+   * The next bytes read straight into `into` from `at` (no `pending` left to take first): how
+   * many, 0 at the end; `undefined` where the body cannot (then `more`).
+   */
+  async inPlace(into: Uint8Array, at: number): Promise<number | undefined> {
+    const n = await this.#body.readInPlace(into, at);
+    if (n === undefined) return undefined;
+    this.#counted(n);
+    if (n > 0) this.#stats.bytesDirect += n;
+    return n;
+  }
+
+  /** Counts `n` bytes that arrived (0: the end) against the size; false at the end. */
+  #counted(n: number): boolean {
     const stats = this.#stats;
-    if (done) {
+    if (n === 0) {
       if (stats.bytesFetched < this.#size) {
         throw new SyntaxError(
           `Cannot read ${this.#url}: the body ended at byte ${stats.bytesFetched} of ${this.#size}`,
@@ -536,11 +706,10 @@ class BodyChunks {
       }
       return false;
     }
-    stats.bytesFetched += value.byteLength;
+    stats.bytesFetched += n;
     if (stats.bytesFetched > this.#size) {
       throw new SyntaxError(`Cannot read ${this.#url}: the body runs past the ${this.#size} bytes the store gave`);
     }
-    this.pending = value;
     return true;
   }
 
@@ -568,7 +737,11 @@ class StreamReader extends Described {
     this.#chunks = chunks;
   }
 
-  /** Fills as much of `into` as the chunks at hand and those that follow give, up to its end. */
+  /**
+   * Fills as much of `into` as the bytes at hand and those that follow give, up to its end: where
+   * FFI is granted, the transport writes them into `into` itself; else they are copied in from the
+   * reader's buffer.
+   */
   async read(into: Uint8Array): Promise<number | null> {
     this.checkOpen();
     if (into.byteLength === 0) return 0;
@@ -576,7 +749,15 @@ class StreamReader extends Described {
     const chunks = this.#chunks;
     let n = 0;
     while (n < into.byteLength) {
-      if (chunks.pending.byteLength === 0 && !(await this.#more())) break;
+      if (chunks.pending.byteLength === 0) {
+        const direct = await this.#fetch(() => chunks.inPlace(into, n));
+        if (direct === 0) break;
+        if (direct !== undefined) {
+          n += direct;
+          continue;
+        }
+        if (!(await this.#fetch(() => chunks.more()))) break;
+      }
       const k = Math.min(chunks.pending.byteLength, into.byteLength - n);
       into.set(chunks.pending.subarray(0, k), n);
       chunks.pending = chunks.pending.subarray(k);
@@ -586,10 +767,10 @@ class StreamReader extends Described {
     return n;
   }
 
-  /** The next chunk; `close` cancels the body, and a read it ended early says so, not that the body was short. */
-  async #more(): Promise<boolean> {
+  /** A read of the body; `close` cancels the body, and a read it ended early says so, not that the body was short. */
+  async #fetch<T>(read: () => Promise<T>): Promise<T> {
     try {
-      return await this.#chunks.more();
+      return await read();
     } catch (e) {
       this.checkOpen();
       throw e;

@@ -26,6 +26,7 @@ import { blockedPort, connectFailure, endpointOf, failureText } from "./_network
 import { checkS3Options } from "./_storage_options.ts";
 import { type AwsSettings, awsSettings } from "./_aws_config.ts";
 import { DEFAULT_S3_PART_SIZE, DEFAULT_S3_READ_CONCURRENCY } from "./_s3_defaults.ts";
+import { ResumableBody } from "./_s3_body.ts";
 import { checkKey, checkPrefix, checkRange } from "./_validate.ts";
 import {
   type GetOptions,
@@ -52,8 +53,6 @@ export const DEFAULT_S3_TIMEOUT_MS = 60_000;
 const MAX_SINGLE_PUT = 5 * 1024 ** 3;
 const MAX_PARTS = 10_000;
 const BACKOFF_BASE_MS = 100;
-/** Bytes a body reads ahead of its consumer, so the network and the decoder overlap. */
-const READ_AHEAD = 4 * 1024 * 1024;
 const BACKOFF_CAP_MS = 5_000;
 
 /** Credentials for signing requests. */
@@ -618,10 +617,10 @@ export class S3Store implements ObjectStore {
   }
 
   /**
-   * The body of a GET of `length` bytes from `offset`, made resilient: if no bytes come for
-   * `timeout` ms, or the connection fails, the rest is fetched again from where it stopped (a
-   * range request with `If-Match`, so a changed object is an error, never a splice), up to
-   * `retries` times in a row.
+   * The body of a GET of `length` bytes from `offset`, made resilient (src/storage/_s3_body.ts):
+   * if no bytes come for `timeout` ms, or the connection fails, the rest is fetched again from
+   * where it stopped (a range request with `If-Match`, so a changed object is an error, never a
+   * splice), up to `retries` times in a row. A byte stream: a reader's own buffer is filled in place.
    */
   #resumable(
     first: Response,
@@ -630,86 +629,43 @@ export class S3Store implements ObjectStore {
     signal: AbortSignal | undefined,
   ): ReadableStream<Uint8Array> {
     const where = this.#where(path);
-    const ms = this.#timeout;
-    const retries = this.#retries;
     const end = span.offset + span.length;
-    let pos = span.offset;
-    let failures = 0;
-    let reader: ReadableStreamDefaultReader<Uint8Array> | undefined = first.body?.getReader();
-    /** Set once the consumer cancelled the body: no request is made for it after that. */
-    let cancelled = false;
-    const refetch = async (): Promise<ReadableStreamDefaultReader<Uint8Array> | undefined> => {
-      const headers: Record<string, string> = { range: `bytes=${pos}-${end - 1}` };
-      if (span.version !== "") headers["if-match"] = span.version;
-      // One attempt: the body's own loop counts the failures.
-      const res = await this.#request({ method: "GET", path, headers, what: "GET", signal, accept: [412], retries: 0 });
-      if (res.status === 412) {
-        await res.body?.cancel();
-        throw new S3Error(where, { operation: "GET", status: 412, detail: "the object changed while it was read" });
-      }
-      return res.body?.getReader();
-    };
-    return new ReadableStream<Uint8Array>({
-      async pull(controller) {
-        for (;;) {
-          let timer: ReturnType<typeof setTimeout> | undefined;
-          let chunk: Uint8Array | undefined;
-          try {
-            reader ??= await refetch();
-            if (reader === undefined) throw new Error("no body");
-            const stalled = new Promise<never>((_, reject) => {
-              timer = setTimeout(() => reject(new Error(`no bytes for ${ms} ms`)), ms);
-            });
-            const { done, value } = await Promise.race([reader.read(), stalled]);
-            if (done) {
-              if (pos < end) throw new Error(`the body ended ${end - pos} bytes early`);
-            } else {
-              if (value.byteLength > end - pos) throw new Error(`the body runs past byte ${end}`);
-              pos += value.byteLength;
-              failures = 0;
-              chunk = value;
-            }
-          } catch (e) {
-            reader?.cancel(e).catch(() => {});
-            reader = undefined;
-            // Cancelled by the consumer: nothing more is wanted (a refetch would loop on a closed stream).
-            if (cancelled) return;
-            if (signal?.aborted) return controller.error(signal.reason);
-            // Every byte arrived before the connection failed: the body is whole.
-            if (pos === end) return controller.close();
-            // An answer that says no (412: the object changed; 403) ends it; a failed transfer is retried.
-            const transient = !(e instanceof S3Error) || e.status === 0 || RETRY_STATUS.has(e.status) ||
-              RETRY_CODES.has(e.code);
-            if (!transient) return controller.error(e);
-            if (++failures > retries) {
-              const why = e instanceof Error ? e.message : String(e);
-              return controller.error(
-                new S3Error(where, {
-                  operation: "GET",
-                  detail: `the body failed at byte ${pos} (${why}) (after ${failures} attempts)`,
-                  cause: e,
-                }),
-              );
-            }
-          } finally {
-            clearTimeout(timer);
-          }
-          // Outside the try: a consumer that went away is not a failed transfer to retry.
-          if (cancelled) return;
-          if (chunk === undefined && reader !== undefined) return controller.close();
-          if (chunk !== undefined) return controller.enqueue(chunk);
-          try {
-            await sleep(Math.random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** (failures - 1)), signal);
-          } catch (e) {
-            return controller.error(e);
-          }
+    return new ResumableBody(first.body, span, {
+      timeout: this.#timeout,
+      retries: this.#retries,
+      signal,
+      refetch: async (pos) => {
+        const headers: Record<string, string> = { range: `bytes=${pos}-${end - 1}` };
+        if (span.version !== "") headers["if-match"] = span.version;
+        // One attempt: the body's own loop counts the failures.
+        const res = await this.#request({
+          method: "GET",
+          path,
+          headers,
+          what: "GET",
+          signal,
+          accept: [412],
+          retries: 0,
+        });
+        if (res.status === 412) {
+          await res.body?.cancel();
+          throw new S3Error(where, { operation: "GET", status: 412, detail: "the object changed while it was read" });
         }
+        return res.body ?? undefined;
       },
-      cancel(reason) {
-        cancelled = true;
-        return reader?.cancel(reason);
-      },
-    }, { highWaterMark: READ_AHEAD, size: (chunk) => chunk.byteLength });
+      transient: (e) =>
+        !(e instanceof S3Error) || e.status === 0 || RETRY_STATUS.has(e.status) || RETRY_CODES.has(e.code),
+      exhausted: (pos, failures, e) =>
+        new S3Error(where, {
+          operation: "GET",
+          detail: `the body failed at byte ${pos} (${
+            e instanceof Error ? e.message : String(e)
+          }) (after ${failures} attempts)`,
+          cause: e,
+        }),
+      backoff: (failures) =>
+        sleep(Math.random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** (failures - 1)), signal),
+    }).stream();
   }
 
   #info(key: string, headers: Headers): ObjectInfo {
