@@ -144,9 +144,14 @@ async function startWebKit(kind: "webkit" | "webkit-legacy", dir: string): Promi
     xvfb.stdout.cancel().catch(() => {});
     const display = `:${out.trim()}`;
     const port = freePort();
+    // WebKitGTK 2.50 keeps each createWritable()'s data in a FileSystemWritableStream-XXXXXX
+    // directory under TMPDIR and never removes it (2009 of them, 50 GiB, filled this machine's
+    // disk after a day of runs): the engine gets a TMPDIR of its own, removed with the session.
+    const tmp = `${dir}/tmp`;
+    await Deno.mkdir(tmp, { recursive: true });
     const driver = new Deno.Command(paths.webdriver!, {
       args: [`--port=${port}`, "--host=127.0.0.1"],
-      env: { DISPLAY: display },
+      env: { DISPLAY: display, TMPDIR: tmp },
       stdout: "null",
       stderr: "null",
     }).spawn();
