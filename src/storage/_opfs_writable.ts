@@ -9,9 +9,15 @@ import { storageEstimate, StorageFullError } from "./quota.ts";
 
 /** The parts of FileSystemWritableFileStream used here. */
 export interface WritableFile {
-  write(data: Uint8Array): Promise<void>;
+  /** Writes `data` at the stream's position, or at byte `at` (the position then moves past it). */
+  write(data: Uint8Array, at?: number): Promise<void>;
   close(): Promise<void>;
   abort(reason?: unknown): Promise<void>;
+}
+
+/** FileSystemWritableFileStream itself: `write()` also takes a position. */
+interface NativeWritable extends Omit<WritableFile, "write"> {
+  write(data: Uint8Array | { type: "write"; position: number; data: Uint8Array }): Promise<void>;
 }
 
 interface SyncAccessHandle {
@@ -22,7 +28,7 @@ interface SyncAccessHandle {
 
 /** The parts of FileSystemFileHandle used here (both ways of writing may be absent). */
 export interface WritableEntry {
-  createWritable?(options?: { keepExistingData?: boolean }): Promise<WritableFile>;
+  createWritable?(options?: { keepExistingData?: boolean }): Promise<NativeWritable>;
   createSyncAccessHandle?(): Promise<SyncAccessHandle>;
 }
 
@@ -60,7 +66,7 @@ function writesWholeBuffers(dir: ProbeDir): Promise<boolean> {
   })();
 }
 
-function syncWriter(handle: SyncAccessHandle): WritableFile {
+function syncWriter(handle: SyncAccessHandle): NativeWritable {
   let at = 0;
   let open = true;
   const close = () => {
@@ -68,7 +74,9 @@ function syncWriter(handle: SyncAccessHandle): WritableFile {
     open = false;
   };
   return {
-    write(data) {
+    write(input) {
+      const data = input instanceof Uint8Array ? input : input.data;
+      if (!(input instanceof Uint8Array)) at = input.position;
       let done = 0;
       while (done < data.byteLength) {
         const n = handle.write(data.subarray(done), { at: at + done });
@@ -100,7 +108,7 @@ export async function openWritable(
   url: string,
   sizeHint = 0,
 ): Promise<WritableFile> {
-  let out: WritableFile;
+  let out: NativeWritable;
   let written = 0;
   const fail = async (e: unknown, pending = 0) => {
     throw await quotaError(e, url, Math.max(sizeHint, written + pending), written);
@@ -127,11 +135,12 @@ export async function openWritable(
     );
   }
   return {
-    async write(chunk) {
+    async write(chunk, at) {
       const data = copyViews && (chunk.byteOffset !== 0 || chunk.byteLength !== chunk.buffer.byteLength)
         ? chunk.slice()
         : chunk;
-      await out.write(data).catch((e) => fail(e, chunk.byteLength));
+      await out.write(at === undefined ? data : { type: "write", position: at, data })
+        .catch((e) => fail(e, chunk.byteLength));
       written += chunk.byteLength;
     },
     close: () => out.close().catch(fail),
