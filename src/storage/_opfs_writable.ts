@@ -9,15 +9,9 @@ import { storageEstimate, StorageFullError } from "./quota.ts";
 
 /** The parts of FileSystemWritableFileStream used here. */
 export interface WritableFile {
-  /** Writes `data` at the stream's position, or at byte `at` (the position then moves past it). */
-  write(data: Uint8Array, at?: number): Promise<void>;
+  write(data: Uint8Array): Promise<void>;
   close(): Promise<void>;
   abort(reason?: unknown): Promise<void>;
-}
-
-/** FileSystemWritableFileStream itself: `write()` also takes a position. */
-interface NativeWritable extends Omit<WritableFile, "write"> {
-  write(data: Uint8Array | { type: "write"; position: number; data: Uint8Array }): Promise<void>;
 }
 
 interface SyncAccessHandle {
@@ -28,7 +22,7 @@ interface SyncAccessHandle {
 
 /** The parts of FileSystemFileHandle used here (both ways of writing may be absent). */
 export interface WritableEntry {
-  createWritable?(options?: { keepExistingData?: boolean }): Promise<NativeWritable>;
+  createWritable?(options?: { keepExistingData?: boolean }): Promise<WritableFile>;
   createSyncAccessHandle?(): Promise<SyncAccessHandle>;
 }
 
@@ -66,7 +60,7 @@ function writesWholeBuffers(dir: ProbeDir): Promise<boolean> {
   })();
 }
 
-function syncWriter(handle: SyncAccessHandle): NativeWritable {
+function syncWriter(handle: SyncAccessHandle): WritableFile {
   let at = 0;
   let open = true;
   const close = () => {
@@ -74,9 +68,7 @@ function syncWriter(handle: SyncAccessHandle): NativeWritable {
     open = false;
   };
   return {
-    write(input) {
-      const data = input instanceof Uint8Array ? input : input.data;
-      if (!(input instanceof Uint8Array)) at = input.position;
+    write(data) {
       let done = 0;
       while (done < data.byteLength) {
         const n = handle.write(data.subarray(done), { at: at + done });
@@ -108,7 +100,7 @@ export async function openWritable(
   url: string,
   sizeHint = 0,
 ): Promise<WritableFile> {
-  let out: NativeWritable;
+  let out: WritableFile;
   let written = 0;
   const fail = async (e: unknown, pending = 0) => {
     throw await quotaError(e, url, Math.max(sizeHint, written + pending), written);
@@ -135,12 +127,11 @@ export async function openWritable(
     );
   }
   return {
-    async write(chunk, at) {
+    async write(chunk) {
       const data = copyViews && (chunk.byteOffset !== 0 || chunk.byteLength !== chunk.buffer.byteLength)
         ? chunk.slice()
         : chunk;
-      await out.write(at === undefined ? data : { type: "write", position: at, data })
-        .catch((e) => fail(e, chunk.byteLength));
+      await out.write(data).catch((e) => fail(e, chunk.byteLength));
       written += chunk.byteLength;
     },
     close: () => out.close().catch(fail),

@@ -320,15 +320,12 @@ export class OpfsStore implements ObjectStore {
       await out.abort(reason).catch(() => {});
       await removeTemp();
     };
-    // The small chunks written since the last large one, copied here (the caller may reuse them),
-    // and the bytes written so far, these included.
+    // The small chunks written since the last large one, copied here (the caller may reuse them).
     let small: Uint8Array | undefined;
     let smallLength = 0;
-    let position = 0;
-    /** Writes the gathered bytes, which end at byte `end`. */
-    const flushing = (end: number) => {
+    const flushing = () => {
       if (smallLength === 0) return undefined;
-      const pending = out.write(small!.slice(0, smallLength), end - smallLength);
+      const pending = out.write(small!.subarray(0, smallLength));
       smallLength = 0;
       return pending;
     };
@@ -357,25 +354,18 @@ export class OpfsStore implements ObjectStore {
         if (chunk.byteLength < SMALL_WRITE - smallLength) {
           (small ??= new Uint8Array(SMALL_WRITE)).set(chunk, smallLength);
           smallLength += chunk.byteLength;
-          position += chunk.byteLength;
           return;
         }
-        // The large chunk first, at its place after the gathered ones: the engine starts writing
-        // it now, while the caller goes on (a save's encoder hashes it meanwhile). Queued behind
-        // the small ones, its write would start only once this thread is free again. The gathered
-        // bytes follow at theirs. write() copies the bytes before it resolves, so the caller may
-        // reuse chunk afterwards.
-        const at = position;
-        position += chunk.byteLength;
-        const large = out.write(chunk, at);
-        await Promise.all([large, flushing(at)]);
+        // Both queued at once (the stream writes them in order); write() copies the bytes before
+        // it resolves, so the caller may reuse chunk afterwards, and this the small buffer.
+        await Promise.all([flushing(), out.write(chunk)]);
       },
       close: async () => {
         if (state !== "open") throw new TypeError(`Cannot write ${url}: the writer is ${state}`);
         signal?.removeEventListener("abort", onAbort);
         try {
           signal?.throwIfAborted();
-          await flushing(position);
+          await flushing();
           await out.close();
           state = "closed";
           const locks = (globalThis.navigator as unknown as { locks?: LockManager } | undefined)?.locks;
