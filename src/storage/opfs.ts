@@ -70,12 +70,6 @@ interface LockManager {
 /** The directory inside a store that holds writes in progress. */
 export const OPFS_TEMP_DIR = ".ckpt-tmp";
 const SWAP_SUFFIX = ".crswap";
-/**
- * Chunks smaller than this are gathered and written with the next larger one (or at close): each
- * `write()` is a round trip to the engine's file thread (about 2 ms in Chromium here), and an
- * encoder hands on two small chunks per tensor (a record's digest, the next record's prefix).
- */
-const SMALL_WRITE = 64 * 1024;
 
 /**
  * Room kept for the origin's other storage (IndexedDB, caches) when {@linkcode checkRoom} counts
@@ -320,15 +314,6 @@ export class OpfsStore implements ObjectStore {
       await out.abort(reason).catch(() => {});
       await removeTemp();
     };
-    // The small chunks written since the last large one, copied here (the caller may reuse them).
-    let small: Uint8Array | undefined;
-    let smallLength = 0;
-    const flushing = () => {
-      if (smallLength === 0) return undefined;
-      const pending = out.write(small!.subarray(0, smallLength));
-      smallLength = 0;
-      return pending;
-    };
     const onAbort = () => void abort(signal?.reason);
     signal?.addEventListener("abort", onAbort, { once: true });
     const commit = async (): Promise<ObjectInfo> => {
@@ -351,21 +336,14 @@ export class OpfsStore implements ObjectStore {
       write: async (chunk: Uint8Array) => {
         signal?.throwIfAborted();
         if (state !== "open") throw new TypeError(`Cannot write ${url}: the writer is ${state}`);
-        if (chunk.byteLength < SMALL_WRITE - smallLength) {
-          (small ??= new Uint8Array(SMALL_WRITE)).set(chunk, smallLength);
-          smallLength += chunk.byteLength;
-          return;
-        }
-        // Both queued at once (the stream writes them in order); write() copies the bytes before
-        // it resolves, so the caller may reuse chunk afterwards, and this the small buffer.
-        await Promise.all([flushing(), out.write(chunk)]);
+        // write() copies the bytes before it resolves, so the caller may reuse chunk afterwards.
+        await out.write(chunk);
       },
       close: async () => {
         if (state !== "open") throw new TypeError(`Cannot write ${url}: the writer is ${state}`);
         signal?.removeEventListener("abort", onAbort);
         try {
           signal?.throwIfAborted();
-          await flushing();
           await out.close();
           state = "closed";
           const locks = (globalThis.navigator as unknown as { locks?: LockManager } | undefined)?.locks;
