@@ -6,6 +6,7 @@
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { type EncodeOptions, encodeWithDigest } from "../format/encode.ts";
 import type { CheckpointInput } from "../format/types.ts";
+import { concatBytes } from "../format/dtype.ts";
 import { sha256 } from "../format/_hash.ts";
 import { WorkerHash } from "../storage/_worker_hash.ts";
 import { toPath } from "../storage/_path.ts";
@@ -327,7 +328,7 @@ async function writeChunks(
           size += r.value.byteLength;
         }
         await writing;
-        start(parts.length === 1 ? parts[0]! : joined(parts, size));
+        start(parts.length === 1 ? parts[0]! : concatBytes(parts));
         if (r.done) break;
         if (r.value.byteLength < SMALL_CHUNK) continue;
       }
@@ -344,17 +345,6 @@ async function writeChunks(
     await it.return?.().catch(() => {});
     throw e;
   }
-}
-
-/** `parts` (of `size` bytes in all) in one buffer. */
-function joined(parts: readonly Uint8Array[], size: number): Uint8Array {
-  const out = new Uint8Array(size);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.byteLength;
-  }
-  return out;
 }
 
 function result(bytes: number, digest: string, sha256: string | undefined): SaveResult {
