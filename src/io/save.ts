@@ -6,6 +6,7 @@
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { type EncodeOptions, encodeWithDigest } from "../format/encode.ts";
 import type { CheckpointInput } from "../format/types.ts";
+import { concatBytes } from "../format/dtype.ts";
 import { sha256 } from "../format/_hash.ts";
 import { WorkerHash } from "../storage/_worker_hash.ts";
 import { toPath } from "../storage/_path.ts";
@@ -284,13 +285,21 @@ export async function saveCheckpoint(
   }
 }
 
+/** Chunks smaller than this are joined with the small ones next to them into one write (see {@linkcode writeChunks}). */
+const SMALL_CHUNK = 64 * 1024;
+
 /**
  * Writes each chunk of `readable` with `write`. Where the encoder reuses its buffers
  * (`transient`: a staging writer copies each chunk before the next is read) a chunk is written
- * before the next is read; elsewhere the next chunk is encoded, and its bytes hashed, while this
- * one is written: in a page the incremental SHA-256 otherwise ran strictly between the waits on
- * OPFS writes. The chunk read ahead is a view of the caller's tensor (or a small record part),
- * not a copy, so this adds no memory.
+ * before the next is read. Elsewhere the next chunk is made while this one is written: the
+ * binary encoder hashes a tensor's slice once it has been handed on, so in a page the
+ * incremental SHA-256 runs during the slice's OPFS write instead of between two writes. There,
+ * consecutive small chunks (a record's digest and the next record's prefix) are joined into one
+ * write, made while the write before them is in flight, and written once it is done: each
+ * `write()` is a round trip to the browser's file thread, and the large chunk after them then
+ * starts at once (queued behind them, it would start only once this thread is free again,
+ * after its hash). The chunk read ahead is a view of the caller's tensor (or a small record
+ * part), not a copy, so this adds no memory but the joined small chunks.
  */
 async function writeChunks(
   readable: ReadableStream<Uint8Array>,
@@ -298,24 +307,41 @@ async function writeChunks(
   transient: boolean,
 ): Promise<void> {
   const it = streamIterator(readable);
-  let next = it.next();
+  // The write in flight; seen (awaited) before the next starts, or below if it fails first.
+  let writing: Promise<void> | undefined;
+  const start = (chunk: Uint8Array) => {
+    writing = write(chunk);
+    writing.catch(() => {});
+  };
   try {
-    for (;;) {
-      const r = await next;
-      if (r.done) return;
-      const written = write(r.value);
-      if (transient) {
-        await written;
-        next = it.next();
-      } else {
-        next = it.next();
-        // Seen below if the write fails first (the read ahead is then cancelled).
-        next.catch(() => {});
-        await written;
+    let r = await it.next();
+    while (!r.done) {
+      if (!transient && r.value.byteLength < SMALL_CHUNK) {
+        const parts = [r.value];
+        let size = r.value.byteLength;
+        for (
+          r = await it.next();
+          !r.done && r.value.byteLength < SMALL_CHUNK && size < SMALL_CHUNK;
+          r = await it.next()
+        ) {
+          parts.push(r.value);
+          size += r.value.byteLength;
+        }
+        await writing;
+        start(parts.length === 1 ? parts[0]! : concatBytes(parts));
+        if (r.done) break;
+        if (r.value.byteLength < SMALL_CHUNK) continue;
       }
+      await writing;
+      start(r.value);
+      if (transient) await writing;
+      r = await it.next();
     }
+    await writing;
   } catch (e) {
-    // The encoder's own error ended the iterator already; a failed write cancels it here.
+    // The encoder's own error ended the iterator already; a failed write cancels it here. No
+    // write is left in flight when the caller aborts the writer.
+    await writing?.catch(() => {});
     await it.return?.().catch(() => {});
     throw e;
   }

@@ -43,7 +43,7 @@ import { checkOptionNames } from "../format/_options.ts";
 import { OPFS_STORE_OPTION_NAMES } from "./_storage_options.ts";
 
 import { openWritable, type WritableEntry, type WritableFile } from "./_opfs_writable.ts";
-import { checkQuota } from "./quota.ts";
+import { checkQuota, StorageFullError } from "./quota.ts";
 
 export { persistStorage, type StorageEstimate, storageEstimate, StorageFullError } from "./quota.ts";
 
@@ -70,6 +70,45 @@ interface LockManager {
 /** The directory inside a store that holds writes in progress. */
 export const OPFS_TEMP_DIR = ".ckpt-tmp";
 const SWAP_SUFFIX = ".crswap";
+
+/**
+ * Room kept for the origin's other storage (IndexedDB, caches) when {@linkcode checkRoom} counts
+ * the origin's OPFS files itself.
+ */
+const OTHER_STORAGE = 64 * 2 ** 20;
+
+/**
+ * Refuses, before anything is written, a write of `size` bytes to `url` that the origin's free
+ * quota cannot hold. WebKit's `navigator.storage.estimate()` goes on counting files that were
+ * replaced or removed (WebKitGTK 2.50: 768 MiB used with 1 MiB of files left, after removing
+ * them, their directory, and reloading), which refused the fourth save of 256 MiB to one key
+ * in a 1000 MB origin. So where the estimate refuses, the origin's OPFS files are counted, and
+ * the write goes ahead when they, the write and {@linkcode OTHER_STORAGE} fit the quota; if the
+ * quota cannot hold it after all, the engine's own QuotaExceededError stops it part way (a
+ * StorageFullError too, and no partial file).
+ */
+async function checkRoom(url: string, size: number): Promise<void> {
+  try {
+    await checkQuota(url, size);
+  } catch (e) {
+    const storage = (globalThis.navigator as unknown as { storage?: { getDirectory?: () => Promise<DirectoryEntry> } })
+      ?.storage;
+    if (!(e instanceof StorageFullError) || e.quota === undefined || typeof storage?.getDirectory !== "function") {
+      throw e;
+    }
+    if ((await filesBytes(await storage.getDirectory())) + size + OTHER_STORAGE > e.quota) throw e;
+  }
+}
+
+/** The bytes of the files under `dir`, at every depth. */
+async function filesBytes(dir: DirectoryEntry): Promise<number> {
+  let bytes = 0;
+  for await (const [, entry] of dir.entries()) {
+    // A file removed meanwhile counts nothing.
+    bytes += entry.kind === "file" ? await entry.getFile().then((f) => f.size, () => 0) : await filesBytes(entry);
+  }
+  return bytes;
+}
 
 /** Options for {@linkcode OpfsStore.open}. */
 export interface OpfsStoreOptions {
@@ -267,7 +306,7 @@ export class OpfsStore implements ObjectStore {
     }
     signal?.throwIfAborted();
     const url = this.url + key;
-    await checkQuota(url, size); // refused before anything is written
+    await checkRoom(url, size); // refused before anything is written
     const tempDir = await this.#dir.getDirectoryHandle(OPFS_TEMP_DIR, { create: true });
     const tempName = crypto.randomUUID();
     const temp = await tempDir.getFileHandle(tempName, { create: true });

@@ -171,8 +171,13 @@ async function* encodeRecords(
         h.update(body);
         for (const part of parts) yield emit(part, undefined, true);
       } else {
+        // Each slice is hashed once it has been handed on: a consumer that reads ahead (saveCheckpoint
+        // does) resumes this generator while the slice is being written, so the hash of a slice runs
+        // during its write instead of between two writes.
         for (let i = 0; i < body.byteLength; i += BODY_SLICE) {
-          yield emit(body.subarray(i, Math.min(body.byteLength, i + BODY_SLICE)), h, true);
+          const slice = body.subarray(i, Math.min(body.byteLength, i + BODY_SLICE));
+          yield emit(slice, undefined, true);
+          h.update(slice);
         }
       }
       yield emit(new Uint8Array(h.digest()));
