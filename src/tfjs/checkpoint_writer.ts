@@ -14,9 +14,9 @@ import {
 import type { SaveOptions, SaveResult } from "../io/save.ts";
 import type { Checkpoint, CheckpointInput } from "../format/types.ts";
 import type { CheckpointEntry } from "../manager/mod.ts";
-import { SavePromise } from "../background/_protocol.ts";
+import { SAVE_STREAM, SavePromise } from "../background/_protocol.ts";
 import { SaveLedger } from "../background/_saves.ts";
-import { beginSnapshot, type SnapshotOptions } from "./snapshot.ts";
+import { holdSnapshot, type SnapshotOptions } from "./snapshot.ts";
 import { StagingPool } from "./staging_pool.ts";
 import { isStoreObject, type StoreObject } from "../storage/resolve.ts";
 
@@ -157,6 +157,9 @@ export class CheckpointWriter implements AsyncDisposable {
   #pool: StagingPool;
   #saveOptions: SaveOptions;
   #handoff: Promise<void> = Promise.resolve();
+  /** Saves whose snapshot is not yet handed over whole (the next save streams only when none is). */
+  #handing = 0;
+  #whenBusy: WhenBusy;
   #ledger = new SaveLedger("checkpoint saves");
 
   /**
@@ -175,6 +178,7 @@ export class CheckpointWriter implements AsyncDisposable {
     }
     this.#pool = staging;
     this.#saveOptions = { ...saveOptions };
+    this.#whenBusy = options.whenBusy ?? DEFAULT_WHEN_BUSY;
     this.#writer = new BackgroundWriter({
       whenBusy: options.whenBusy ?? DEFAULT_WHEN_BUSY,
       idleTimeout: options.idleTimeout ?? DEFAULT_IDLE_TIMEOUT,
@@ -252,18 +256,50 @@ export class CheckpointWriter implements AsyncDisposable {
     }
     if (typeof state !== "object" || state === null) throw new TypeError("Cannot save checkpoint: state is required");
     const merged = { ...this.#saveOptions, ...options };
-    const taking = beginSnapshot({ ...state, staging: this.#pool });
+    let stream: ReturnType<BackgroundWriter[typeof SAVE_STREAM]> | undefined;
+    let streamed = 0;
+    const taking = holdSnapshot({ ...state, staging: this.#pool }, (tensor) => {
+      if (!stream) return;
+      stream.push([tensor]);
+      streamed++;
+    });
     const { promise, resolve, reject } = SavePromise.create<SaveResult | CheckpointEntry>();
     const fail = (e: unknown) => {
       if (!(e instanceof SupersededError)) this.#ledger.failed(e instanceof Error ? e : new Error(String(e)), promise);
       reject(e);
     };
+    // To a path, with no save still being handed over before it (which keeps the call order):
+    // the worker starts on the first tensors while the next are still being read back.
+    if (!manager && this.#whenBusy === "wait" && this.#handing === 0) {
+      try {
+        stream = this.#writer[SAVE_STREAM](target as string | URL | StoreObject, taking.metadata, merged);
+      } catch {
+        // A bad target or option: handed over whole below, where it fails as it always did.
+      }
+    }
+    if (stream) {
+      const open = stream;
+      this.#ledger.begin();
+      this.#handing++;
+      this.#handoff = (async () => {
+        try {
+          const checkpoint = await taking.done;
+          if (streamed < checkpoint.tensors.length) open.push(checkpoint.tensors.slice(streamed));
+          open.end();
+        } catch (e) {
+          open.end(e); // the worker removes what it wrote; the save rejects with e
+        }
+      })().finally(() => this.#handing--);
+      open.promise.then(resolve, fail).finally(() => this.#ledger.end());
+      return promise;
+    }
     this.#ledger.begin();
+    this.#handing++;
     const previous = this.#handoff;
     this.#handoff = (async () => {
       let checkpoint: Checkpoint;
       try {
-        checkpoint = await taking;
+        checkpoint = await taking.done;
       } catch (e) {
         await previous;
         fail(e);
@@ -288,7 +324,7 @@ export class CheckpointWriter implements AsyncDisposable {
         this.#pool.release(checkpoint);
         this.#ledger.end();
       });
-    })();
+    })().finally(() => this.#handing--);
     return promise;
   }
 
