@@ -89,6 +89,12 @@ function isManager(target: unknown): target is ManagerLike {
  * copy and comes back for the next snapshot, so periodic checkpoints of the same model do not
  * allocate it again.
  *
+ * A save to a path (`whenBusy: "wait"`, no earlier save still being handed over) opens its file
+ * in the worker at once and streams the snapshot to it: where the backend's read-back hands out a
+ * copy (tensorflow, wasm), each tensor is moved to the worker as soon as it is read, so the write
+ * of the first tensors overlaps the copy of the next. A read-back that fails then aborts the file
+ * (the previous one is left as it was, and no temporary file) and the save rejects with its error.
+ *
  * With a `CheckpointManager` as the target, the snapshot is committed through the manager
  * (file naming, index, retention, resume with `latest()`); open the manager with
  * `writer: checkpointWriter.fileWriter` so that its files, too, are written in the worker and
