@@ -16,7 +16,7 @@
  *    wheel on the same shapes: targets ckpt ≥ 1.0x both (a ratio is the peer's time over ckpt's).
  *    Under it, ckpt's save in its two parts, each timed alone: `snapshot` (the copy out of TF) and
  *    the write of that snapshot by a `BackgroundWriter`, which the whole save overlaps (each tensor
- *    goes to the worker as soon as it is copied out), so the whole can come under their sum.
+ *    goes to the worker as it is copied out, 16 MiB at a time), so the whole can come under their sum.
  * 3. Load: `loadCheckpoint` (SHA-256 verified) + `restore` into the model and Adam against
  *    `tfl.loadLayersModel("file://…/model.json")` and `tf.train.Checkpoint.read`: targets ≥ 1.0x.
  *
