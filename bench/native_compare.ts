@@ -15,7 +15,8 @@
  *    hashes nor fsyncs) and TensorFlow's `tf.train.Checkpoint.write` in Python from the same
  *    wheel on the same shapes: targets ckpt ≥ 1.0x both (a ratio is the peer's time over ckpt's).
  *    Under it, ckpt's save in its two parts, each timed alone: `snapshot` (the copy out of TF) and
- *    the write of that snapshot by a `BackgroundWriter`, which the whole save does in sequence.
+ *    the write of that snapshot by a `BackgroundWriter`, which the whole save overlaps (each tensor
+ *    goes to the worker as it is copied out, 16 MiB at a time), so the whole can come under their sum.
  * 3. Load: `loadCheckpoint` (SHA-256 verified) + `restore` into the model and Adam against
  *    `tfl.loadLayersModel("file://…/model.json")` and `tf.train.Checkpoint.read`: targets ≥ 1.0x.
  *
@@ -136,7 +137,8 @@ const rawWrite: number[] = [];
 const rawRead: number[] = [];
 // ckpt's durable save in its two parts, each timed alone: the snapshot (the copy out of TF) and
 // the write of that snapshot by a background worker (encode, SHA-256, write, fdatasync, rename,
-// the directory's fsync), which the whole save runs one after the other.
+// the directory's fsync), which the whole save overlaps: the worker writes the first tensors while
+// the later ones are still being copied out of TF.
 const snapPart: number[] = [];
 const writePart: number[] = [];
 const partsWriter = new BackgroundWriter({ idleTimeout: Infinity });
@@ -234,7 +236,7 @@ row("vs tf.train.Checkpoint.write", ckptSave, py?.write.map((s) => s * 1000), "p
 console.log(
   `  ckpt's save in parts, each alone: snapshot (copy out of TF) ${ms(median(snapPart))}, then its write in a ` +
     `worker (encode, SHA-256, direct write, fdatasync, rename, directory fsync) ${ms(median(writePart))}; ` +
-    `sum ${ms(median(snapPart) + median(writePart))} against the whole ${ms(median(ckptSave))}` +
+    `sum ${ms(median(snapPart) + median(writePart))} against the whole ${ms(median(ckptSave))}, which overlaps them` +
     (median(ckptSave) > 1.5 * (median(snapPart) + median(writePart))
       ? " (the whole far above the sum: rounds over 1 s apart, so the writer's worker, kept 1 s once idle by " +
         "default, started afresh for each save; a writer with `idleTimeout: Infinity` keeps it)"

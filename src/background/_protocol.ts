@@ -29,9 +29,26 @@ export interface SaveRequest {
   tensors: TensorInput[];
   /** Per tensor, the bytes in front of its data free for its record prefix (`takeOwnership`'s). */
   headroom?: number[];
+  /**
+   * The tensors come after this request, in {@linkcode TensorChunk} messages with its `id`, as they
+   * are read out of the model (`tensors` is then empty): the worker encodes and writes the first
+   * while the later ones are still being copied. Only with `whenBusy` `"wait"`.
+   */
+  stream?: boolean;
   options: WorkerSaveOptions;
   /** What to do with this request if another is still waiting when it arrives. */
   whenBusy: "wait" | "coalesce";
+}
+
+/** Main thread to worker: more tensors of a streamed save (`chunk` is its request's id), or its end. */
+export interface TensorChunk {
+  chunk: number;
+  tensors: TensorInput[];
+  /** As {@linkcode SaveRequest.headroom}, for these tensors. */
+  headroom?: number[];
+  /** No tensors follow; with `error`, the save fails with it (the file is not written). */
+  end?: boolean;
+  error?: SerializedError;
 }
 
 /** An error as it crosses the thread boundary. */
@@ -55,6 +72,12 @@ export type SaveReply =
  * module to run instead of the bundled one. Tests use it to run a worker that crashes.
  */
 export const WORKER_URL: unique symbol = Symbol("ckpt.BackgroundWriter.workerUrl");
+
+/**
+ * The key of a BackgroundWriter's streamed save, kept out of the public API: `CheckpointWriter`
+ * hands it a snapshot's tensors as they are read out of the model.
+ */
+export const SAVE_STREAM: unique symbol = Symbol("ckpt.BackgroundWriter.saveStream");
 
 /** An error, reduced to what survives a `postMessage`. */
 export function serializeError(e: unknown): SerializedError {

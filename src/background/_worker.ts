@@ -10,7 +10,15 @@
 
 import type { saveCheckpoint as SaveCheckpoint } from "../io/save.ts";
 import type { resolveDirectory as ResolveDirectory } from "../storage/resolve.ts";
-import { type SaveReply, type SaveRequest, serializeError } from "./_protocol.ts";
+import {
+  rebuildError,
+  type SaveReply,
+  type SaveRequest,
+  type SerializedError,
+  serializeError,
+  type TensorChunk,
+} from "./_protocol.ts";
+import type { TensorInput } from "../format/types.ts";
 import { SaveQueue } from "./_queue.ts";
 import { buffersOf, reserveReceived } from "./_transfer.ts";
 import { type WorkerMessage, workerScope } from "../runtime/workers.ts";
@@ -39,17 +47,66 @@ async function loadSaveModules(): Promise<[typeof SaveCheckpoint, typeof Resolve
   return [saveCheckpoint, resolveDirectory];
 }
 
+/**
+ * The tensors of a streamed save, as their chunks arrive: handed to the encoder one by one, and
+ * kept to be sent back once the stream has ended.
+ */
+class Inbox {
+  readonly received: TensorInput[] = [];
+  #taken = 0;
+  #ended = false;
+  #error: SerializedError | undefined;
+  #wake: (() => void) | undefined;
+  /** Settles when the last chunk (or the error) has arrived. */
+  readonly closed: Promise<void>;
+  #close!: () => void;
+
+  constructor() {
+    this.closed = new Promise((resolve) => this.#close = resolve);
+  }
+
+  add(chunk: TensorChunk): void {
+    reserveReceived(chunk.tensors, chunk.headroom);
+    this.received.push(...chunk.tensors);
+    if (chunk.end) {
+      this.#ended = true;
+      this.#error = chunk.error;
+      this.#close();
+    }
+    this.#wake?.();
+  }
+
+  async *tensors(): AsyncGenerator<TensorInput> {
+    for (;;) {
+      while (this.#taken < this.received.length) yield this.received[this.#taken++]!;
+      if (this.#ended) break;
+      await new Promise<void>((resolve) => this.#wake = resolve);
+      this.#wake = undefined;
+    }
+    if (this.#error) throw rebuildError(this.#error, "the snapshot failed");
+  }
+}
+
+/** Streamed saves whose request has arrived, by id, until they are answered. */
+const inboxes = new Map<number, Inbox>();
+
 async function save(request: SaveRequest): Promise<void> {
-  const { id, path, object, metadata, tensors, headroom, options } = request;
-  reserveReceived(tensors, headroom);
+  const { id, path, object, metadata, headroom, options } = request;
+  const inbox = request.stream ? inboxes.get(id) : undefined;
+  const tensors = inbox ? inbox.received : request.tensors;
+  reserveReceived(request.tensors, headroom);
   try {
     const [saveCheckpoint, resolveDirectory] = await (modules ??= loadSaveModules());
     // A store is opened here from its address: the page's store object cannot cross to a worker.
     const target = object ? { store: resolveDirectory(object.store), key: object.key } : path;
-    const result = await saveCheckpoint(target, { metadata, tensors }, options);
+    const result = await saveCheckpoint(target, { metadata, tensors: inbox ? inbox.tensors() : tensors }, options);
+    await inbox?.closed;
     send({ id, status: "saved", result, tensors });
   } catch (e) {
+    await inbox?.closed; // every tensor goes back, in one reply after the last chunk
     send({ id, status: "failed", error: serializeError(e), tensors });
+  } finally {
+    inboxes.delete(id);
   }
 }
 
@@ -57,4 +114,12 @@ const queue = new SaveQueue<SaveRequest>(save, (old, by) => {
   send({ id: old.id, status: "superseded", by: { step: by.metadata.step, path: by.path }, tensors: old.tensors });
 });
 
-port.addEventListener("message", (e: WorkerMessage<SaveRequest>) => queue.push(e.data, e.data.whenBusy === "coalesce"));
+port.addEventListener("message", (e: WorkerMessage<SaveRequest | TensorChunk>) => {
+  const message = e.data;
+  if ("chunk" in message) {
+    inboxes.get(message.chunk)?.add(message);
+    return;
+  }
+  if (message.stream) inboxes.set(message.id, new Inbox());
+  queue.push(message, message.whenBusy === "coalesce");
+});

@@ -16,9 +16,12 @@ import { type SaveOptions, type SaveResult, toPath } from "../io/save.ts";
 import type { Metadata, TensorInput } from "../format/types.ts";
 import {
   rebuildError,
+  SAVE_STREAM,
   SavePromise,
   type SaveReply,
   type SaveRequest,
+  serializeError,
+  type TensorChunk,
   WORKER_URL,
   type WorkerSaveOptions,
 } from "./_protocol.ts";
@@ -138,6 +141,8 @@ interface Job {
   promise: SavePromise<SaveResult>;
   resolve: (result: SaveResult) => void;
   reject: (error: unknown) => void;
+  /** For a streamed save ended with an error: that error, which its promise rejects with. */
+  streamError?: { error: unknown };
 }
 
 /** Where a save goes, as the worker is told: a path or address, and for `{ store, key }` the store's address. */
@@ -434,6 +439,81 @@ export class BackgroundWriter implements AsyncDisposable {
   }
 
   /**
+   * Starts a save whose tensors come later, pushed as they are read out of a model, so that the
+   * worker encodes and writes the first while the next are still being copied. Throws at once as
+   * `save()` does for a bad target, options or metadata, and for a writer that coalesces (a
+   * streamed save is never superseded).
+   *
+   * @param target As for `save()`.
+   * @param metadata The checkpoint's metadata, copied now.
+   * @param options As for `save()`.
+   * @returns `push` moves tensors' buffers to the worker (as `save()` does), to be written next;
+   *   `end()` says no more come, `end(error)` fails the save with that error, writing nothing;
+   *   `promise` settles as `save()`'s does.
+   */
+  [SAVE_STREAM](target: string | URL | StoreObject, metadata: Metadata, options: SaveOptions = {}): {
+    push(tensors: readonly TensorInput[]): void;
+    end(error?: unknown): void;
+    promise: Promise<SaveResult>;
+  } {
+    if (this.#ledger.closed) throw new Error("Cannot save checkpoint: the BackgroundWriter is closed");
+    if (this.#whenBusy !== "wait") throw new TypeError("Cannot stream a save to a BackgroundWriter that coalesces");
+    this.#ledger.throwUnreported();
+    const where = checkTarget(target);
+    const workerOptions = checkOptions(options);
+    validateMetadata(metadata);
+    const copied = structuredClone(metadata);
+    const id = this.#nextId++;
+    const context = `Cannot save checkpoint (step ${copied.step}) to ${JSON.stringify(where.path)}`;
+    const request: SaveRequest = {
+      id,
+      ...where,
+      metadata: copied,
+      tensors: [],
+      stream: true,
+      options: workerOptions,
+      whenBusy: "wait",
+    };
+    const worker = this.#worker ??= this.#spawn();
+    worker.postMessage(request, []);
+    clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
+    const { promise, resolve, reject } = SavePromise.create<SaveResult>();
+    const job: Job = { step: copied.step, path: where.path, context, promise, resolve, reject };
+    this.#jobs.set(id, job);
+    this.#ledger.begin();
+    // Chunks go to the worker the save started on, and only while it still holds the save.
+    const live = () => this.#worker === worker && this.#jobs.get(id) === job;
+    let ended = false;
+    return {
+      push: (tensors) => {
+        if (ended) throw new Error(`${context}: its stream has ended`);
+        if (!live()) return; // the worker crashed: the save has failed, these go to the collector
+        const checked = checkTensors(tensors);
+        const post = (owned: OwnedTensors) => {
+          const chunk: TensorChunk = { chunk: id, tensors: owned.tensors, headroom: owned.headroom };
+          worker.postMessage(chunk, owned.transfer);
+        };
+        try {
+          post(takeOwnership(checked, "post"));
+        } catch {
+          post(takeOwnership(checked, "now")); // as in save(): a buffer that cannot be detached
+        }
+      },
+      end: (...error: unknown[]) => {
+        if (ended) return;
+        ended = true;
+        if (error.length > 0) job.streamError = { error: error[0] };
+        if (!live()) return;
+        const chunk: TensorChunk = { chunk: id, tensors: [], end: true };
+        if (error.length > 0) chunk.error = serializeError(error[0]);
+        worker.postMessage(chunk, []);
+      },
+      promise,
+    };
+  }
+
+  /**
    * Waits until no save is in flight or waiting, then throws the first failure nobody has
    * listened to (an `AggregateError` when there are several), once.
    *
@@ -493,8 +573,15 @@ export class BackgroundWriter implements AsyncDisposable {
     this.#jobs.delete(reply.id);
     this.#giveBack(reply.tensors);
     if (reply.status === "saved") job.resolve(reply.result);
-    else if (reply.status === "failed") this.#fail(job, rebuildError(reply.error, job.context));
-    else job.reject(new SupersededError({ path: job.path, step: job.step }, reply.by));
+    else if (reply.status === "failed") {
+      const error = job.streamError?.error;
+      this.#fail(
+        job,
+        job.streamError
+          ? (error instanceof Error ? error : new Error(String(error)))
+          : rebuildError(reply.error, job.context),
+      );
+    } else job.reject(new SupersededError({ path: job.path, step: job.step }, reply.by));
     this.#ledger.end();
     if (this.#jobs.size === 0) this.#becameIdle();
   }

@@ -101,12 +101,13 @@ export type StagedArray = typeof Float32Array | typeof Int32Array | typeof Uint8
  * is (the backend keeps no reference to it: the same reason {@linkcode readBackInto} may free
  * it); a smaller one (which the backend may still hold as given) or another class is copied
  * into a new array. The arrays come to one copy of the state, as a staging buffer would, and
- * nothing else is left to collect.
+ * nothing else is left to collect. `onArray` is told of each array as soon as it is read.
  */
 export async function readBackOwned(
   tensors: { name: string; held: Tensor }[],
   arrays: StagedArray[],
   lengths: number[],
+  onArray?: (index: number, array: Staged) => void,
 ): Promise<Staged[]> {
   const owned: Staged[] = [];
   for (const [i, { name, held }] of tensors.entries()) {
@@ -124,6 +125,7 @@ export async function readBackOwned(
       owned.push(new Kind(values as ArrayLike<number>));
       if (adopt) free(values);
     }
+    onArray?.(i, owned[i]!);
   }
   return owned;
 }

@@ -163,6 +163,27 @@ export function snapshot(options: SnapshotOptions): Promise<Checkpoint> {
  * call. The returned promise only reads back and copies.
  */
 export function beginSnapshot(options: SnapshotOptions): Promise<Checkpoint> {
+  return holdSnapshot(options).done;
+}
+
+/** A snapshot whose values are held (see {@linkcode holdSnapshot}): its metadata now, its tensors to come. */
+export interface HeldSnapshot {
+  /** The checkpoint's metadata, checked. */
+  metadata: Metadata;
+  /** The checkpoint, once every tensor is read back. */
+  done: Promise<Checkpoint>;
+}
+
+/**
+ * {@linkcode beginSnapshot}, with the metadata at once and, where the backend hands out a copy
+ * on every read (tensorflow, wasm; not in a page), each tensor given to `onTensor` as soon as it
+ * is read back, in the checkpoint's order (those not given come with `done` only). A consumer
+ * may move a given tensor's buffer away: `done`'s checkpoint then holds it detached.
+ */
+export function holdSnapshot(
+  options: SnapshotOptions,
+  onTensor?: (tensor: CheckpointTensor) => void,
+): HeldSnapshot {
   const held: Tensor[] = [];
   try {
     if (typeof options !== "object" || options === null) throw new TypeError("Cannot snapshot: options are required");
@@ -205,7 +226,17 @@ export function beginSnapshot(options: SnapshotOptions): Promise<Checkpoint> {
         optimizerWeights = Promise.reject(e);
       }
     }
-    return readBack(metadata, items, held, byVariable, optimizerWeights, stableByRegistered, options.staging);
+    const done = readBack(
+      metadata,
+      items,
+      held,
+      byVariable,
+      optimizerWeights,
+      stableByRegistered,
+      options.staging,
+      onTensor,
+    );
+    return { metadata, done };
   } catch (e) {
     for (const t of held) t.dispose();
     throw e;
@@ -220,6 +251,7 @@ async function readBack(
   optimizerWeights: Promise<NamedTensor[]> | undefined,
   stableByRegistered: Map<string, string>,
   staging: StagingPool | undefined,
+  onTensor: ((tensor: CheckpointTensor) => void) | undefined,
 ): Promise<Checkpoint> {
   let buffer: ArrayBuffer | undefined;
   try {
@@ -253,18 +285,17 @@ async function readBack(
     if (!hasWebDigest() && await backendCopies()) {
       // The backend copies on every read: its copies become the snapshot's arrays, unstaged. (In a
       // page the staged layout below wins: its headroom lets a record be hashed by WebCrypto.)
-      const arrays = await readBackOwned(
+      const tensors: CheckpointTensor[] = new Array(items.length);
+      await readBackOwned(
         items,
         items.map((it) => DTYPES[it.dtype].array as StagedArray),
         items.map((it) => elementCount(it.shape, `tensor ${JSON.stringify(it.name)}`)),
+        (i, data) => {
+          const it = items[i]!;
+          tensors[i] = { name: it.name, dtype: it.dtype, shape: it.shape, data, group: it.group };
+          onTensor?.(tensors[i]!);
+        },
       );
-      const tensors = items.map((it, i): CheckpointTensor => ({
-        name: it.name,
-        dtype: it.dtype,
-        shape: it.shape,
-        data: arrays[i]!,
-        group: it.group,
-      }));
       return { metadata, tensors };
     }
     // One buffer for all tensors, so a writer can move it to a worker whole: the 4-byte dtypes

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { BackgroundWriter, SupersededError } from "../../src/background/writer.ts";
-import { rebuildError, WORKER_URL } from "../../src/background/_protocol.ts";
+import { rebuildError, SAVE_STREAM, WORKER_URL } from "../../src/background/_protocol.ts";
 import { SaveQueue } from "../../src/background/_queue.ts";
 import { reserveReceived, takeOwnership } from "../../src/background/_transfer.ts";
 import { headroomOf, reserveHeadroom } from "../../src/format/_headroom.ts";
@@ -764,4 +764,57 @@ Deno.test("a large save through the worker hashes on a nested worker and returns
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("BackgroundWriter streamed save: tensors pushed in chunks write the same bytes as save() and all come back", async () => {
+  const dir = await Deno.makeTempDir();
+  const returned: TensorInput[] = [];
+  const writer = new BackgroundWriter({ onReturn: (t) => returned.push(...t) });
+  const metadata = { step: 7, metrics: { loss: 0.25 } };
+  const whole = await writer.save(`${dir}/whole.ckpt`, { metadata, tensors: sampleTensors() });
+  returned.length = 0;
+  const tensors = sampleTensors();
+  const stream = writer[SAVE_STREAM](`${dir}/streamed.ckpt`, metadata);
+  stream.push(tensors.slice(0, 3));
+  await new Promise((r) => setTimeout(r, 20)); // the worker starts on these before the rest come
+  stream.push(tensors.slice(3));
+  assert.equal(tensors[0]!.data.length, 0); // moved, not copied
+  stream.end();
+  const streamed = await stream.promise;
+  await writer.close();
+  assert.deepEqual(streamed, whole);
+  assert.deepEqual(await Deno.readFile(`${dir}/streamed.ckpt`), await Deno.readFile(`${dir}/whole.ckpt`));
+  assert.deepEqual(returned.map((t) => [t.name, bytes(t.data)]), sampleTensors().map((t) => [t.name, bytes(t.data)]));
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("BackgroundWriter streamed save ended with an error rejects with it and leaves the previous file, no temp", async () => {
+  const dir = await Deno.makeTempDir();
+  const returned: TensorInput[] = [];
+  const writer = new BackgroundWriter({ onReturn: (t) => returned.push(...t) });
+  const path = `${dir}/a.ckpt`;
+  await writer.save(path, { metadata: { step: 1 }, tensors: sampleTensors() });
+  const before = await Deno.readFile(path);
+  returned.length = 0;
+  const stream = writer[SAVE_STREAM](path, { step: 2 });
+  stream.push(sampleTensors().slice(0, 2));
+  await new Promise((r) => setTimeout(r, 20));
+  const why = new TypeError("Cannot snapshot: the read-back failed");
+  stream.end(why);
+  await assert.rejects(stream.promise, (e) => e === why);
+  assert.throws(() => stream.push(sampleTensors()), /its stream has ended/);
+  assert.equal(returned.length, 2); // what reached the worker came back
+  await writer.close(); // the failure was observed: not reported again
+  assert.deepEqual(await Deno.readFile(path), before);
+  assert.deepEqual([...Deno.readDirSync(dir)].map((e) => e.name), ["a.ckpt"]);
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("BackgroundWriter streamed save refuses a coalescing writer and bad targets at once", async () => {
+  await using coalescing = new BackgroundWriter({ whenBusy: "coalesce" });
+  assert.throws(() => coalescing[SAVE_STREAM]("a.ckpt", { step: 1 }), /coalesces/);
+  await using writer = new BackgroundWriter();
+  assert.throws(() => writer[SAVE_STREAM]("", { step: 1 }), /target path is empty/);
+  assert.throws(() => writer[SAVE_STREAM]("a.ckpt", { step: -1 }), TypeError);
+  assert.equal(writer.pending, 0);
 });

@@ -154,3 +154,23 @@ Deno.test("CheckpointWriter commits through a CheckpointManager opened with its 
   await Deno.remove(dir, { recursive: true });
   model.dispose();
 });
+
+Deno.test("CheckpointWriter: a snapshot that fails once its save has started rejects with its error and leaves the previous file, no temp", async () => {
+  const { model, optimizer, dir } = await setup();
+  const writer = new CheckpointWriter();
+  const path = `${dir}/a.ckpt`;
+  await writer.save(path, { model, optimizer, step: 1 });
+  const before = await Deno.readFile(path);
+  // getWeights() is only looked at while reading back, after save() has returned and the worker started the file.
+  const broken = { getWeights: () => 42 } as unknown as typeof optimizer;
+  await assert.rejects(
+    writer.save(path, { model, optimizer: broken, step: 2 }),
+    (e: Error) => e instanceof TypeError && /getWeights\(\) gave no array/.test(e.message),
+  );
+  await writer.save(`${dir}/b.ckpt`, { model, optimizer, step: 3 }); // the writer goes on
+  await writer.close();
+  assert.deepEqual(await Deno.readFile(path), before);
+  assert.deepEqual([...Deno.readDirSync(dir)].map((e) => e.name).sort(), ["a.ckpt", "b.ckpt"]);
+  await Deno.remove(dir, { recursive: true });
+  model.dispose();
+});

@@ -28,6 +28,7 @@ type Outcome = { skipped: string } | {
   bytes: number;
   atSave: string[];
   afterTraining: string[];
+  directState: string[];
   restored: string[];
   committed: number[];
   latestStep: number;
@@ -199,8 +200,17 @@ browserTest(
             await new Promise((r) => setTimeout(r, 0)); // lets the worker's reply in
           }
           const entry = await saving;
+          // A save to a path streams its snapshot to the worker (in a page, the staging buffer whole).
+          const directUrl = `opfs:///background/${backend}-direct.ckpt`;
+          const direct = await writer.save(directUrl, { model: a.model, optimizer: a.optimizer, step: 9 });
           await writer.close();
           const afterTraining = await state(a);
+          const directBack = await m.loadCheckpoint(directUrl, { sha256: direct.digest });
+          const directState: string[] = [];
+          for (const t of directBack.tensors) {
+            const view = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+            directState.push(hex(await crypto.subtle.digest("SHA-256", view.slice())));
+          }
 
           const committed = (await manager.list()).map((e) => e.step);
           const latest = (await manager.latest())!; // every digest checked, the file's too
@@ -221,6 +231,7 @@ browserTest(
             bytes: entry.bytes,
             atSave,
             afterTraining,
+            directState,
             restored,
             committed,
             latestStep: latest.metadata.step,
@@ -237,6 +248,7 @@ browserTest(
         assert.equal(r.workers.length, 1);
         assert.match(r.workers[0]!, /\/ckpt-worker\.js$/, "the built worker, beside the page's chunks");
         assert.ok(r.stepsWhileSaving >= 1, "training steps ran while the worker wrote");
+        assert.deepEqual(r.directState, r.afterTraining, "a save to a path writes the state at its call");
         assert.ok(r.bytes > 3 * 4 * 2 * 512 * 512, `${r.bytes} bytes: weights and both Adam moments`);
         assert.deepEqual([r.committed, r.latestStep], [[3], 3], "committed through the manager");
         assert.equal(r.onOpfs.filter((k) => k.endsWith(".ckpt")).length, 1, `objects: ${r.onOpfs.join(", ")}`);
