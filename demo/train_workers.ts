@@ -316,20 +316,23 @@ export async function coordinate(args: string[]): Promise<number> {
     say(`worker ${i} pid ${child.pid}`);
     return w;
   };
+  /** Why `w` is gone, once its process has ended: the signal that killed it or its exit code. */
+  const lost = async (w: Worker): Promise<WorkerLost> => {
+    const status = await w.child.status;
+    const how = status.signal ? `killed by ${status.signal}` : `exited with code ${status.code}`;
+    return new WorkerLost(`worker ${w.index} (pid ${w.child.pid}) ${how}`);
+  };
+  // A write to a dead worker fails as its pipe closes: the same message as a read would give.
   const send = (w: Worker, m: Message) =>
-    w.stdin.write(encoder.encode(JSON.stringify(m) + "\n")).catch(() => {
-      throw new WorkerLost(`worker ${w.index} is gone`);
+    w.stdin.write(encoder.encode(JSON.stringify(m) + "\n")).catch(async () => {
+      throw await lost(w);
     });
   /** The next message of `w` that is not a save notice (those are counted as they pass). */
   const pendingSaves = new Map<number, number>(); // step -> workers still writing it
   const next = async (w: Worker): Promise<Message> => {
     for (;;) {
       const r = await w.inbox.next();
-      if (r.done) {
-        const status = await w.child.status;
-        const how = status.signal ? `killed by ${status.signal}` : `exited with code ${status.code}`;
-        throw new WorkerLost(`worker ${w.index} (pid ${w.child.pid}) ${how}`);
-      }
+      if (r.done) throw await lost(w);
       const m = r.value;
       if (m.error !== undefined) throw new WorkerLost(`worker ${w.index}: ${m.error}`);
       if (m.committed !== undefined) {
