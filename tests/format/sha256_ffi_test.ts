@@ -19,12 +19,22 @@ function child(flags: string[]) {
   }>(CHILD, flags);
 }
 
-/** Whether the dynamic linker knows a libcrypto.so.3 (OpenSSL 3) here. */
+/**
+ * Whether the dynamic linker knows a libcrypto.so.3 (OpenSSL 3) here. `ldconfig` lives in
+ * /sbin, which a user's PATH often lacks (Debian's, for anyone but root): spawning it by name
+ * there throws at once, so each place is tried in turn.
+ */
 async function hasLibcrypto(): Promise<boolean> {
   if (Deno.build.os !== "linux") return false;
-  const out = await new Deno.Command("ldconfig", { args: ["-p"], stdout: "piped", stderr: "null" }).output()
-    .catch(() => undefined);
-  return !!out && new TextDecoder().decode(out.stdout).includes("libcrypto.so.3");
+  for (const ldconfig of ["ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"]) {
+    try {
+      const out = await new Deno.Command(ldconfig, { args: ["-p"], stdout: "piped", stderr: "null" }).output();
+      return new TextDecoder().decode(out.stdout).includes("libcrypto.so.3");
+    } catch {
+      // not at this place: the next
+    }
+  }
+  return false;
 }
 
 const everyLoad = { none: { exact: true, corruptNamed: true }, bytegroup: { exact: true, corruptNamed: true } };
