@@ -319,14 +319,23 @@ async function openBinaryBlob(blob: Blob, url: string, options: DecodeOptions): 
 }
 
 /** The stream digest stored in a binary Blob's footer (hex); undefined if it has none. */
-async function blobDigest(source: RandomAccessReader): Promise<string | undefined> {
-  if (source.size < FOOTER_BYTES) return undefined;
+function blobDigest(source: RandomAccessReader): Promise<string | undefined> {
+  const at = source.size - FOOTER_BYTES;
+  return footerDigest(() => source.read(at, FOOTER_BYTES), at);
+}
+
+/**
+ * The stream digest (hex) in the footer that `read` reads, the last {@linkcode FOOTER_BYTES} of a
+ * binary checkpoint, at `at`; undefined where the file is too short for one, `read` finds none
+ * (`undefined`), or what it finds is no footer, a `SyntaxError` (the full read says what is wrong).
+ */
+async function footerDigest(read: () => Promise<Uint8Array | undefined>, at: number): Promise<string | undefined> {
+  if (at < 0) return undefined;
   try {
-    return toHex(
-      decodeFooter(await source.read(source.size - FOOTER_BYTES, FOOTER_BYTES), source.size - FOOTER_BYTES).digest,
-    );
+    const footer = await read();
+    return footer && toHex(decodeFooter(footer, at).digest);
   } catch (e) {
-    if (e instanceof SyntaxError) return undefined; // the full read says what is wrong
+    if (e instanceof SyntaxError) return undefined;
     throw e;
   }
 }
@@ -373,32 +382,25 @@ function tapped(source: ReadableStream<Uint8Array>, hash: Hash): ReadableStream<
 /** The stream digest stored in an open binary file's footer (hex), undefined if it has none; leaves the position at 0. */
 async function fileDigest(file: FileHandle): Promise<string | undefined> {
   try {
-    const size = (await file.stat()).size;
-    if (size < FOOTER_BYTES) return undefined;
-    await file.seek(size - FOOTER_BYTES, SeekMode.Start);
-    const footer = new Uint8Array(FOOTER_BYTES);
-    if (await readFull(file, footer) < FOOTER_BYTES) return undefined;
-    return toHex(decodeFooter(footer, size - FOOTER_BYTES).digest);
-  } catch (e) {
-    if (e instanceof SyntaxError) return undefined; // the full read says what is wrong
-    throw e;
+    const at = (await file.stat()).size - FOOTER_BYTES;
+    return await footerDigest(async () => {
+      await file.seek(at, SeekMode.Start);
+      const footer = new Uint8Array(FOOTER_BYTES);
+      return await readFull(file, footer) < FOOTER_BYTES ? undefined : footer;
+    }, at);
   } finally {
     await file.seek(0, SeekMode.Start);
   }
 }
 
 /** The stream digest stored in a binary object's footer (hex), by one ranged GET; undefined if it has none. */
-async function objectDigest(object: ObjectReader, at: StoreObject): Promise<string | undefined> {
-  if (object.size < FOOTER_BYTES) return undefined;
-  try {
-    const { body, length } = await at.store.get(at.key, { range: { offset: object.size - FOOTER_BYTES } });
+function objectDigest(object: ObjectReader, at: StoreObject): Promise<string | undefined> {
+  const footerAt = object.size - FOOTER_BYTES;
+  return footerDigest(async () => {
+    const { body, length } = await at.store.get(at.key, { range: { offset: footerAt } });
     const footer = new Uint8Array(await new Response(body).arrayBuffer());
-    if (length !== FOOTER_BYTES || footer.byteLength !== FOOTER_BYTES) return undefined;
-    return toHex(decodeFooter(footer, object.size - FOOTER_BYTES).digest);
-  } catch (e) {
-    if (e instanceof SyntaxError) return undefined; // the full read says what is wrong
-    throw e;
-  }
+    return length !== FOOTER_BYTES || footer.byteLength !== FOOTER_BYTES ? undefined : footer;
+  }, footerAt);
 }
 
 /**

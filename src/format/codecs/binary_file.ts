@@ -137,6 +137,26 @@ function hasEndMagic(footer: Uint8Array): boolean {
   return BINARY_END_MAGIC.every((b, i) => footer[FOOTER_BYTES - BINARY_END_MAGIC.length + i] === b);
 }
 
+/**
+ * The entries of the index record the footer at `footerAt` points to (at `indexOffset`): inside
+ * the file, checked against its record digest, of the index kind, within the limits.
+ */
+async function readFooterIndex(
+  source: RandomAccessReader,
+  indexOffset: number,
+  footerAt: number,
+  limits: Required<DecodeLimits>,
+): Promise<IndexEntry[]> {
+  if (indexOffset < HEADER_BYTES || indexOffset >= footerAt) {
+    fail(`footer points to an index at ${indexOffset}, outside the file`, footerAt);
+  }
+  const index = await readRecord(source, indexOffset, footerAt - indexOffset, limits);
+  if (index.kind !== RecordKind.index) {
+    fail(`footer points to a record of kind ${index.kind}, not an index`, indexOffset);
+  }
+  return checkIndex(index.head, `at offset ${indexOffset}`, limits);
+}
+
 async function openIndexed(
   source: RandomAccessReader,
   limits: Required<DecodeLimits>,
@@ -162,14 +182,7 @@ async function openIndexed(
     );
   }
   const footer = decodeFooter(footerBytes, footerAt);
-  if (footer.indexOffset < HEADER_BYTES || footer.indexOffset >= footerAt) {
-    fail(`footer points to an index at ${footer.indexOffset}, outside the file`, footerAt);
-  }
-  const index = await readRecord(source, footer.indexOffset, footerAt - footer.indexOffset, limits);
-  if (index.kind !== RecordKind.index) {
-    fail(`footer points to a record of kind ${index.kind}, not an index`, footer.indexOffset);
-  }
-  const entries = checkIndex(index.head, `at offset ${footer.indexOffset}`, limits);
+  const entries = await readFooterIndex(source, footer.indexOffset, footerAt, limits);
   // The metadata record: its header gives its length; it is usually inside the bytes read already.
   if (start.byteLength < HEADER_BYTES + RECORD_HEADER_BYTES) fail("no room for the metadata record", HEADER_BYTES);
   const rh = decodeRecordHeader(start.subarray(HEADER_BYTES), HEADER_BYTES, limits);
@@ -297,13 +310,12 @@ export async function readIndexEntries(source: RandomAccessReader, limits?: Deco
   if (size < HEADER_BYTES + FOOTER_BYTES) fail(`file of ${size} bytes is too short for a binary checkpoint`, 0);
   const footerAt = size - FOOTER_BYTES;
   const footer = decodeFooter(await readAt(source, footerAt, FOOTER_BYTES), footerAt);
+  // Checked before the index is read: nothing is allocated from an unchecked footer.
   const length = footerAt - footer.indexOffset;
   if (length > RECORD_HEADER_BYTES + lim.maxHeaderBytes + DIGEST_BYTES) {
     throw new RangeError(`Cannot decode checkpoint: index of ${length} bytes is over maxHeaderBytes`);
   }
-  const index = await readRecord(source, footer.indexOffset, length, lim);
-  if (index.kind !== RecordKind.index) fail(`footer points to a record of kind ${index.kind}`, footer.indexOffset);
-  return checkIndex(index.head, `at offset ${footer.indexOffset}`, lim);
+  return await readFooterIndex(source, footer.indexOffset, footerAt, lim);
 }
 
 /**
