@@ -285,6 +285,18 @@ export function readPieces(size: number, entries: readonly IndexEntry[] = [], li
  * piece comes in (on a worker: `blobPieces`): each raw tensor of 1 MiB or more lying whole in it,
  * as `[offset in the piece, length]` of its bytes before the digest, the bytes the decoder hashes
  * with one WebCrypto call (a range it does not ask for is never used).
+ *
+ * @example
+ * ```ts
+ * import { hashedAhead } from "./binary_file.ts";
+ * import assert from "node:assert/strict";
+ * const MiB = 2 ** 20;
+ * const big = { name: "w", dtype: "uint8" as const, shape: [2 * MiB], group: "params", offset: 128, length: 2 * MiB + 160 };
+ * const small = { ...big, name: "b", shape: [16], offset: big.offset + big.length, length: 224 };
+ * // Only the large raw tensor lying whole in the piece, its bytes before the digest, from the piece's start.
+ * assert.deepEqual(hashedAhead([big, small], 64, 4 * MiB), [[64, 2 * MiB + 128]]);
+ * assert.deepEqual(hashedAhead([big, small], 64, MiB), []);
+ * ```
  */
 export function hashedAhead(entries: readonly IndexEntry[], start: number, end: number): [number, number][] {
   return entries
@@ -303,6 +315,25 @@ function tensorBytes(e: IndexEntry): number {
  * A binary checkpoint's index entries, from its footer and index record alone (the index
  * checked against its record digest and the limits; an index larger than `maxHeaderBytes` is
  * not read). A whole read plans its pieces by it ({@linkcode readPieces}).
+ *
+ * @example
+ * ```ts
+ * import { readIndexEntries } from "./binary_file.ts";
+ * import { encodeCheckpoint } from "../encode.ts";
+ * import assert from "node:assert/strict";
+ * const bytes = new Uint8Array(await new Response(encodeCheckpoint({
+ *   metadata: { step: 3 },
+ *   tensors: [{ name: "w", dtype: "int16", shape: [2, 2], data: new Int16Array(4) }],
+ * })).arrayBuffer());
+ * const source = {
+ *   url: "memory:x",
+ *   size: bytes.byteLength,
+ *   read: (offset: number, length: number) => Promise.resolve(bytes.slice(offset, offset + length)),
+ * };
+ * const [w] = await readIndexEntries(source);
+ * assert.deepEqual([w!.name, w!.dtype, w!.shape], ["w", "int16", [2, 2]]);
+ * await assert.rejects(readIndexEntries({ ...source, size: 10 }), SyntaxError);
+ * ```
  */
 export async function readIndexEntries(source: RandomAccessReader, limits?: DecodeLimits): Promise<IndexEntry[]> {
   const lim = resolveLimits(limits);
