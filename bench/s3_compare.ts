@@ -258,9 +258,9 @@ const loadLimit = bound([
   { name: "plain download → fresh memory", seconds: median(times["load plain → fresh memory"]!) },
   hash,
   {
-    name: `(machine CPU of that download ${freshMachine.toFixed(3)} s + SHA-256 on one core ${
-      hashOneCore.toFixed(3)
-    } s) / ${cores} cores`,
+    name: `(whole machine's CPU, a bound only when nothing else runs: that download's ${
+      freshMachine.toFixed(3)
+    } s + SHA-256 on one core ${hashOneCore.toFixed(3)} s) / ${cores} cores`,
     seconds: (freshMachine + hashOneCore) / cores,
   },
 ]);
