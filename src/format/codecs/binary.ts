@@ -209,7 +209,7 @@ async function* encodeRecords(
 }
 
 /** Smallest raw body hashed with one WebCrypto call over its record (as a load does). */
-const WEB_RECORD_MIN = 2 ** 20;
+export const WEB_RECORD_MIN: number = 2 ** 20;
 
 /**
  * The record of a raw tensor laid out whole in its buffer (the prefix written into the room
@@ -229,7 +229,7 @@ function webRecord(prefix: Uint8Array, body: Uint8Array): Uint8Array | undefined
  * record: WebCrypto copies its input when called), so it stays a few MiB; larger records keep the
  * incremental WebAssembly hash.
  */
-const WEB_COPY_MAX = 4 * 2 ** 20 + 64 * 1024;
+export const WEB_COPY_MAX: number = 4 * 2 ** 20 + 64 * 1024;
 
 /**
  * The one buffer a page's save copies records into for WebCrypto ({@linkcode WEB_COPY_MAX} at
