@@ -208,7 +208,16 @@ async function* encodeRecords(
   }
 }
 
-/** Smallest raw body hashed with one WebCrypto call over its record (as a load does). */
+/**
+ * Smallest raw body hashed with one WebCrypto call over its record (as a load does).
+ *
+ * @example
+ * ```ts
+ * import { WEB_RECORD_MIN } from "./binary.ts";
+ * import assert from "node:assert/strict";
+ * assert.equal(WEB_RECORD_MIN, 2 ** 20);
+ * ```
+ */
 export const WEB_RECORD_MIN: number = 2 ** 20;
 
 /**
@@ -228,6 +237,16 @@ function webRecord(prefix: Uint8Array, body: Uint8Array): Uint8Array | undefined
  * with one WebCrypto call: the copy is the memory such a save adds (one buffer, reused for every
  * record: WebCrypto copies its input when called), so it stays a few MiB; larger records keep the
  * incremental WebAssembly hash.
+ *
+ * @example
+ * ```ts
+ * import { prefixRoom, WEB_COPY_MAX } from "./binary.ts";
+ * import assert from "node:assert/strict";
+ * // A 4 MiB float32 tensor's record is copied; one 64 KiB larger is not.
+ * const record = (n: number) => prefixRoom({ name: "w", dtype: "float32", shape: [n] }) + n * 4;
+ * assert.ok(record(2 ** 20) <= WEB_COPY_MAX);
+ * assert.ok(record(2 ** 20 + 2 ** 14) > WEB_COPY_MAX);
+ * ```
  */
 export const WEB_COPY_MAX: number = 4 * 2 ** 20 + 64 * 1024;
 
