@@ -342,7 +342,7 @@ browserTest("core round trips", { entries: { core: "tests/web/page/core_entry.ts
   );
 
   await t.step(
-    "a caller's own arrays save to OPFS as Deno's bytes, one write per body and one per run of small record parts",
+    "a caller's own arrays save to OPFS as Deno's bytes, one write per body and one per run of small record parts, each record of 1 MiB or more hashed with one WebCrypto call over a copy (Deno's bytes too when that call fails)",
     async () => {
       const n = 2 ** 18; // 1 MiB of float32 per tensor
       const input = {
@@ -372,23 +372,41 @@ browserTest("core round trips", { entries: { core: "tests/web/page/core_entry.ts
           sizes.push((data as ArrayBufferView).byteLength);
           return write.call(this, data);
         };
+        const saved = async (fail: boolean) => {
+          const digests = m.countWebDigests(fail);
+          try {
+            await m.saveCheckpoint({ store, key: "own.ckpt" }, { metadata: { step: 3 }, tensors });
+          } finally {
+            digests.restore();
+          }
+          const got = await store.get("own.ckpt");
+          const bytes = new Uint8Array(await new Response(got.body).arrayBuffer());
+          await store.delete("own.ckpt");
+          return {
+            digests: [...digests.sizes],
+            size: bytes.byteLength,
+            hash: [...new Uint8Array(await crypto.subtle.digest("SHA-256", bytes))],
+          };
+        };
         try {
-          await m.saveCheckpoint({ store, key: "own.ckpt" }, { metadata: { step: 3 }, tensors });
+          const ok = await saved(false);
+          proto.write = write;
+          const failed = await saved(true);
+          const same = tensors.every((t, k) => t.data.every((x, i) => x === (k < 3 ? ((i + k) % 1000) * 0.25 : i + 1)));
+          return { sizes, ok, failed, same };
         } finally {
           proto.write = write;
+          await store.delete("warm");
         }
-        const got = await store.get("own.ckpt");
-        const bytes = new Uint8Array(await new Response(got.body).arrayBuffer());
-        await store.delete("own.ckpt");
-        await store.delete("warm");
-        return {
-          sizes,
-          size: bytes.byteLength,
-          hash: [...new Uint8Array(await crypto.subtle.digest("SHA-256", bytes))],
-        };
       }, n);
-      assert.equal(r.size, deno.byteLength);
-      assert.deepEqual(r.hash, [...sha256().update(deno).digest()], "the page saved Deno's bytes");
+      const expected = [...sha256().update(deno).digest()];
+      for (const saved of [r.ok, r.failed]) {
+        assert.equal(saved.size, deno.byteLength);
+        assert.deepEqual(saved.hash, expected, "the page saved Deno's bytes");
+        assert.equal(saved.digests.length, 3, `WebCrypto calls: ${saved.digests}`);
+        assert.ok(saved.digests.every((b) => b > n * 4 && b < n * 4 + 1024), `WebCrypto calls: ${saved.digests}`);
+      }
+      assert.ok(r.same, "the tensors are unchanged");
       // Small parts before each body (header, metadata, the digest before, the prefix), each body
       // whole, then the rest (last digest, bias, index, footer) in one: 7 writes, not 18.
       assert.equal(r.sizes.length, 7, `writes: ${r.sizes}`);

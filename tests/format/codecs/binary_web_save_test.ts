@@ -1,6 +1,8 @@
 // The binary encoder in a page: a raw tensor of 1 MiB or more with room reserved in front of it
 // (tfjs snapshot's buffers) is hashed with one WebCrypto call over its record, laid out whole in
-// that room, with no copy of the body; other tensors keep the incremental hash. Deno has no page,
+// that room, with no copy of the body; one without room (a caller's own array) whose record is at
+// most 4 MiB + 64 KiB is hashed with one WebCrypto call over a copy of its record; other tensors
+// keep the incremental hash. Deno has no page,
 // so Deno's own `crypto.subtle.digest` stands in for the page's (the browser suites, tests/web,
 // save through the real one). Every case must give the bytes of a save without WebCrypto.
 import assert from "node:assert/strict";
@@ -76,22 +78,60 @@ Deno.test("a page's save hashes a raw tensor with room in front with one WebCryp
   }
 });
 
-Deno.test("a page's save: no room in front, or too little, keeps the incremental hash; a failed WebCrypto call gives the same bytes", async () => {
+Deno.test("a page's save: no room in front, or too little, hashes a copy of each record up to 4 MiB + 64 KiB with one WebCrypto call; a failed call gives the same bytes", async () => {
   const expected = await collect(encodeCheckpoint(packed(false)));
   let calls = spyWeb();
   try {
-    assert.deepEqual(await collect(encodeCheckpoint(packed(false))), expected);
-    assert.equal(calls.length, 0);
+    const input = packed(false);
+    assert.deepEqual(await collect(encodeCheckpoint(input)), expected);
+    // The same three records as with room, each copied whole (it starts at its kind byte).
+    assert.equal(calls.length, 3);
+    for (const head of calls) assert.equal(head[0], 2);
+    for (const [i, t] of input.tensors.entries()) assert.deepEqual(t.data, values(t.shape[0]!, i));
     const small = packed(false);
     const t = small.tensors[3]!;
     // Room, but less than the prefix needs.
     reserveHeadroom(t.data, 8);
     assert.equal(headroomOf(t.data), 8);
+    calls.length = 0;
     assert.deepEqual(await collect(encodeCheckpoint(small)), expected);
-    assert.equal(calls.length, 0);
+    assert.equal(calls.length, 3);
     calls = spyWeb(true);
     assert.deepEqual(await collect(encodeCheckpoint(packed(true))), expected);
     assert.equal(calls.length, 3);
+    calls = spyWeb(true);
+    assert.deepEqual(await collect(encodeCheckpoint(packed(false))), expected);
+    assert.equal(calls.length, 3);
+  } finally {
+    restore();
+  }
+});
+
+Deno.test("a page's save of a caller's arrays: records over 4 MiB + 64 KiB keep the incremental hash, smaller ones share one copy buffer", async () => {
+  // 4 MiB (copied), 4 MiB + 64 KiB (its record is over the bound: incremental), 2 MiB (copied).
+  const sizes = [MiB, MiB + 16 * 1024, MiB / 2];
+  const input = {
+    metadata: { step: 3 },
+    tensors: sizes.map((n, i) => ({ name: `w${i}`, dtype: "float32" as const, shape: [n], data: values(n, i) })),
+  };
+  const expected = await collect(encodeCheckpoint(input));
+  const given: Uint8Array[] = [];
+  setNativeDigestForTests(null);
+  // WebCrypto copies its input when called, so the encoder reuses its copy buffer at once.
+  setWebDigestForTests(async (bytes) => {
+    given.push(bytes);
+    return new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>));
+  });
+  try {
+    assert.deepEqual(await collect(encodeCheckpoint(input)), expected);
+    // The records of w0 and w2 (a prefix of under 4 KiB, then the body), not w1's.
+    assert.equal(given.length, 2);
+    for (const [b, n] of [[given[0]!, sizes[0]!], [given[1]!, sizes[2]!]] as const) {
+      assert.ok(b.byteLength > n * 4 && b.byteLength < n * 4 + 4096, `${b.byteLength} for a body of ${n * 4}`);
+    }
+    // Both records lie in the one buffer the first one made, none in a caller's array.
+    assert.equal(given[0]!.buffer, given[1]!.buffer);
+    assert.ok(given.every((b) => input.tensors.every((t) => t.data.buffer !== b.buffer)));
   } finally {
     restore();
   }

@@ -13,9 +13,10 @@ export { prefixRoom } from "../../../src/format/codecs/binary.ts";
 
 /**
  * Counts the page's WebCrypto digests (ckpt asks for `crypto.subtle` at each call): the size of
- * each call's input, the page's own digest (uncounted), and `restore` to stop counting.
+ * each call's input, the page's own digest (uncounted), and `restore` to stop counting. With
+ * `fail`, each counted call rejects (as an engine's failed digest would).
  */
-export function countWebDigests(): {
+export function countWebDigests(fail = false): {
   sizes: number[];
   digest: (algorithm: AlgorithmIdentifier, bytes: BufferSource) => Promise<ArrayBuffer>;
   restore(): void;
@@ -27,7 +28,7 @@ export function countWebDigests(): {
     configurable: true,
     value: (algorithm: AlgorithmIdentifier, bytes: BufferSource) => {
       sizes.push(bytes.byteLength);
-      return digest(algorithm, bytes);
+      return fail ? Promise.reject(new DOMException("no digest today", "OperationError")) : digest(algorithm, bytes);
     },
   });
   return { sizes, digest, restore: () => delete (subtle as { digest?: unknown }).digest };
