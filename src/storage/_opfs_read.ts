@@ -73,12 +73,46 @@ async function sharedLock(locks: Locks, name: string): Promise<(() => void) | un
   return held ? release : undefined;
 }
 
+/** A hash worker and the sync access handle it holds open on the file. */
+interface Reader {
+  hasher: PieceHasher;
+  handle: number;
+}
+
 /**
- * `blob`'s pieces (cut at `ends`) read by the hash worker through a sync access handle, each
- * with the digests of its `ranges` noted, as `blobPieces` gives them from the Blob; `undefined`
- * where this load cannot read so (see the module comment): the caller then reads the Blob.
- * Call only for a read that takes every piece at once: the handle and the lock are held until
- * the pieces end.
+ * Opens a sync access handle on `file` in the hash worker of `slot`, if the file is `size`
+ * bytes; `undefined` where it cannot (`refuse`d: the engine cannot post the handle to a worker
+ * or refuses one; or another holds the file, or it changed), the worker then released.
+ */
+async function openReader(slot: number, file: unknown, size: number): Promise<Reader | undefined> {
+  const hasher = PieceHasher.acquire(slot);
+  if (!hasher) return undefined;
+  try {
+    const open = await hasher.open(file);
+    if (open.size === size) return { hasher, handle: open.handle };
+    await closeReader({ hasher, handle: open.handle });
+    return undefined;
+  } catch (e) {
+    // Held by another (Firefox grants one handle at a time): this load only does without it.
+    if ((e as { name?: unknown }).name !== "NoModificationAllowedError") refused = true;
+  }
+  hasher.release();
+  return undefined;
+}
+
+async function closeReader({ hasher, handle }: Reader): Promise<void> {
+  await hasher.closeHandle(handle).catch(() => {});
+  hasher.release();
+}
+
+/**
+ * `blob`'s pieces (cut at `ends`) read by hash workers through sync access handles, each with
+ * the digests of its `ranges` noted, as `blobPieces` gives them from the Blob; `undefined` where
+ * this load cannot read so (see the module comment): the caller then reads the Blob. Two
+ * workers take turns where the engine gives two handles on one file (Chromium's read-only mode
+ * shares the file), so one reads and hashes a piece while the other does the next. Call only
+ * for a read that takes every piece at once: the handles and the lock are held until the pieces
+ * end.
  */
 export async function opfsPieces(
   blob: Blob,
@@ -89,30 +123,19 @@ export async function opfsPieces(
   const origin = origins.get(blob);
   const locks = lockManager();
   if (!origin || !locks || refused) return undefined;
-  const hasher = PieceHasher.acquire();
-  if (!hasher) return undefined;
-  let release: (() => void) | undefined;
-  let handle: number | undefined;
-  try {
-    release = await sharedLock(locks, lockName(origin.url));
-    if (release) {
-      const open = await hasher.open(origin.file);
-      handle = open.handle;
-      if (open.size === blob.size) return pieces(hasher, handle, release, ends, url, ranges);
-    }
-  } catch (e) {
-    // Held by another (Firefox grants one handle at a time): this load only reads the Blob.
-    if ((e as { name?: unknown }).name !== "NoModificationAllowedError") refused = true;
+  const release = await sharedLock(locks, lockName(origin.url)).catch(() => undefined);
+  if (!release) return undefined;
+  const first = await openReader(0, origin.file, blob.size);
+  if (!first) {
+    release();
+    return undefined;
   }
-  if (handle !== undefined) await hasher.closeHandle(handle).catch(() => {});
-  release?.();
-  hasher.release();
-  return undefined;
+  const second = ends.length > 1 ? await openReader(1, origin.file, blob.size) : undefined;
+  return pieces(second ? [first, second] : [first], release, ends, url, ranges);
 }
 
 async function* pieces(
-  hasher: PieceHasher,
-  handle: number,
+  readers: Reader[],
   release: () => void,
   ends: readonly number[],
   url: string,
@@ -124,6 +147,7 @@ async function* pieces(
     yield* readAhead(ends.length, async (i) => {
       const start = startOf(i);
       const wanted = ranges(start, ends[i]!);
+      const { hasher, handle } = readers[i % readers.length]!;
       try {
         return notedPiece(await hasher.read(handle, start, ends[i]! - start, wanted), wanted);
       } catch (e) {
@@ -131,10 +155,9 @@ async function* pieces(
       }
     });
   } finally {
-    // The handle is closed before the lock goes, so a commit waiting for the lock can move.
-    await hasher.closeHandle(handle).catch(() => {});
+    // The handles are closed before the lock goes, so a commit waiting for the lock can move.
+    await Promise.all(readers.map(closeReader));
     release();
-    hasher.release();
   }
 }
 

@@ -76,8 +76,11 @@ function isServerRuntime(): boolean {
   return typeof g.Deno?.version?.deno === "string" || typeof g.process?.versions?.node === "string";
 }
 
-/** The worker the loads of this realm share while it is in use (and a while after, in a page). */
-let shared: PieceHasher | undefined;
+/**
+ * The workers the loads of this realm share while in use (and a while after, in a page), by
+ * slot: a Blob load uses the first; a sync-handle load reads on both where it can hold two handles.
+ */
+const shared: (PieceHasher | undefined)[] = [];
 /** Set once a worker failed (a page whose policy refuses Blob-URL workers): none is started again. */
 let refused = false;
 
@@ -90,8 +93,10 @@ export class PieceHasher {
   #failed: Error | undefined;
   #users = 0;
   #idle: ReturnType<typeof setTimeout> | undefined;
+  #slot: number;
 
-  private constructor() {
+  private constructor(slot: number) {
+    this.#slot = slot;
     this.#url = URL.createObjectURL(new Blob([WORKER_CODE], { type: "text/javascript" }));
     this.#worker = new Worker(this.#url, { type: "module" });
     this.#worker.onmessage = (e: MessageEvent<Answer>) => {
@@ -107,22 +112,24 @@ export class PieceHasher {
   }
 
   /**
-   * The realm's hasher, started if none is running, for one load until its {@linkcode release};
-   * `undefined` where no worker can start (no `Worker`, no Blob URLs, or one failed before).
+   * The realm's hasher in `slot`, started if none is running, for one load until its
+   * {@linkcode release}; `undefined` where no worker can start (no `Worker`, no Blob URLs, or one
+   * failed before).
    */
-  static acquire(): PieceHasher | undefined {
+  static acquire(slot = 0): PieceHasher | undefined {
     if (refused || typeof Worker !== "function" || typeof URL.createObjectURL !== "function") return undefined;
-    if (!shared || shared.#failed) {
+    let hasher = shared[slot];
+    if (!hasher || hasher.#failed) {
       try {
-        shared = new PieceHasher();
+        shared[slot] = hasher = new PieceHasher(slot);
       } catch {
         refused = true;
         return undefined;
       }
     }
-    clearTimeout(shared.#idle);
-    shared.#users++;
-    return shared;
+    clearTimeout(hasher.#idle);
+    hasher.#users++;
+    return hasher;
   }
 
   /** Ends one load's use: the worker ends once no load uses it (in a page, after {@linkcode IDLE_MS} idle). */
@@ -189,7 +196,7 @@ export class PieceHasher {
 
   /** Ends the worker; what is in flight rejects. */
   close(): void {
-    if (shared === this) shared = undefined;
+    if (shared[this.#slot] === this) shared[this.#slot] = undefined;
     clearTimeout(this.#idle);
     this.#fail(new Error("the hash worker was closed"));
     this.#worker.terminate();

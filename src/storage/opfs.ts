@@ -12,9 +12,10 @@
  *   a closed tab left there.
  * - A `File` read from a handle that has since been replaced can no longer be read
  *   (`NotReadableError`): a read racing a replacement fails, it never mixes two objects.
- * - Conditional writes check and move under a Web Lock (`navigator.locks`) named after the
- *   object, so tabs and workers of one origin cannot both win. An object's version is its size
- *   and modification time in milliseconds.
+ * - Every move over a key (conditional writes check and move) and every delete runs under a
+ *   Web Lock (`navigator.locks`) named after the object, so tabs and workers of one origin cannot
+ *   both win, and a load reading the file through a sync access handle (which locks it) ends
+ *   first. An object's version is its size and modification time in milliseconds.
  *
  * @example
  * ```ts ignore
