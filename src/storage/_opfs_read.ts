@@ -1,13 +1,14 @@
-// A whole load of an OPFS object read by the hash worker through a sync access handle
+// A whole load of an OPFS object read by the hash workers through sync access handles
 // (`createSyncAccessHandle({ mode: "read-only" })`, which engines give only in workers): each
 // piece read from the file straight into fresh memory there, its large records hashed there
-// with WebCrypto, then transferred to the page, where the decoder's tensors view it. A Blob read
+// with WebCrypto, then transferred to the page, where the decoder's tensors view it (two
+// workers taking turns where the engine gives two handles on one file). A Blob read
 // (`slice().arrayBuffer()`) instead copies the bytes between the browser's processes and into
 // the page's memory before the worker can hash them.
 //
 // A sync access handle locks the file: while one is open, moving another file over it or
 // removing it fails (`NoModificationAllowedError`, Chromium and Firefox), and Firefox grants
-// one handle at a time. So the read holds the handle for one whole load only (a load consumes
+// one handle at a time. So the read holds its handles for one whole load only (a load consumes
 // every piece at once), under a shared Web Lock named as OpfsStore's commits name theirs
 // (`ckpt-opfs:URL`, taken exclusively around each move and delete): a save or delete by ckpt
 // waits for the load to end instead of failing, and a load that finds a commit under way, an
@@ -81,8 +82,8 @@ interface Reader {
 
 /**
  * Opens a sync access handle on `file` in the hash worker of `slot`, if the file is `size`
- * bytes; `undefined` where it cannot (`refuse`d: the engine cannot post the handle to a worker
- * or refuses one; or another holds the file, or it changed), the worker then released.
+ * bytes; `undefined` where it cannot (the engine cannot post the handle to a worker or refuses
+ * one: not asked again; another holds the file; it changed), the worker then released.
  */
 async function openReader(slot: number, file: unknown, size: number): Promise<Reader | undefined> {
   const hasher = PieceHasher.acquire(slot);
@@ -93,8 +94,9 @@ async function openReader(slot: number, file: unknown, size: number): Promise<Re
     await closeReader({ hasher, handle: open.handle });
     return undefined;
   } catch (e) {
-    // Held by another (Firefox grants one handle at a time): this load only does without it.
-    if ((e as { name?: unknown }).name !== "NoModificationAllowedError") refused = true;
+    // Held by another (Firefox grants one handle at a time): this load only does without it. A
+    // first handle refused otherwise is the engine's refusal; a second one only this load's.
+    if (slot === 0 && (e as { name?: unknown }).name !== "NoModificationAllowedError") refused = true;
   }
   hasher.release();
   return undefined;
