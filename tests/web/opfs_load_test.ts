@@ -90,6 +90,49 @@ browserTest("OPFS loads", { entries: { opfs: "tests/web/page/opfs_load_entry.ts"
     assert.deepEqual(r, { step: 1, hashes: hashes(1), handle: 0 });
   });
 
+  await t.step(
+    "while another holds the file's handle, the load reads the Blob; the next load uses a handle again",
+    async () => {
+      // A worker of the test's own holds a read-write handle (exclusive in every engine that gives one).
+      const held = await page.evaluate(async () => {
+        const code = `let h; onmessage = async (e) => {
+        try { if (e.data) { h = await e.data.createSyncAccessHandle(); postMessage("held"); } else { h?.close(); postMessage("closed"); } }
+        catch (err) { postMessage(err.name); }
+      };`;
+        const w = new Worker(URL.createObjectURL(new Blob([code], { type: "text/javascript" })));
+        (globalThis as unknown as { holder: Worker }).holder = w;
+        interface Dir {
+          getDirectoryHandle(name: string): Promise<Dir>;
+          getFileHandle(name: string): Promise<unknown>;
+        }
+        const storage = (navigator as unknown as { storage: { getDirectory(): Promise<Dir> } }).storage;
+        const dir = await (await storage.getDirectory()).getDirectoryHandle("opfs-load");
+        const file = await dir.getFileHandle("good.ckpt");
+        return await new Promise<string>((resolve) => {
+          w.onmessage = (e) => resolve(e.data);
+          try {
+            w.postMessage(file);
+          } catch (e) {
+            resolve((e as Error).name); // WebKitGTK cannot post the handle
+          }
+        });
+      });
+      assert.equal(held === "held", handles, held);
+      const during = await load("good.ckpt");
+      await page.evaluate(async () => {
+        const w = (globalThis as unknown as { holder: Worker }).holder;
+        await new Promise((resolve) => {
+          w.onmessage = resolve;
+          w.postMessage(null);
+        });
+        w.terminate();
+      });
+      const after = await load("good.ckpt");
+      assert.deepEqual(during, { step: 1, hashes: hashes(1), handle: 0 });
+      assert.deepEqual(after, { step: 1, hashes: hashes(1), handle: handles ? 1 : 0 });
+    },
+  );
+
   await t.step("a save over the object and a delete during a load wait for it: neither fails", async () => {
     const r = await page.evaluate(async () => {
       const store = await m.OpfsStore.open("opfs-load");
