@@ -108,7 +108,7 @@ export interface VerifiedRecords {
 }
 
 /**
- * The records of `source`, for a whole read: `bodies: "hash"` verifies tensors without keeping
+ * The records of `source`, for a whole read (the caller takes them all at once): `bodies: "hash"` verifies tensors without keeping
  * them (a ckpt binary checkpoint's tensor records then carry an empty array). With `sha256`,
  * the bytes' own SHA-256 is computed in the same pass where it may be what was given.
  */
@@ -120,7 +120,7 @@ export async function verifiedRecords(
   const wanted = wantedSha256(options);
   const at = isAddress(source) ? locate(source, options) : undefined;
   if (wanted === undefined) {
-    const { records, digest } = sourceRecords(at ?? source, options, bodies);
+    const { records, digest } = sourceRecords(at ?? source, options, bodies, true);
     return { records, digest, checkDigest: () => Promise.resolve() };
   }
   const opened = await openByteSource(at ?? source, options);
@@ -134,7 +134,7 @@ export async function verifiedRecords(
     if (opened.kind !== "stream") opened.close();
     throw e;
   }
-  const { records, digest } = decodeByteSource(opened, options, bodies, tap);
+  const { records, digest } = decodeByteSource(opened, options, bodies, tap, true);
   return { records, digest, checkDigest: () => checkWanted(wanted, digest, tap) };
 }
 

@@ -46,6 +46,7 @@ import {
 } from "../storage/random_access.ts";
 import { type ObjectReader, openObjectReader, openObjectStream } from "../storage/object_reader.ts";
 import { freshBuffer } from "../storage/_huge_pages.ts";
+import { opfsPieces } from "../storage/_opfs_read.ts";
 import {
   isAddress,
   isStoreObject,
@@ -233,8 +234,12 @@ export type ByteSource =
   }
   | {
     kind: "blob";
-    /** Starts the read: its pieces, with `hashAhead` each large record hashed on a worker as it comes. */
-    read(hashAhead: boolean): AsyncIterable<Uint8Array>;
+    /**
+     * Starts the read: its pieces, with `hashAhead` each large record hashed on a worker as it
+     * comes; `whole` where the caller takes every piece at once (a load), which lets an OPFS
+     * object hold its file's lock for the read.
+     */
+    read(hashAhead: boolean, whole: boolean): AsyncIterable<Uint8Array>;
     close(): void;
     /** As above. */
     storedDigest(): Promise<string | undefined>;
@@ -303,19 +308,32 @@ async function openBinaryBlob(blob: Blob, url: string, options: DecodeOptions): 
   }
   const ends = readPieces(blob.size, entries, options);
   let pieces: AsyncGenerator<Uint8Array> | undefined;
+  // (A worker's start is won back only beside the read of another piece.)
+  const ranges = entries && ends.length > 1
+    ? (start: number, end: number) => hashedAhead(entries, start, end)
+    : undefined;
   return {
     kind: "blob",
-    read: (hashAhead) =>
-      pieces = blobPieces(
-        blob,
-        ends,
-        url,
-        // (A worker's start is won back only beside the read of another piece.)
-        hashAhead && entries && ends.length > 1 ? (start, end) => hashedAhead(entries, start, end) : undefined,
-      ),
+    read: (hashAhead, whole) => pieces = blobRead(blob, ends, url, hashAhead ? ranges : undefined, whole),
     close: () => void pieces?.return(undefined).catch(() => {}),
     storedDigest: () => blobDigest(source),
   };
+}
+
+/**
+ * A Blob's pieces: for a whole load of an OPFS object whose large records are hashed ahead,
+ * read by the hash worker through a sync access handle where the engine allows
+ * ({@linkcode opfsPieces}), else by slices of the Blob ({@linkcode blobPieces}).
+ */
+async function* blobRead(
+  blob: Blob,
+  ends: readonly number[],
+  url: string,
+  ranges: ((start: number, end: number) => [number, number][]) | undefined,
+  whole: boolean,
+): AsyncGenerator<Uint8Array> {
+  const fast = ranges && whole ? await opfsPieces(blob, ends, url, ranges) : undefined;
+  yield* fast ?? blobPieces(blob, ends, url, ranges);
 }
 
 /** The stream digest stored in a binary Blob's footer (hex); undefined if it has none. */
@@ -342,14 +360,16 @@ async function footerDigest(read: () => Promise<Uint8Array | undefined>, at: num
 
 /**
  * The records of an open {@linkcode ByteSource} and its stream digest, as `decodeWithDigest`
- * gives them; `tap`, if given, sees every byte read. A file or an object is closed once the
- * records end, however they end.
+ * gives them; `tap`, if given, sees every byte read. `whole`: the caller takes every record at
+ * once (a load, not a stream a consumer may leave half read). A file or an object is closed
+ * once the records end, however they end.
  */
 export function decodeByteSource(
   source: ByteSource,
   options: DecodeOptions,
   bodies: "keep" | "hash",
   tap?: Hash,
+  whole = false,
 ): { records: AsyncGenerator<CheckpointRecord>; digest: Promise<string | undefined> } {
   if (source.kind === "stream") {
     return decodeWithDigest(tap ? tapped(source.bytes, tap) : source.bytes, options, bodies);
@@ -358,7 +378,7 @@ export function decodeByteSource(
   const digest = settled<string>();
   async function* records(): AsyncGenerator<CheckpointRecord> {
     try {
-      const input = open.kind === "blob" ? open.read(webLoads(bodies, options)) : open.reader;
+      const input = open.kind === "blob" ? open.read(webLoads(bodies, options), whole) : open.reader;
       yield* decodeRecords(input, options, tap, digest, bodies);
     } finally {
       open.close();
@@ -406,18 +426,19 @@ function objectDigest(object: ObjectReader, at: StoreObject): Promise<string | u
 /**
  * {@linkcode decodeCheckpoint}'s records as a generator, and the stream digest as
  * `decodeWithDigest` gives it. With `bodies: "hash"`, a ckpt binary checkpoint's tensors are
- * verified and not kept (their data an empty array). The source is opened when the first record
- * is asked for.
+ * verified and not kept (their data an empty array); `whole` as for {@linkcode decodeByteSource}.
+ * The source is opened when the first record is asked for.
  */
 export function sourceRecords(
   source: CheckpointSource,
   options: DecodeOptions & StorageOptions = {},
   bodies: "keep" | "hash" = "keep",
+  whole = false,
 ): { records: AsyncGenerator<CheckpointRecord>; digest: Promise<string | undefined> } {
   const digest = settled<string | undefined>();
   async function* records(): AsyncGenerator<CheckpointRecord> {
     try {
-      const decoded = decodeByteSource(await openByteSource(source, options), options, bodies);
+      const decoded = decodeByteSource(await openByteSource(source, options), options, bodies, undefined, whole);
       yield* decoded.records;
       digest.resolve(await decoded.digest);
     } finally {

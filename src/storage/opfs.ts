@@ -12,9 +12,10 @@
  *   a closed tab left there.
  * - A `File` read from a handle that has since been replaced can no longer be read
  *   (`NotReadableError`): a read racing a replacement fails, it never mixes two objects.
- * - Conditional writes check and move under a Web Lock (`navigator.locks`) named after the
- *   object, so tabs and workers of one origin cannot both win. An object's version is its size
- *   and modification time in milliseconds.
+ * - Every move over a key (conditional writes check and move) and every delete runs under a
+ *   Web Lock (`navigator.locks`) named after the object, so tabs and workers of one origin cannot
+ *   both win, and a load reading the file through a sync access handle (which locks it) ends
+ *   first. An object's version is its size and modification time in milliseconds.
  *
  * @example
  * ```ts ignore
@@ -44,6 +45,7 @@ import { OPFS_STORE_OPTION_NAMES } from "./_storage_options.ts";
 
 import { openWritable, type WritableEntry, type WritableFile } from "./_opfs_writable.ts";
 import { checkQuota, StorageFullError } from "./quota.ts";
+import { noteOpfsFile, underObjectLock } from "./_opfs_read.ts";
 
 export { persistStorage, type StorageEstimate, storageEstimate, StorageFullError } from "./quota.ts";
 
@@ -62,9 +64,6 @@ export interface DirectoryEntry {
   getDirectoryHandle(name: string, options?: { create?: boolean }): Promise<DirectoryEntry>;
   removeEntry(name: string, options?: { recursive?: boolean }): Promise<void>;
   entries(): AsyncIterable<[string, FileEntry | DirectoryEntry]>;
-}
-interface LockManager {
-  request<T>(name: string, callback: () => Promise<T>): Promise<T>;
 }
 
 /** The directory inside a store that holds writes in progress. */
@@ -218,10 +217,16 @@ export class OpfsStore implements ObjectStore {
   }
 
   async #file(key: string): Promise<File | undefined> {
+    return (await this.#entry(key))?.file;
+  }
+
+  /** The object's file handle and its content now; `undefined` if there is none. */
+  async #entry(key: string): Promise<{ handle: FileEntry; file: File } | undefined> {
     const parts = checkKey(key, this.url);
     try {
       const dir = await this.#parent(parts, false);
-      return await (await dir.getFileHandle(parts.at(-1)!)).getFile();
+      const handle = await dir.getFileHandle(parts.at(-1)!);
+      return { handle, file: await handle.getFile() };
     } catch (e) {
       if (isMissing(e)) return undefined;
       throw e;
@@ -262,12 +267,14 @@ export class OpfsStore implements ObjectStore {
   /**
    * The object's `File`, for reads by slices (a load reads each large record with one
    * `slice().arrayBuffer()`). Once the object is replaced or deleted, reads of it fail
-   * (`NotReadableError`): they never mix two objects.
+   * (`NotReadableError`): they never mix two objects. A whole load may read the same file
+   * through a sync access handle on a worker instead (src/storage/_opfs_read.ts).
    */
   async blob(key: string): Promise<Blob> {
-    const file = await this.#file(key);
-    if (!file) throw new ObjectNotFoundError(this.url + key);
-    return file;
+    const entry = await this.#entry(key);
+    if (!entry) throw new ObjectNotFoundError(this.url + key);
+    noteOpfsFile(entry.file, entry.handle, this.url + key);
+    return entry.file;
   }
 
   /** Describes an object, or `undefined` when there is none. */
@@ -357,8 +364,7 @@ export class OpfsStore implements ObjectStore {
           signal?.throwIfAborted();
           await out.close();
           state = "closed";
-          const locks = (globalThis.navigator as unknown as { locks?: LockManager } | undefined)?.locks;
-          return locks ? await locks.request(`ckpt-opfs:${url}`, commit) : await commit();
+          return await underObjectLock(url, commit);
         } catch (e) {
           if (state === "open") await abort(e);
           else await removeTemp();
@@ -374,7 +380,7 @@ export class OpfsStore implements ObjectStore {
     const parts = checkKey(key, this.url);
     try {
       const dir = await this.#parent(parts, false);
-      await dir.removeEntry(parts.at(-1)!);
+      await underObjectLock(this.url + key, () => dir.removeEntry(parts.at(-1)!));
     } catch (e) {
       if (!isMissing(e)) throw e;
     }

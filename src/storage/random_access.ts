@@ -8,8 +8,8 @@
 import type { RandomAccessReader } from "../format/codec.ts";
 import type { ObjectStore } from "./types.ts";
 import { iterate } from "../format/_streams.ts";
-import { noteDigest } from "../format/_known_digests.ts";
 import { PieceHasher } from "./_piece_hasher.ts";
+import { notedPiece, readAhead } from "./_read_ahead.ts";
 
 /** How many trailing bytes the first request fetches, by default. */
 export const DEFAULT_TAIL_BYTES = 64 * 1024;
@@ -213,16 +213,13 @@ export function blobRandomAccess(blob: Blob, url: string): CountingReader {
   };
 }
 
-/** Pieces read ahead of the one the consumer works on (their hashing included). */
-const PIECES_AHEAD = 2;
-
 /**
  * `blob`'s bytes in the pieces that `ends` (each piece's end offset, ascending, the last one the
  * blob's size) cut it into, each in fresh memory of its own, read one after the other while the
  * consumer works on an earlier one (reads run off this thread; two pieces ahead at most). With
  * `ranges` (the ranges of a piece to hash, relative to it), each piece that has some is hashed
  * on a worker thread ({@linkcode PieceHasher}) while the next is read, and each digest noted for
- * its bytes ({@linkcode noteDigest}); where no worker can run, or it failed, pieces come without.
+ * its bytes (`noteDigest`); where no worker can run, or it failed, pieces come without.
  *
  * @example
  * ```ts
@@ -246,10 +243,7 @@ export async function* blobPieces(
     const wanted = ranges?.(startOf(i), ends[i]!) ?? [];
     if (wanted.length === 0 || (hasher ??= PieceHasher.acquire() ?? null) === null) return bytes;
     try {
-      const { buffer, digests } = await hasher.digest(bytes.buffer as ArrayBuffer, wanted);
-      const back = new Uint8Array(buffer);
-      wanted.forEach(([at, n], k) => noteDigest(back.subarray(at, at + n), digests[k]!));
-      return back;
+      return notedPiece(await hasher.digest(bytes.buffer as ArrayBuffer, wanted), wanted);
     } catch {
       // The worker failed: the piece is hashed by the decoder, read again if it went there (detached).
       return bytes.byteLength > 0 ? bytes : await read(i);
@@ -257,26 +251,13 @@ export async function* blobPieces(
   };
   // Reads one after the other (each starts once the one before it is in), each then hashed.
   let reads: Promise<unknown> = Promise.resolve();
-  const pieces: Promise<Uint8Array>[] = [];
-  const launch = (i: number) => {
-    if (i >= ends.length) return;
-    const bytes = reads.then(() => read(i));
-    reads = bytes.catch(() => {});
-    const piece = bytes.then((b) => hashed(i, b));
-    piece.catch(() => {}); // awaited in turn; a failure meanwhile is not unhandled
-    pieces[i] = piece;
-  };
-  for (let i = 0; i < PIECES_AHEAD; i++) launch(i);
   try {
-    for (let i = 0; i < ends.length; i++) {
-      const piece = await pieces[i]!;
-      delete pieces[i];
-      launch(i + PIECES_AHEAD);
-      yield piece;
-    }
+    yield* readAhead(ends.length, (i) => {
+      const bytes = reads.then(() => read(i));
+      reads = bytes.catch(() => {});
+      return bytes.then((b) => hashed(i, b));
+    });
   } finally {
-    // Reads still in flight when the consumer stopped land before the worker goes.
-    await Promise.all(pieces.filter((p) => p !== undefined).map((p) => p.catch(() => {})));
     hasher?.release();
   }
 }
