@@ -17,11 +17,13 @@ import {
   type SerializedError,
   serializeError,
   type TensorChunk,
+  type WorkerSetup,
 } from "./_protocol.ts";
 import type { TensorInput } from "../format/types.ts";
 import { SaveQueue } from "./_queue.ts";
 import { buffersOf, reserveReceived } from "./_transfer.ts";
 import { type WorkerMessage, workerScope } from "../runtime/workers.ts";
+import { lowerThreadPriority } from "../runtime/_thread_priority.ts";
 
 const port = workerScope;
 
@@ -114,8 +116,15 @@ const queue = new SaveQueue<SaveRequest>(save, (old, by) => {
   send({ id: old.id, status: "superseded", by: { step: by.metadata.step, path: by.path }, tensors: old.tensors });
 });
 
-port.addEventListener("message", (e: WorkerMessage<SaveRequest | TensorChunk>) => {
+port.addEventListener("message", (e: WorkerMessage<SaveRequest | TensorChunk | WorkerSetup>) => {
   const message = e.data;
+  if ("setup" in message) {
+    // The first message, handled before any save starts an async operation, so that the threads
+    // this worker's runtime makes for the save's writes and hashes inherit the lowered priority.
+    // Where it cannot be lowered the worker saves at the priority it has.
+    if (message.setup.nice !== undefined) lowerThreadPriority(message.setup.nice);
+    return;
+  }
   if ("chunk" in message) {
     inboxes.get(message.chunk)?.add(message);
     return;
