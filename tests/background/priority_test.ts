@@ -81,6 +81,61 @@ Deno.test("BackgroundWriter and CheckpointWriter refuse a misspelt priority", as
   await writer.close();
 });
 
+Deno.test({
+  name: 'CheckpointWriter hands its priority to its worker: lowered by default, not with priority "normal"',
+  ignore: !linux,
+  async fn() {
+    const dir = await Deno.makeTempDir();
+    try {
+      for (const [priority, nice] of [[undefined, BACKGROUND_NICE], ["normal", 0]] as const) {
+        const earlier = new Set((await threads()).map((t) => t.tid));
+        const writer = new CheckpointWriter(priority ? { priority } : {});
+        try {
+          await writer.fileWriter.save(`${dir}/a.ckpt`, { metadata: { step: 1 }, tensors: tensors(1) }, {});
+          const workers = (await threads()).filter((t) => !earlier.has(t.tid) && t.name.startsWith("worker-"));
+          assert.ok(workers.length >= 1, "no worker thread");
+          assert.deepEqual(workers.map((t) => t.nice), workers.map(() => nice), `priority ${priority}`);
+        } finally {
+          await writer.close();
+        }
+      }
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name: "a background save still finishes while two threads at normal priority keep both cores busy",
+  ignore: !linux,
+  async fn() {
+    // Two spinning workers until the save is written. At nice 10 the save gets about a tenth of a
+    // core, so 4 MiB takes well under a second here; the bound only says it is not starved.
+    const stop = new Int32Array(new SharedArrayBuffer(4));
+    const spin =
+      `self.onmessage = (e) => { const stop = e.data; while (Atomics.load(stop, 0) === 0); self.postMessage("done"); };`;
+    const spinners = [0, 1].map(() =>
+      new Worker(`data:text/javascript,${encodeURIComponent(spin)}`, { type: "module" })
+    );
+    const stopped = spinners.map((w) => new Promise((resolve) => w.onmessage = resolve));
+    for (const w of spinners) w.postMessage(stop);
+    const dir = await Deno.makeTempDir();
+    const writer = new BackgroundWriter();
+    try {
+      const t0 = performance.now();
+      const { bytes } = await writer.save(`${dir}/a.ckpt`, { metadata: { step: 1 }, tensors: tensors(4) });
+      assert.ok(bytes > 4 * 2 ** 20);
+      assert.ok(performance.now() - t0 < 60_000, "the save was starved");
+    } finally {
+      Atomics.store(stop, 0, 1);
+      await Promise.all(stopped);
+      for (const w of spinners) w.terminate();
+      await writer.close();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
 /**
  * In a process given every permission (so the worker may read /proc/self/task): the threads that
  * did CPU work while 4 saves of 16 MiB ran, with their nice values and clock ticks.
