@@ -10,8 +10,10 @@
 // (queried, never prompted for: a prompt would stop the worker). A Deno worker's runtime starts
 // one or two blocking-pool threads before the worker's first line runs; they are kept and serve
 // its file writes and FFI hashes, at the priority they were made with. Where the process may read
-// /proc/self/task (Deno asks for --allow-all there), they are lowered too: the tokio threads made
-// after this one (thread ids grow). Otherwise they stay at the process's priority.
+// /proc/thread-self (Deno asks for --allow-all there), they are found and lowered too: a read of
+// that link done on the pool names the pool thread that did it, so a few rounds of such reads at
+// once, which wake the idle pool threads, name this runtime's pool threads and no other thread of
+// the process. Otherwise they stay at the process's priority.
 //
 // Node: the same call, which needs no permission; lowering one's own priority needs no privilege
 // on Linux. Node's thread pool (file I/O, async crypto) is one for the whole process, its threads
@@ -28,10 +30,10 @@ const nodeFs = RUNTIME === "node" ? await import("node:fs") : undefined;
 /**
  * Lowers the calling thread's priority to nice value `nice` (0 to 19, higher is lower priority),
  * and in Deno the blocking-pool threads its runtime made before (where /proc can be read).
- * Returns `undefined` when the calling thread's was lowered, or why not (another OS, no
- * permission, the call failed); never throws.
+ * Resolves to `undefined` when the calling thread's was lowered (that happens before this
+ * returns), or to why not (another OS, no permission, the call failed); never rejects.
  */
-export function lowerThreadPriority(nice: number): string | undefined {
+export async function lowerThreadPriority(nice: number): Promise<string | undefined> {
   if (!os) return "a browser has no thread priorities";
   if (os.platform() !== "linux") return `on ${os.platform()} a nice value belongs to the whole process`;
   if (RUNTIME === "deno") {
@@ -44,19 +46,25 @@ export function lowerThreadPriority(nice: number): string | undefined {
   } catch (e) {
     return `setPriority failed: ${(e as Error)?.message ?? e}`;
   }
-  if (RUNTIME === "deno") lowerEarlierPoolThreads(os.setPriority, nice);
+  if (RUNTIME === "deno") await lowerPoolThreads(os.setPriority, nice);
   return undefined;
 }
 
-/** Deno: the tokio threads made after the calling thread, lowered to `nice` (see above). */
-function lowerEarlierPoolThreads(setPriority: (tid: number, nice: number) => void, nice: number): void {
+/** Reads of /proc/thread-self on the pool at once, per round, and the rounds. */
+const PROBES = 4;
+const PROBE_ROUNDS = 3;
+
+/** Deno: this runtime's blocking-pool threads, found by the reads they serve, lowered to `nice`. */
+async function lowerPoolThreads(setPriority: (tid: number, nice: number) => void, nice: number): Promise<void> {
+  const tidOf = (link: string) => Number(link.split("/").at(-1));
   try {
-    const self = Number(Deno.readLinkSync("/proc/thread-self").split("/").at(-1));
-    for (const entry of Deno.readDirSync("/proc/self/task")) {
-      const tid = Number(entry.name);
-      if (!(tid > self)) continue;
-      const name = Deno.readTextFileSync(`/proc/self/task/${tid}/comm`).trim();
-      if (name.startsWith("tokio-runtime")) setPriority(tid, nice);
+    const lowered = new Set([tidOf(Deno.readLinkSync("/proc/thread-self"))]); // this thread's, read here
+    for (let round = 0; round < PROBE_ROUNDS; round++) {
+      const links = await Promise.all(Array.from({ length: PROBES }, () => Deno.readLink("/proc/thread-self")));
+      for (const tid of links.map(tidOf)) {
+        if (!lowered.has(tid)) setPriority(tid, nice);
+        lowered.add(tid);
+      }
     }
   } catch {
     // /proc not readable (Deno without --allow-all), or a thread gone meanwhile: left as it is.
