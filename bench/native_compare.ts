@@ -113,7 +113,34 @@ const STALL_MODES: StallMode[] = ["none", "copy", "writer", "tfjs-file", "writer
 /** For the two writers: milliseconds from `save()` to its file written. */
 const saveLatency = new Map<StallMode, number[]>([["writer", []], ["writer-normal", []]]);
 
+/**
+ * CPU time so far, in ms, of this process's threads (Linux, from /proc/self/task/<tid>/schedstat):
+ * the main thread, the others at normal priority (TensorFlow's, a `"normal"` writer's), and those
+ * lowered (a `"background"` writer's worker and its pool); undefined where /proc cannot be read.
+ */
+function threadCpu(): [main: number, normal: number, lowered: number] | undefined {
+  try {
+    const cpu: [number, number, number] = [0, 0, 0];
+    for (const { name: tid } of Deno.readDirSync("/proc/self/task")) {
+      try {
+        const stat = Deno.readTextFileSync(`/proc/self/task/${tid}/stat`);
+        const nice = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]);
+        const ns = Number(Deno.readTextFileSync(`/proc/self/task/${tid}/schedstat`).split(" ")[0]);
+        cpu[Number(tid) === Deno.pid ? 0 : nice > 0 ? 2 : 1] += ns / 1e6;
+      } catch {
+        // the thread ended meanwhile
+      }
+    }
+    return cpu;
+  } catch {
+    return undefined;
+  }
+}
+/** Per stall mode and round: the CPU of {@linkcode threadCpu} spent during the timed steps. */
+const stallCpu = new Map<StallMode, [number, number, number][]>(STALL_MODES.map((m) => [m, []]));
+
 async function stallLoop(mode: StallMode): Promise<number> {
+  const cpu0 = threadCpu();
   const t0 = performance.now();
   let saving: Promise<unknown> | undefined;
   if (mode === "copy") {
@@ -130,6 +157,8 @@ async function stallLoop(mode: StallMode): Promise<number> {
     await new Promise((r) => setTimeout(r, 0));
   }
   const wall = performance.now() - t0;
+  const cpu1 = threadCpu();
+  if (cpu0 && cpu1) stallCpu.get(mode)!.push([0, 1, 2].map((i) => cpu1[i]! - cpu0[i]!) as [number, number, number]);
   await saving; // outside the timing: the next loop starts with the worker idle
   return wall;
 }
@@ -137,7 +166,7 @@ async function stallLoop(mode: StallMode): Promise<number> {
 const stall = new Map<StallMode, number[]>(STALL_MODES.map((m) => [m, []]));
 await stallLoop("writer");
 await stallLoop("writer-normal");
-for (const times of saveLatency.values()) times.length = 0; // the warm-up saves
+for (const times of [...saveLatency.values(), ...stallCpu.values()]) times.length = 0; // the warm-up saves
 for (let r = 0; r < ROUNDS; r++) for (const m of STALL_MODES) stall.get(m)!.push(await stallLoop(m));
 
 // Durable saves and loads, alternating, each to a fresh name.
@@ -245,6 +274,15 @@ console.log(
       ms(median(saveLatency.get("writer-normal")!))
     } (normal)`,
 );
+if (stallCpu.get("none")!.length > 0) {
+  // CPU time is less disturbed by other processes than wall time: it shows what the main thread
+  // itself pays for a checkpoint (the copy, batching, postMessage) and how much of the save ran
+  // beside the steps, at which priority.
+  const cpuOf = (m: StallMode, i: number) => median(stallCpu.get(m)!.map((c) => c[i]!));
+  const above = (m: StallMode) => [0, 1, 2].map((i) => ms(cpuOf(m, i) - cpuOf("none", i))).join(" / ");
+  console.log("  CPU during those steps above none (main thread / other threads at normal priority / lowered):");
+  for (const m of ["copy", "writer", "writer-normal"] as const) console.log(`    ${m.padEnd(13)} ${above(m)}`);
+}
 const row = (name: string, ours: number[], peer: number[] | undefined, peerName: string) =>
   console.log(
     `  ${name.padEnd(34)} ckpt ${ms(median(ours))}  ${peerName} ${peer ? ms(median(peer)) : "-"}  ` +
