@@ -68,13 +68,16 @@ export { type CheckpointTarget, saveCheckpoint, type SaveOptions, type SaveResul
 export { loadCheckpoint, type LoadOptions } from "./src/io/load.ts";
 export { type VerifiedTensor, verifyCheckpoint, type VerifyOptions, type VerifyResult } from "./src/io/verify.ts";
 export {
+  BACKGROUND_NICE,
   type BackgroundCheckpoint,
   BackgroundWriter,
   type BackgroundWriterOptions,
   DEFAULT_IDLE_TIMEOUT,
+  DEFAULT_PRIORITY,
   DEFAULT_WHEN_BUSY,
   SupersededError,
   type WhenBusy,
+  type WriterPriority,
 } from "./src/background/writer.ts";
 export { type DTypeInfo, DTYPES, type TypedArrayConstructor, validateTensor } from "./src/format/dtype.ts";
 export {

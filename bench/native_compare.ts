@@ -10,7 +10,11 @@
  *    - `writer`: `CheckpointWriter.save()` not awaited (snapshot, then encode, SHA-256, fsync and
  *      commit in a worker): target ≤ 1.2x `copy`;
  *    - `tfjs-file`: `await model.save("file://…", { includeOptimizer: true })` (tfjs-node's file
- *      handler): target `writer` ≤ 0.2x this.
+ *      handler): target `writer` ≤ 0.2x this;
+ *    - `writer-normal`: the same save from a writer with `priority: "normal"` (its worker at the
+ *      loop's priority, as before the default became `"background"`), for comparison. Under the
+ *      two writers, how long after `save()` their file was written (a lower priority trades the
+ *      save's latency for the loop's time).
  * 2. Durable save, whole: `await writer.save()` against `model.save("file://…")` (which neither
  *    hashes nor fsyncs) and TensorFlow's `tf.train.Checkpoint.write` in Python from the same
  *    wheel on the same shapes: targets ckpt ≥ 1.0x both (a ratio is the peer's time over ckpt's).
@@ -94,6 +98,7 @@ const stateBytes = weightBytes * 3;
 
 const dir = await Deno.makeTempDir({ prefix: "ckpt_native_compare_" });
 const writer = new CheckpointWriter();
+const normalWriter = new CheckpointWriter({ priority: "normal" });
 let step = 1;
 let saves = 0;
 
@@ -103,29 +108,65 @@ const median = (xs: number[]) => {
 };
 const ms = (n: number) => `${n.toFixed(1)} ms`;
 
-type StallMode = "none" | "copy" | "writer" | "tfjs-file";
-const STALL_MODES: StallMode[] = ["none", "copy", "writer", "tfjs-file"];
+type StallMode = "none" | "copy" | "writer" | "tfjs-file" | "writer-normal";
+const STALL_MODES: StallMode[] = ["none", "copy", "writer", "tfjs-file", "writer-normal"];
+/** For the two writers: milliseconds from `save()` to its file written. */
+const saveLatency = new Map<StallMode, number[]>([["writer", []], ["writer-normal", []]]);
+
+/**
+ * CPU time so far, in ms, of this process's threads (Linux, from /proc/self/task/<tid>/schedstat):
+ * the main thread, the others at normal priority (TensorFlow's, a `"normal"` writer's), and those
+ * lowered (a `"background"` writer's worker and its pool); undefined where /proc cannot be read.
+ */
+function threadCpu(): [main: number, normal: number, lowered: number] | undefined {
+  try {
+    const cpu: [number, number, number] = [0, 0, 0];
+    for (const { name: tid } of Deno.readDirSync("/proc/self/task")) {
+      try {
+        const stat = Deno.readTextFileSync(`/proc/self/task/${tid}/stat`);
+        const nice = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]);
+        const ns = Number(Deno.readTextFileSync(`/proc/self/task/${tid}/schedstat`).split(" ")[0]);
+        cpu[Number(tid) === Deno.pid ? 0 : nice > 0 ? 2 : 1] += ns / 1e6;
+      } catch {
+        // the thread ended meanwhile
+      }
+    }
+    return cpu;
+  } catch {
+    return undefined;
+  }
+}
+/** Per stall mode and round: the CPU of {@linkcode threadCpu} spent during the timed steps. */
+const stallCpu = new Map<StallMode, [number, number, number][]>(STALL_MODES.map((m) => [m, []]));
 
 async function stallLoop(mode: StallMode): Promise<number> {
+  const cpu0 = threadCpu();
   const t0 = performance.now();
   let saving: Promise<unknown> | undefined;
   if (mode === "copy") {
     for (const w of model.weights) w.read().dataSync();
     for (const w of await optimizer.getWeights()) w.tensor.dataSync();
-  } else if (mode === "writer") saving = writer.save(`${dir}/stall-${saves++}.ckpt`, { model, optimizer, step });
-  else if (mode === "tfjs-file") await model.save(`file://${dir}/stall-tfjs`, { includeOptimizer: true });
+  } else if (mode === "writer" || mode === "writer-normal") {
+    const by = mode === "writer" ? writer : normalWriter;
+    saving = by.save(`${dir}/stall-${saves++}.ckpt`, { model, optimizer, step })
+      .then(() => saveLatency.get(mode)!.push(performance.now() - t0));
+  } else if (mode === "tfjs-file") await model.save(`file://${dir}/stall-tfjs`, { includeOptimizer: true });
   for (let k = 0; k < STEPS; k++) {
     step++;
     await model.trainOnBatch(x, y);
     await new Promise((r) => setTimeout(r, 0));
   }
   const wall = performance.now() - t0;
+  const cpu1 = threadCpu();
+  if (cpu0 && cpu1) stallCpu.get(mode)!.push([0, 1, 2].map((i) => cpu1[i]! - cpu0[i]!) as [number, number, number]);
   await saving; // outside the timing: the next loop starts with the worker idle
   return wall;
 }
 
 const stall = new Map<StallMode, number[]>(STALL_MODES.map((m) => [m, []]));
 await stallLoop("writer");
+await stallLoop("writer-normal");
+for (const times of [...saveLatency.values(), ...stallCpu.values()]) times.length = 0; // the warm-up saves
 for (let r = 0; r < ROUNDS; r++) for (const m of STALL_MODES) stall.get(m)!.push(await stallLoop(m));
 
 // Durable saves and loads, alternating, each to a fresh name.
@@ -177,6 +218,7 @@ for (let r = 0; r < ROUNDS; r++) {
   await Deno.remove(path);
 }
 await writer.close();
+await normalWriter.close();
 // The parts after the rounds, not among them: a round then takes as long as before, and the
 // writer's worker (kept 1 s once idle) is not restarted between its saves by the extra time.
 for (let r = 0; r < ROUNDS; r++) {
@@ -225,6 +267,22 @@ console.log(`training-loop stall per checkpoint (${STEPS} steps of ${ms(none / S
 for (const m of ["copy", "writer", "tfjs-file"] as const) console.log(`  ${m.padEnd(10)} ${ms(extra(m))}`);
 console.log(`  writer / copy      ${(extra("writer") / extra("copy")).toFixed(2)}x (target <= 1.2)`);
 console.log(`  writer / tfjs-file ${(extra("writer") / extra("tfjs-file")).toFixed(2)}x (target <= 0.2)`);
+console.log(
+  `  for comparison, priority "normal": ${ms(extra("writer-normal"))}, ` +
+    `${(extra("writer-normal") / extra("copy")).toFixed(2)}x the copy; file written after ` +
+    `${ms(median(saveLatency.get("writer")!))} (background) and ${
+      ms(median(saveLatency.get("writer-normal")!))
+    } (normal)`,
+);
+if (stallCpu.get("none")!.length > 0) {
+  // CPU time is less disturbed by other processes than wall time: it shows what the main thread
+  // itself pays for a checkpoint (the copy, batching, postMessage) and how much of the save ran
+  // beside the steps, at which priority.
+  const cpuOf = (m: StallMode, i: number) => median(stallCpu.get(m)!.map((c) => c[i]!));
+  const above = (m: StallMode) => [0, 1, 2].map((i) => ms(cpuOf(m, i) - cpuOf("none", i))).join(" / ");
+  console.log("  CPU during those steps above none (main thread / other threads at normal priority / lowered):");
+  for (const m of ["copy", "writer", "writer-normal"] as const) console.log(`    ${m.padEnd(13)} ${above(m)}`);
+}
 const row = (name: string, ours: number[], peer: number[] | undefined, peerName: string) =>
   console.log(
     `  ${name.padEnd(34)} ckpt ${ms(median(ours))}  ${peerName} ${peer ? ms(median(peer)) : "-"}  ` +

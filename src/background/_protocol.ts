@@ -51,6 +51,14 @@ export interface TensorChunk {
   error?: SerializedError;
 }
 
+/**
+ * Main thread to worker, first of all: how the worker sets itself up. `nice`: lower its thread's
+ * scheduling priority to that nice value (see src/runtime/_thread_priority.ts); absent, it is left.
+ */
+export interface WorkerSetup {
+  setup: { nice?: number };
+}
+
 /** An error as it crosses the thread boundary. */
 export interface SerializedError {
   name: string;

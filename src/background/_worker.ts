@@ -17,11 +17,13 @@ import {
   type SerializedError,
   serializeError,
   type TensorChunk,
+  type WorkerSetup,
 } from "./_protocol.ts";
 import type { TensorInput } from "../format/types.ts";
 import { SaveQueue } from "./_queue.ts";
 import { buffersOf, reserveReceived } from "./_transfer.ts";
 import { type WorkerMessage, workerScope } from "../runtime/workers.ts";
+import { lowerThreadPriority } from "../runtime/_thread_priority.ts";
 
 const port = workerScope;
 
@@ -90,7 +92,11 @@ class Inbox {
 /** Streamed saves whose request has arrived, by id, until they are answered. */
 const inboxes = new Map<number, Inbox>();
 
+/** Settles once the worker is set up (its threads lowered, where they are): saves wait for it. */
+let setUp: Promise<unknown> = Promise.resolve();
+
 async function save(request: SaveRequest): Promise<void> {
+  await setUp;
   const { id, path, object, metadata, headroom, options } = request;
   const inbox = request.stream ? inboxes.get(id) : undefined;
   const tensors = inbox ? inbox.received : request.tensors;
@@ -114,8 +120,16 @@ const queue = new SaveQueue<SaveRequest>(save, (old, by) => {
   send({ id: old.id, status: "superseded", by: { step: by.metadata.step, path: by.path }, tensors: old.tensors });
 });
 
-port.addEventListener("message", (e: WorkerMessage<SaveRequest | TensorChunk>) => {
+port.addEventListener("message", (e: WorkerMessage<SaveRequest | TensorChunk | WorkerSetup>) => {
   const message = e.data;
+  if ("setup" in message) {
+    // The first message: the worker's thread is lowered now, before any save starts an async
+    // operation, so that the threads its runtime makes for the save's writes and hashes inherit
+    // the lower priority; saves wait until the pool threads made before are found and lowered
+    // too. Where it cannot be lowered the worker saves at the priority it has.
+    if (message.setup.nice !== undefined) setUp = lowerThreadPriority(message.setup.nice);
+    return;
+  }
   if ("chunk" in message) {
     inboxes.get(message.chunk)?.add(message);
     return;

@@ -24,6 +24,7 @@ import {
   type TensorChunk,
   WORKER_URL,
   type WorkerSaveOptions,
+  type WorkerSetup,
 } from "./_protocol.ts";
 import { type OwnedTensors, takeOwnership } from "./_transfer.ts";
 import { SaveLedger } from "./_saves.ts";
@@ -42,6 +43,54 @@ export type WhenBusy = "wait" | "coalesce";
 
 /** The default of {@linkcode BackgroundWriterOptions.whenBusy}. */
 export const DEFAULT_WHEN_BUSY: WhenBusy = "wait";
+
+/**
+ * The scheduling priority of a {@linkcode BackgroundWriter}'s worker:
+ * - `"background"`: below the thread that calls `save()`, so the cores go to the training loop
+ *   first and the save runs in what the loop leaves idle (Linux: the worker thread, and the
+ *   threads it starts for writes and hashes, run at nice {@linkcode BACKGROUND_NICE}).
+ * - `"normal"`: the priority of the process, as any thread.
+ *
+ * Applied where it can be (Linux; in Deno with the `sys` permission for `setPriority`), a no-op
+ * elsewhere: see docs/background.md.
+ *
+ * @example
+ * ```ts
+ * import { BackgroundWriter, type WriterPriority } from "./writer.ts";
+ * // A save that must finish as soon as possible, whatever it costs the training loop:
+ * const priority: WriterPriority = "normal";
+ * const writer = new BackgroundWriter({ priority });
+ * await writer.close();
+ * ```
+ */
+export type WriterPriority = "background" | "normal";
+
+/**
+ * The default of {@linkcode BackgroundWriterOptions.priority}.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_PRIORITY } from "./writer.ts";
+ * import assert from "node:assert/strict";
+ * assert.equal(DEFAULT_PRIORITY, "background");
+ * ```
+ */
+export const DEFAULT_PRIORITY: WriterPriority = "background";
+
+/**
+ * The nice value a `"background"` worker runs at (Linux; 0 is the default, 19 the lowest). On a
+ * core the training loop keeps busy, a nice-10 thread gets about a tenth of it (the kernel's
+ * weights: 110 against 1024), so a save still finishes when the loop never idles, in about ten
+ * times its CPU time; at nice 19 (weight 15) it would take seventy times.
+ *
+ * @example
+ * ```ts
+ * import { BACKGROUND_NICE } from "./writer.ts";
+ * import assert from "node:assert/strict";
+ * assert.ok(BACKGROUND_NICE > 0 && BACKGROUND_NICE < 20);
+ * ```
+ */
+export const BACKGROUND_NICE = 10;
 
 /** The default of {@linkcode BackgroundWriterOptions.idleTimeout}, in milliseconds. */
 export const DEFAULT_IDLE_TIMEOUT = 1000;
@@ -79,6 +128,17 @@ export interface BackgroundWriterOptions {
    * @default {1000}
    */
   idleTimeout?: number;
+  /**
+   * The worker's scheduling priority: `"background"` lowers it below the calling thread's, so a
+   * training loop that keeps the cores busy is slowed less by a save running beside it (the save
+   * takes longer instead); `"normal"` leaves it. Applied on Linux, in Deno where the `sys`
+   * permission for `setPriority` is granted (`--allow-sys`, `-A`) and in Node; elsewhere, or
+   * where it cannot be applied, the worker runs at normal priority and saves as before. See
+   * {@linkcode WriterPriority}.
+   *
+   * @default {"background"}
+   */
+  priority?: WriterPriority;
 }
 
 /** A checkpoint as {@linkcode BackgroundWriter.save} takes it: tensors as an array. */
@@ -175,7 +235,12 @@ function checkTarget(target: string | URL | StoreObject): Target {
 
 /** What a background save takes of {@linkcode SaveOptions}; the others are refused by name. */
 const WORKER_OPTION_NAMES = ["codec", "compression", "sync", "sha256sum", "reuse"] as const;
-const WRITER_OPTION_NAMES = optionNames<BackgroundWriterOptions>()(["whenBusy", "idleTimeout", "onReturn"]);
+const WRITER_OPTION_NAMES = optionNames<BackgroundWriterOptions>()([
+  "whenBusy",
+  "idleTimeout",
+  "onReturn",
+  "priority",
+]);
 const SAVE_ONLY_HINTS: Readonly<Record<string, string>> = {
   preventClose: "a background save writes to a path, never to a stream of yours",
   storage: "a background save writes to a local path or an opfs: address",
@@ -302,6 +367,7 @@ export class BackgroundWriter implements AsyncDisposable {
   #whenBusy: WhenBusy;
   #onReturn: ((tensors: TensorInput[]) => void) | undefined;
   #idleTimeout: number;
+  #nice: number | undefined;
   #workerUrl: URL;
   #worker: WorkerHandle | undefined;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
@@ -328,6 +394,11 @@ export class BackgroundWriter implements AsyncDisposable {
     if (options.onReturn !== undefined && typeof options.onReturn !== "function") {
       throw new TypeError("Invalid option onReturn: expected a function");
     }
+    const priority = options.priority ?? DEFAULT_PRIORITY;
+    if (priority !== "background" && priority !== "normal") {
+      throw new TypeError(`Invalid option priority: ${JSON.stringify(priority)}, expected "background" or "normal"`);
+    }
+    this.#nice = priority === "background" ? BACKGROUND_NICE : undefined;
     this.#whenBusy = whenBusy;
     this.#onReturn = options.onReturn;
     this.#idleTimeout = idleTimeout;
@@ -558,6 +629,8 @@ export class BackgroundWriter implements AsyncDisposable {
 
   #spawn(): WorkerHandle {
     const worker = startWorker(this.#workerUrl);
+    const setup: WorkerSetup = { setup: this.#nice === undefined ? {} : { nice: this.#nice } };
+    worker.postMessage(setup, []); // first, before any save
     worker.onmessage = (e: WorkerMessage<SaveReply>) => this.#onReply(worker, e.data);
     worker.onerror = (e: WorkerFailure) => {
       e.preventDefault(); // handled here: must not take the whole process down

@@ -10,6 +10,7 @@ import {
   DEFAULT_WHEN_BUSY,
   SupersededError,
   type WhenBusy,
+  type WriterPriority,
 } from "../background/writer.ts";
 import type { SaveOptions, SaveResult } from "../io/save.ts";
 import type { Checkpoint, CheckpointInput, Tensor as CheckpointTensor } from "../format/types.ts";
@@ -50,6 +51,14 @@ export interface CheckpointWriterOptions {
    * @default {1000}
    */
   idleTimeout?: number;
+  /**
+   * The worker's scheduling priority (see `BackgroundWriterOptions.priority`): `"background"`
+   * runs the save's encoding, hashing and writing below the training loop's priority, so a loop
+   * that keeps the cores busy is slowed less and the save takes longer; `"normal"` leaves it.
+   *
+   * @default {"background"}
+   */
+  priority?: WriterPriority;
 }
 
 /**
@@ -64,6 +73,7 @@ const WRITER_OPTION_NAMES = optionNames<CheckpointWriterOptions>()([
   "saveOptions",
   "staging",
   "idleTimeout",
+  "priority",
 ]);
 
 /** What {@linkcode CheckpointWriter.save} needs of a `CheckpointManager`: its `save(checkpoint)`. */
@@ -196,6 +206,7 @@ export class CheckpointWriter implements AsyncDisposable {
     this.#writer = new BackgroundWriter({
       whenBusy: options.whenBusy ?? DEFAULT_WHEN_BUSY,
       idleTimeout: options.idleTimeout ?? DEFAULT_IDLE_TIMEOUT,
+      ...(options.priority === undefined ? {} : { priority: options.priority }),
       onReturn: (tensors) => this.#pool.release(tensors),
     });
   }

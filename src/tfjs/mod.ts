@@ -52,7 +52,7 @@ export type {
 } from "../format/types.ts";
 export type { SaveOptions, SaveResult } from "../io/save.ts";
 export type { CodecName, Compression, EncodeOptions } from "../format/encode.ts";
-export type { WhenBusy } from "../background/writer.ts";
+export type { WhenBusy, WriterPriority } from "../background/writer.ts";
 export type { CheckpointEncoder, Codec } from "../format/codec.ts";
 export type { CheckpointRecord } from "../format/types.ts";
 export type { DecodeLimits } from "../format/limits.ts";

@@ -71,7 +71,7 @@ async function exists(path: string): Promise<boolean> {
 function crashingWorker(step: number): URL {
   const source = `
     self.addEventListener("message", (e) => {
-      if (e.data.metadata.step === ${step}) { e.stopImmediatePropagation(); throw new Error("boom at step ${step}"); }
+      if (e.data.metadata?.step === ${step}) { e.stopImmediatePropagation(); throw new Error("boom at step ${step}"); }
     });
     await import(${JSON.stringify(REAL_WORKER)});`;
   return new URL(`data:application/javascript,${encodeURIComponent(source)}`);
