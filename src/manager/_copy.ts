@@ -217,9 +217,9 @@ interface Slot {
 
 /**
  * A file read part by part into a few reused buffers, each handed to a sender, and read again by
- * a verifier as a {@linkcode ByteReader} (which copies what it reads into buffers of its own). A
- * buffer is filled again once sent and once the verifier has read {@linkcode VERIFIER_MARGIN}
- * past it.
+ * a verifier as a {@linkcode ByteReader}: the bodies it only hashes are hashed in those buffers
+ * ({@linkcode ByteReader.borrow}), the rest copied into buffers of its own. A buffer is filled
+ * again once sent and once the verifier has read {@linkcode VERIFIER_MARGIN} past it.
  */
 class FileParts implements ByteReader {
   readonly #file: FileHandle;
@@ -315,6 +315,18 @@ class FileParts implements ByteReader {
   }
 
   async read(into: Uint8Array): Promise<number | null> {
+    const lent = await this.borrow(into.byteLength);
+    if (lent === null) return null;
+    into.set(lent);
+    return lent.byteLength;
+  }
+
+  /**
+   * The next bytes, up to `max`, as a view of the part buffer they were read into (the verifier
+   * hashes a body there): valid until the next call, as the buffer is kept until the verifier
+   * has read {@linkcode VERIFIER_MARGIN} past it.
+   */
+  async borrow(max: number): Promise<Uint8Array | null> {
     if (this.#position >= this.#size) return null;
     while (this.#filled <= this.#position) await this.#wait();
     const slot = this.#slots.find((s) => s.start <= this.#position && this.#position < s.end);
@@ -326,11 +338,10 @@ class FileParts implements ByteReader {
       await this.#paced(); // (the slot stays: the verifier has not read past it)
     }
     const from = this.#position - slot.start;
-    const n = Math.min(into.byteLength, slot.end - this.#position);
-    into.set(slot.bytes.subarray(from, from + n));
+    const n = Math.min(max, slot.end - this.#position);
     this.#position += n;
     this.#release();
-    return n;
+    return slot.bytes.subarray(from, from + n);
   }
 
   stat(): Promise<{ size: number }> {
