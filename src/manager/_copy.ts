@@ -144,7 +144,8 @@ async function openBinary(
 /** Whether `writer` sends parts from the caller's memory (an S3 store's). */
 function partWriter(writer: ObjectWriter): PartWriter | undefined {
   const w = writer as Partial<PartWriter>;
-  const ok = typeof w.writePart === "function" && typeof w.partSize === "number" && typeof w.concurrency === "number";
+  const ok = typeof w.writePart === "function" && typeof w.begin === "function" && typeof w.partSize === "number" &&
+    typeof w.concurrency === "number";
   return ok ? writer as PartWriter : undefined;
 }
 
@@ -182,6 +183,7 @@ async function copyParts(
   // As many buffers as the writer has parts in flight, and the spares.
   const buffers = (parts?.concurrency ?? 1) + SPARE_BUFFERS;
   const window = new FileParts(file, direct, size, chunk, buffers, options.pace);
+  if (parts && size > chunk) parts.begin(); // its first request overlaps the first part's read
   const sending = window.fill(async (bytes, sent) => {
     if (parts) {
       (await parts.writePart(bytes)).sent.then(sent);
