@@ -349,9 +349,10 @@ export class ChunkReader {
     const file = this.#file!;
     await this.#holds(file, start, n, what);
     if (file.borrow) {
-      // Hashed where the source holds them: no copy, no piece buffers.
+      // Hashed where the source holds them: no copy, no piece buffers. A piece at a time, as
+      // from a file: the thread stays free for the source's other work between pieces.
       while (have < n) {
-        const lent = await file.borrow(n - have);
+        const lent = await file.borrow(Math.min(n - have, HASH_PIECE));
         if (!lent?.byteLength) this.#ended(start, have, n, what);
         take(lent);
         this.#tap?.update(lent);
