@@ -235,7 +235,8 @@ const oneCore = sha256SecondsOneCore(fileBytes);
 // Where the store shares this machine's cores (the development Ceph on 2 cores), the upload keeps
 // them busy, and the verification's SHA-256 (on the thread that also drives the upload) adds its
 // time instead of hiding under it: the same replication with the hash taken out ran at 0.97-0.98x
-// the plain upload against 0.85-0.86x with it (2026-12-06, load average 2-6).
+// the plain upload against 0.85-0.86x with it (2026-12-06, two alternating pairs of runs at load
+// average 2-6, where runs of the same code differed by as much as 0.27: a lead, not a proof).
 const serialBound = wallBound + oneCore * 1000;
 console.log(
   `| wall bound with the hash not hidden (the store on the same cores) | ${
