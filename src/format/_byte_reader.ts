@@ -21,6 +21,13 @@ export interface ByteReader {
    * put them there directly, in parallel; the reads that follow still come, in order.
    */
   target?(into: Uint8Array): void;
+  /**
+   * The next bytes, up to `max` (at least one before the end), as a view of memory the source
+   * holds them in, and moves past them; `null` at the end. The view is valid only until the next
+   * call on the source: a body that is only hashed is hashed from it, with no copy (a replication
+   * verifies the parts it sends from the part buffers themselves).
+   */
+  borrow?(max: number): Promise<Uint8Array | null>;
   /** Moves to `offset` from the start, for bodies another thread hashes ({@linkcode RangeHasher}). */
   seekTo?(offset: number): Promise<void>;
   /**

@@ -326,7 +326,8 @@ export class ChunkReader {
   /**
    * Takes the next `n` bytes without keeping them: each piece goes to `hash` and then to `check`
    * (with its offset in the body), in order. From a file, the bytes are read through two
-   * {@linkcode HASH_PIECE} buffers reused for every body, the next piece read while one is hashed;
+   * {@linkcode HASH_PIECE} buffers reused for every body, the next piece read while one is hashed
+   * (or, from a source that lends its memory, {@linkcode ByteReader.borrow}, hashed there);
    * from a chunk sequence, the chunks themselves are hashed (no copy). The memory this takes does
    * not grow with `n`.
    */
@@ -347,6 +348,18 @@ export class ChunkReader {
     if (have === n) return;
     const file = this.#file!;
     await this.#holds(file, start, n, what);
+    if (file.borrow) {
+      // Hashed where the source holds them: no copy, no piece buffers. A piece at a time, as
+      // from a file: the thread stays free for the source's other work between pieces.
+      while (have < n) {
+        const lent = await file.borrow(Math.min(n - have, HASH_PIECE));
+        if (!lent?.byteLength) this.#ended(start, have, n, what);
+        take(lent);
+        this.#tap?.update(lent);
+      }
+      this.#position = start + n;
+      return;
+    }
     this.#pieces ??= [new Uint8Array(HASH_PIECE), new Uint8Array(HASH_PIECE)];
     const pieces = this.#pieces;
     let turn = 0;

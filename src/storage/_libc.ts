@@ -1,5 +1,5 @@
 // The C library through Deno's FFI, for the platform calls JavaScript has no API for: madvise
-// (`_huge_pages.ts`) and direct writes (`_direct_io.ts`). Linux only, where the process was
+// (`_huge_pages.ts`) and direct writes and reads (`_direct_io.ts`). Linux only, where the process was
 // granted FFI (`--allow-ffi`, or `-A`): the permission is queried, never prompted for, and
 // anything else (another OS, another runtime, no libc) gives `null`, so callers keep to what the
 // runtime does by itself.
@@ -12,6 +12,8 @@ export interface Libc {
     open(path: Uint8Array, flags: number): number;
     /** On Deno's blocking thread pool: the buffer must stay alive and unchanged until it settles. */
     pwrite(fd: number, buf: Uint8Array, n: bigint, offset: bigint): Promise<number | bigint>;
+    /** On Deno's blocking thread pool: the buffer must stay alive and unread until it settles. */
+    pread(fd: number, buf: Uint8Array, n: bigint, offset: bigint): Promise<number | bigint>;
     close(fd: number): number;
   };
 }
@@ -25,6 +27,7 @@ function load(): Libc | null {
       madvise: { parameters: ["pointer", "usize", "i32"], result: "i32" },
       open: { parameters: ["buffer", "i32"], result: "i32" },
       pwrite: { parameters: ["i32", "buffer", "usize", "i64"], result: "isize", nonblocking: true },
+      pread: { parameters: ["i32", "buffer", "usize", "i64"], result: "isize", nonblocking: true },
       close: { parameters: ["i32"], result: "i32" },
     }) as unknown as Libc;
   } catch {

@@ -1072,6 +1072,12 @@ export interface PartWriter extends ObjectWriter {
    * one is the last. Not after `write` left bytes buffered (a `TypeError`).
    */
   writePart(part: Uint8Array): Promise<{ sent: Promise<void> }>;
+  /**
+   * Starts the multipart upload now, for an object the caller knows takes more than one part:
+   * its CreateMultipartUpload then overlaps the filling of the first part (a mirror's copy reads
+   * it from the file meanwhile). A failure is reported by the next call, as a part's is.
+   */
+  begin(): void;
 }
 
 /** A streaming write: one part filling, at most `concurrency` parts in flight. */
@@ -1146,6 +1152,21 @@ class S3Writer implements PartWriter {
     return { sent };
   }
 
+  begin(): void {
+    this.#check();
+    this.#create();
+  }
+
+  /** Starts the multipart upload, once. */
+  #create(): void {
+    if (this.#uploadId !== undefined) return;
+    // Not cancelled by an abort: a CreateMultipartUpload cut after the store acted on it would
+    // leave an upload no one knows the id of. It completes (bounded by the request timeout), and
+    // #discard then aborts the upload it made.
+    this.#uploadId = this.#mp.create(undefined);
+    this.#uploadId.catch(() => {}); // awaited by every part; seen there
+  }
+
   /** Hands the full buffer to an upload (its buffer is reused once sent). */
   async #sendFilled(): Promise<void> {
     const data = this.#buffer!.subarray(0, this.#filled);
@@ -1170,13 +1191,7 @@ class S3Writer implements PartWriter {
       return { sent: Promise.resolve() };
     }
     this.#etags.push("");
-    if (this.#uploadId === undefined) {
-      // Not cancelled by an abort: a CreateMultipartUpload cut after the store acted on it would
-      // leave an upload no one knows the id of. It completes (bounded by the request timeout), and
-      // #discard then aborts the upload it made.
-      this.#uploadId = this.#mp.create(undefined);
-      this.#uploadId.catch(() => {}); // awaited by every part; seen there
-    }
+    this.#create();
     while (this.#inFlight.size >= this.#mp.concurrency) await Promise.race(this.#inFlight);
     if (this.#failure) return { sent: Promise.resolve() };
     const task = (async () => {
@@ -1224,19 +1239,20 @@ class S3Writer implements PartWriter {
     this.#check(true);
     this.#state = "closing";
     try {
-      if (this.#uploadId === undefined) {
-        // Never filled a part: one PUT.
+      if (this.#etags.length === 0) {
+        // Never filled a part: one PUT (and an upload begun for nothing is aborted).
         const data = this.#buffer?.subarray(0, this.#filled) ?? new Uint8Array(0);
         const info = await this.#mp.putWhole(data, this.#abort.signal);
         this.#buffer = undefined;
         this.#state = "closed";
+        if (this.#uploadId !== undefined) await this.#mp.abort(await this.#uploadId).catch(() => {});
         return info;
       }
       if (this.#filled > 0) await this.#sendFilled();
       while (this.#inFlight.size > 0) await Promise.race(this.#inFlight);
       if (this.#failure) throw this.#failure.error;
       const info = await this.#mp.complete(
-        await this.#uploadId,
+        await this.#uploadId!, // (a part was sent: the upload was created)
         this.#etags,
         this.#size,
         this.#abort.signal,

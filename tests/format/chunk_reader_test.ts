@@ -149,6 +149,61 @@ Deno.test("ChunkReader.hashBody names the offset where a truncated stream or fil
   );
 });
 
+Deno.test("ChunkReader.hashBody from a source that lends its memory hashes the lent views, reads nothing for the body, and names where a short source ends", async () => {
+  const n = 2 * HASH_PIECE + 12_345;
+  const bytes = random(n + 200, 5);
+  const reads: number[] = [];
+  // Lends as much as asked, each a view of `bytes` itself (its memory).
+  const lending = (data: Uint8Array, size = data.byteLength) => {
+    let at = 0;
+    const take = (max: number) => {
+      const lent = data.subarray(at, at + max);
+      at += lent.byteLength;
+      return lent;
+    };
+    return {
+      read(into: Uint8Array): Promise<number | null> {
+        reads.push(at);
+        if (at >= data.byteLength) return Promise.resolve(null);
+        const lent = take(into.byteLength);
+        into.set(lent);
+        return Promise.resolve(lent.byteLength);
+      },
+      borrow: (max: number) => Promise.resolve(at >= data.byteLength ? null : take(max)),
+      stat: () => Promise.resolve({ size }),
+    };
+  };
+  const tap = sha256();
+  const reader = new ChunkReader(lending(bytes), "checkpoint", false, tap);
+  assert.deepEqual(await reader.readExact(100, "a prefix"), bytes.subarray(0, 100));
+  const h = sha256();
+  const buffers = new Set<ArrayBufferLike>();
+  let seen = 0;
+  const pieces: number[] = [];
+  const readsBefore = reads.length;
+  await reader.hashBody(n, "a body", h, (piece, at) => {
+    assert.equal(at, seen, "pieces in order");
+    assert.deepEqual(piece, bytes.subarray(100 + at, 100 + at + piece.byteLength));
+    buffers.add(piece.buffer);
+    pieces.push(piece.byteLength);
+    seen += piece.byteLength;
+  });
+  assert.equal(reads.length, readsBefore, "the body was lent, not read");
+  assert.ok(seen > HASH_PIECE && pieces.every((p) => p <= HASH_PIECE), `a piece at a time: ${pieces}`);
+  assert.ok(buffers.has(bytes.buffer), "hashed in the source's own memory");
+  assert.equal(h.digest("hex"), sha256().update(bytes.subarray(100, 100 + n)).digest("hex"));
+  assert.equal(reader.position, 100 + n);
+  assert.deepEqual(await reader.readExact(100, "a suffix"), bytes.subarray(100 + n));
+  assert.ok(await reader.atEnd());
+  assert.equal(tap.digest("hex"), sha256().update(bytes).digest("hex"), "the tap saw every byte, once");
+  // A source that ends before the size it gave: the offset where it ended.
+  const short = bytes.subarray(0, HASH_PIECE);
+  await assert.rejects(
+    () => new ChunkReader(lending(short, n)).hashBody(n, 'tensor "w"', sha256()),
+    new RegExp(`file ended at offset ${HASH_PIECE} with ${n - HASH_PIECE} bytes of tensor "w" missing`),
+  );
+});
+
 Deno.test("ChunkReader.readBody from a file asks for a body as it is called once the size is known, and reads the bytes after it along when its buffer has room", async () => {
   const n = 3 * 2 ** 20 + 5;
   const bytes = random(100 + n + 100 + n + 40, 4);

@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { ChecksumMismatchError } from "../../src/format/errors.ts";
 import { CheckpointManager } from "../../src/manager/mod.ts";
 import { exact, makeCheckpoint, names, withDir } from "./_helpers.ts";
+import { jsonChild } from "../_util.ts";
 
 Deno.test("copyFrom copies the committed file byte for byte and commits it", async () => {
   await withDir(async (dir) => {
@@ -135,4 +136,22 @@ Deno.test("copyFrom reuses its few buffers: a file of many chunks arrives byte f
     await remote.close();
     await local.close();
   });
+});
+
+Deno.test({
+  name:
+    "with FFI granted, copyFrom reads the committed file around the page cache into its part buffers: byte for byte to a directory and to S3 (parts on the block grid and off it), and damage is refused",
+  ignore: Deno.build.os !== "linux" || !["x86_64", "aarch64"].includes(Deno.build.arch),
+  async fn() {
+    const r = await jsonChild<{
+      direct: boolean;
+      offGrid: boolean;
+      arrived: Record<string, boolean>;
+      refused: Record<string, boolean>;
+    }>(new URL("./_copy_direct_child.ts", import.meta.url).pathname, ["-A"]);
+    assert.equal(r.direct, true, "the test directory's file system takes O_DIRECT reads");
+    assert.equal(r.offGrid, true, "the file ends inside a block");
+    assert.deepEqual(r.arrived, { local: true, [`s3 ${5 * 2 ** 20}`]: true, [`s3 ${5 * 2 ** 20 + 1}`]: true });
+    assert.deepEqual(r.refused, { s3: true, s3Empty: true, local: true, localEmpty: true });
+  },
 });

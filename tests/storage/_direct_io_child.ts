@@ -1,10 +1,45 @@
-// Direct writes on the real kernel, in a process of its own (run with or without FFI): prints
+// Direct writes and reads on the real kernel, in a process of its own (run with or without FFI): prints
 // what openDirect gave, which writes it took or refused, and whether the file holds their bytes.
-import { DIRECT_ALIGN, openDirect } from "../../src/storage/_direct_io.ts";
+import { alignedBuffer, DIRECT_ALIGN, openDirect, openDirectRead } from "../../src/storage/_direct_io.ts";
 import { freshBuffer } from "../../src/storage/_huge_pages.ts";
 import { FileStore } from "../../src/storage/file.ts";
 
 const dir = await Deno.makeTempDir();
+if (Deno.args[0] === "read") {
+  // Direct reads of a file of 3 blocks and 100 bytes: whole, its last block (short: the end),
+  // past its end, and refused ones.
+  try {
+    const path = `${dir}/r.bin`;
+    const data = new Uint8Array(3 * DIRECT_ALIGN + 100).map((_, i) => (i * 13 + 5) & 255);
+    await Deno.writeFile(path, data);
+    const missing = openDirectRead(`${dir}/missing.bin`) !== undefined;
+    const r = openDirectRead(path);
+    if (!r) {
+      console.log(JSON.stringify({ opened: false, missing }));
+    } else {
+      const buffer = alignedBuffer(4 * DIRECT_ALIGN);
+      const accepts = [r.accepts(buffer), r.accepts(buffer.subarray(1))];
+      const whole = await r.read(buffer, 0);
+      const wholeExact = buffer.subarray(0, whole).every((b, i) => b === data[i]);
+      const last = await r.read(buffer.subarray(0, DIRECT_ALIGN), 3 * DIRECT_ALIGN);
+      const lastExact = buffer.subarray(0, last).every((b, i) => b === data[3 * DIRECT_ALIGN + i]);
+      const reads = [
+        whole,
+        last,
+        await r.read(buffer.subarray(0, DIRECT_ALIGN), 4 * DIRECT_ALIGN), // past the end: nothing
+        await r.read(buffer.subarray(1, DIRECT_ALIGN + 1), 0), // an unaligned buffer: refused
+        await r.read(buffer.subarray(0, DIRECT_ALIGN), 100), // an unaligned offset: refused
+      ];
+      r.close();
+      r.close(); // twice is harmless
+      reads.push(await r.read(buffer.subarray(0, DIRECT_ALIGN), 0)); // after close: refused
+      console.log(JSON.stringify({ opened: true, missing, accepts, reads, exact: wholeExact && lastExact }));
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+  Deno.exit(0);
+}
 if (Deno.args[0] === "store") {
   // FileStore writes of sizes that end inside a block, a new file and one recycling a larger one.
   try {

@@ -1,4 +1,4 @@
-// Writes around the page cache (`O_DIRECT`, src/storage/_direct_io.ts), on the real kernel in
+// Writes and reads around the page cache (`O_DIRECT`, src/storage/_direct_io.ts), on the real kernel in
 // child processes run with and without FFI (`deno task test` grants none). How a save uses them
 // is in file_sink_test.ts (stand-ins) and file_durability_test.ts (the system calls of a save).
 import assert from "node:assert/strict";
@@ -31,6 +31,34 @@ Deno.test({
 
 Deno.test("without FFI granted there are no direct writes: no prompt, no error", async () => {
   const r = await jsonChild<Report>(CHILD, ["-A", "--deny-ffi"]);
+  assert.deepEqual(r, { opened: false, missing: false });
+});
+
+interface ReadReport {
+  opened: boolean;
+  missing: boolean;
+  accepts?: boolean[];
+  reads?: number[];
+  exact?: boolean;
+}
+
+Deno.test({
+  name:
+    "with FFI granted on Linux, direct reads fill aligned buffers with the file's bytes, read short only at its end, and refuse anything unaligned with -1",
+  ignore: Deno.build.os !== "linux" || !["x86_64", "aarch64"].includes(Deno.build.arch),
+  async fn() {
+    const r = await jsonChild<ReadReport>(CHILD, ["-A"], ["read"]);
+    assert.equal(r.opened, true);
+    assert.equal(r.missing, false, "a missing file gives no reader");
+    assert.deepEqual(r.accepts, [true, false]);
+    const size = 3 * 4096 + 100;
+    assert.deepEqual(r.reads, [size, 100, 0, -1, -1, -1]);
+    assert.equal(r.exact, true);
+  },
+});
+
+Deno.test("without FFI granted there are no direct reads: no prompt, no error", async () => {
+  const r = await jsonChild<ReadReport>(CHILD, ["-A", "--deny-ffi"], ["read"]);
   assert.deepEqual(r, { opened: false, missing: false });
 });
 

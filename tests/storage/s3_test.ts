@@ -130,6 +130,39 @@ s3Test("S3Store writer: writePart sends the caller's parts as they are; a short 
   }
 });
 
+s3Test(
+  "S3Store writer: begin starts the multipart upload before any part; a begun writer closed empty or aborted leaves no upload",
+  async (b) => {
+    const proxy = new FaultProxy(b.endpoint.endpoint);
+    try {
+      const store = b.store({ endpoint: proxy.endpoint, partSize: 128 * KiB, concurrency: 2 });
+      const data = randomBytes(300 * KiB, 27);
+      const w = await store.writer("bg/obj.bin") as PartWriter;
+      w.begin();
+      w.begin(); // once
+      while ((await store.uploads()).length === 0) await new Promise((r) => setTimeout(r, 5));
+      assert.equal(proxy.log.filter((l) => l.request.query.has("partNumber")).length, 0, "no part yet");
+      for (let at = 0; at < data.byteLength; at += 128 * KiB) await w.writePart(data.slice(at, at + 128 * KiB));
+      assert.equal((await w.close()).size, data.byteLength);
+      assert.deepEqual(await bytesOf((await store.get("bg/obj.bin")).body), data);
+      const creates = proxy.log.filter((l) => l.request.method === "POST" && l.request.query.has("uploads"));
+      assert.equal(creates.length, 1, "one CreateMultipartUpload");
+
+      const empty = await store.writer("bg/empty.bin") as PartWriter;
+      empty.begin();
+      assert.equal((await empty.close()).size, 0);
+      assert.equal((await store.head("bg/empty.bin"))?.size, 0);
+      const dropped = await store.writer("bg/dropped.bin") as PartWriter;
+      dropped.begin();
+      await dropped.abort(new Error("changed my mind"));
+      assert.deepEqual(await store.uploads(), [], "no multipart upload left open");
+      assert.equal(await store.head("bg/dropped.bin"), undefined);
+    } finally {
+      await proxy.close();
+    }
+  },
+);
+
 s3Test("S3Store writer: abort after parts were uploaded leaves no multipart upload and the old object", async (b) => {
   const store = b.store({ partSize: 128 * KiB, concurrency: 2 });
   const old = randomBytes(5000, 24);
