@@ -5,7 +5,7 @@
  * (so its state is 3x that), trained on the native backend. Rows, with ratios:
  *
  * 1. Training-loop stall per checkpoint (extra wall time of `--steps` training steps that start
- *    with the checkpoint, over the same steps without one; interleaved rounds, medians):
+ *    with the checkpoint, over the same steps without one in the same round; interleaved rounds, medians):
  *    - `copy`: `dataSync()` of every weight and Adam slot (the bytes any checkpoint copies out);
  *    - `writer`: `CheckpointWriter.save()` not awaited (snapshot, then encode, SHA-256, fsync and
  *      commit in a worker): target ≤ 1.2x `copy`;
@@ -97,8 +97,11 @@ const weightBytes = model.weights.reduce((n, w) => n + (w.shape as number[]).red
 const stateBytes = weightBytes * 3;
 
 const dir = await Deno.makeTempDir({ prefix: "ckpt_native_compare_" });
-const writer = new CheckpointWriter();
-const normalWriter = new CheckpointWriter({ priority: "normal" });
+// Both writers keep their worker between rounds (`idleTimeout: Infinity`, as a loop that keeps
+// its writer): a round with five modes takes over a second, longer than the default idle time, so
+// each save would otherwise start a fresh worker whose start-up ran beside the next rounds' steps.
+const writer = new CheckpointWriter({ idleTimeout: Infinity });
+const normalWriter = new CheckpointWriter({ priority: "normal", idleTimeout: Infinity });
 let step = 1;
 let saves = 0;
 
@@ -262,7 +265,9 @@ console.log(
     `${ROUNDS} rounds, medians`,
 );
 const none = median(stall.get("none")!);
-const extra = (m: StallMode) => median(stall.get(m)!) - none;
+// Each mode against the no-checkpoint loop of the same round (paired), then the median: a drift
+// in the machine's speed between rounds then cancels instead of landing in one mode's median.
+const extra = (m: StallMode) => median(stall.get(m)!.map((t, r) => t - stall.get("none")![r]!));
 console.log(`training-loop stall per checkpoint (${STEPS} steps of ${ms(none / STEPS)} each after it):`);
 for (const m of ["copy", "writer", "tfjs-file"] as const) console.log(`  ${m.padEnd(10)} ${ms(extra(m))}`);
 console.log(`  writer / copy      ${(extra("writer") / extra("copy")).toFixed(2)}x (target <= 1.2)`);
