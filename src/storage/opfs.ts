@@ -84,7 +84,9 @@ const OTHER_STORAGE = 64 * 2 ** 20;
  * in a 1000 MB origin. So where the estimate refuses, the origin's OPFS files are counted, and
  * the write goes ahead when they, the write and {@linkcode OTHER_STORAGE} fit the quota; if the
  * quota cannot hold it after all, the engine's own QuotaExceededError stops it part way (a
- * StorageFullError too, and no partial file).
+ * StorageFullError too, and no partial file). That is also what happens in Firefox when the
+ * site's other origins (another port of the same host: one quota group, which its estimate
+ * counts) hold more than {@linkcode OTHER_STORAGE}: the count sees this origin's files only.
  */
 async function checkRoom(url: string, size: number): Promise<void> {
   try {

@@ -125,7 +125,7 @@ Deno.test("stores and the background writer check their options by name", async 
   );
   assert.throws(
     () => new BackgroundWriter({ whenbusy: "wait" } as never),
-    typeError(/unknown option "whenbusy" \(known options: whenBusy, idleTimeout, onReturn\)/),
+    typeError(/unknown option "whenbusy" \(known options: whenBusy, idleTimeout, onReturn, priority\)/),
   );
   await using writer = new BackgroundWriter();
   assert.throws(
