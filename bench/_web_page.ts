@@ -7,7 +7,8 @@ import { loadCheckpoint, saveCheckpoint, type TensorInput } from "../mod.ts";
 import { OpfsStore } from "../src/storage/opfs.ts";
 import { CheckpointWriter, restore, snapshot, StagingPool } from "../src/tfjs/mod.ts";
 import { BackgroundWriter } from "../src/background/writer.ts";
-import { sha256 } from "../src/format/_hash.ts";
+import { setWebDigestForTests, sha256, webDigest } from "../src/format/_hash.ts";
+import type { ObjectWriter, WriteOptions } from "../src/storage/types.ts";
 import { prefixRoom, WEB_COPY_MAX, WEB_RECORD_MIN } from "../src/format/codecs/binary.ts";
 
 const MiB = 2 ** 20;
@@ -185,6 +186,90 @@ export async function recordSha256(): Promise<number> {
     h.digest();
   }
   return performance.now() - t0;
+}
+
+/** Where one {@linkcode ckptSave}'s time goes: see {@linkcode ckptSavePhases}. */
+export interface SavePhases {
+  /** The whole save, ms. */
+  total: number;
+  /** Writes of 64 KiB or more (the tensor bodies): how many, and the ms from each `write()` to its resolution, summed. */
+  bodies: number;
+  bodyMs: number;
+  /** Smaller writes (a record's digest joined with the next record's prefix): how many, ms summed. */
+  small: number;
+  smallMs: number;
+  /** Ms between the first write's start and the last's end with no write in flight. */
+  noWrite: number;
+  /** Ms before the first write (opening the temporary file) and after the last (closing it, moving it over the key). */
+  outside: number;
+  /** WebCrypto calls: how many, the ms the page's thread spent inside them, and from each call to its digest, summed. */
+  hashes: number;
+  hashCallMs: number;
+  hashMs: number;
+}
+
+/**
+ * One {@linkcode ckptSave} with every store `write()` and WebCrypto call timed (the digests are
+ * the page's own, through ckpt's test hook): what the save's time is spent on beside the raw
+ * write's.
+ */
+export async function ckptSavePhases(): Promise<SavePhases> {
+  const { store } = await opfs();
+  const writes: [number, number, number][] = [];
+  const hashes: [number, number, number][] = [];
+  // The page's own WebCrypto, timed: the hook steps aside for each call, then comes back.
+  const hook = (bytes: Uint8Array) => {
+    setWebDigestForTests("restore");
+    const start = performance.now();
+    const job = webDigest(bytes)!;
+    const called = performance.now();
+    setWebDigestForTests(hook);
+    return job.then((d) => (hashes.push([start, called, performance.now()]), d));
+  };
+  setWebDigestForTests(hook);
+  const writer = store.writer.bind(store);
+  // This save's writer, timed (an own property over the class's method, removed after).
+  store.writer = async (key: string, options?: WriteOptions): Promise<ObjectWriter> => {
+    const w = await writer(key, options);
+    return {
+      write: async (chunk) => {
+        const start = performance.now();
+        await w.write(chunk);
+        writes.push([start, performance.now(), chunk.byteLength]);
+      },
+      close: () => w.close(),
+      abort: (reason) => w.abort(reason),
+    };
+  };
+  const t0 = performance.now();
+  try {
+    await saveCheckpoint({ store, key: "a.ckpt" }, { metadata: { step: 1 }, tensors });
+  } finally {
+    setWebDigestForTests("restore");
+    delete (store as { writer?: unknown }).writer;
+  }
+  const total = performance.now() - t0;
+  const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+  const big = writes.filter((w) => w[2] >= 64 * 1024);
+  const small = writes.filter((w) => w[2] < 64 * 1024);
+  let noWrite = 0;
+  let end = writes[0]?.[0] ?? t0;
+  for (const [start, stop] of writes) {
+    noWrite += Math.max(0, start - end);
+    end = Math.max(end, stop);
+  }
+  return {
+    total,
+    bodies: big.length,
+    bodyMs: sum(big.map((w) => w[1] - w[0])),
+    small: small.length,
+    smallMs: sum(small.map((w) => w[1] - w[0])),
+    noWrite,
+    outside: (writes[0]?.[0] ?? t0) - t0 + (t0 + total - end),
+    hashes: hashes.length,
+    hashCallMs: sum(hashes.map((h) => h[1] - h[0])),
+    hashMs: sum(hashes.map((h) => h[2] - h[0])),
+  };
 }
 
 /**

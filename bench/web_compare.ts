@@ -92,6 +92,8 @@ const median = (xs: number[]) => {
   const mid = s.length >> 1;
   return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 };
+/** How many tensors a checkpoint of `mib` MiB has (of `--tensor-mib` each, the last one smaller). */
+const tensorsOf = (mib: number) => Math.ceil(mib / TENSOR_MIB);
 const mbs = (mib: number, ms: number) => (mib * MiB) / 1e6 / (ms / 1000);
 
 type Op = Exclude<
@@ -104,6 +106,7 @@ type Op = Exclude<
   | "backgroundSaveLongestTask"
   | "takeWatchedSaves"
   | "rawModelWriteVia"
+  | "ckptSavePhases"
 >;
 const call = (page: Page, op: Op) => page.evaluate((op: Op) => m[op](), op);
 
@@ -255,6 +258,23 @@ async function bench(engine: Engine, page: Page): Promise<void> {
         (both / r.ckptSave!).toFixed(2)
       }×)`,
       `${(bound / r.ckptSave!).toFixed(2)}×`,
+    );
+    // Where that save's time goes beside the raw write's (one traced save after the rounds).
+    const p = await page.evaluate(() => m.ckptSavePhases());
+    row(
+      "save of a caller's own arrays: where its time goes (one save, every `write()` and WebCrypto call timed)",
+      String(mib),
+      `${p.total.toFixed(0)} ms: ${p.bodies} large writes ${p.bodyMs.toFixed(0)} ms (${
+        (p.bodyMs / Math.max(1, p.bodies)).toFixed(1)
+      } ms each; the raw write's ${(r.rawWrite! / tensorsOf(mib)).toFixed(1)}), ${p.small} small writes (a digest + ` +
+        `the next prefix) ${p.smallMs.toFixed(0)} ms, no write in flight ${
+          p.noWrite.toFixed(0)
+        } ms, before the first ` +
+        `and after the last write ${p.outside.toFixed(0)} ms; ${p.hashes} WebCrypto calls: ${
+          p.hashCallMs.toFixed(0)
+        } ms inside the calls on the page's thread, ${p.hashMs.toFixed(0)} ms from call to digest`,
+      "",
+      "",
     );
     // The page stays responsive while a worker saves: the longest main-thread task meanwhile.
     const tasks = [];
