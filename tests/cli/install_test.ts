@@ -9,9 +9,31 @@ import { tempDir, writeSample } from "./_run.ts";
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const decode = (b: Uint8Array) => new TextDecoder().decode(b);
 
-/** A bare environment: HOME (Deno's cache lives under it) and a PATH without deno on it. */
+/** How a user's machine reaches the npm registry (a proxy and its certificates), kept in the bare environment. */
+const NETWORK_ENV = [
+  "NODE_EXTRA_CA_CERTS",
+  "SSL_CERT_FILE",
+  "SSL_CERT_DIR",
+  "DENO_CERT",
+  "DENO_TLS_CA_STORE",
+  "HTTPS_PROXY",
+  "HTTP_PROXY",
+  "NO_PROXY",
+];
+
+/**
+ * A bare environment: HOME (Deno's cache lives under it), a PATH without deno on it, and how this
+ * machine reaches the registry (with an empty cache the command downloads its packages: a bare
+ * environment without the certificates a proxy needs failed that with UnknownIssuer, which no
+ * user with those settings would see).
+ */
 function bareEnv(): Record<string, string> {
-  return { HOME: Deno.env.get("HOME") ?? "/root", PATH: "/usr/bin:/bin", NO_COLOR: "1" };
+  const env: Record<string, string> = { HOME: Deno.env.get("HOME") ?? "/root", PATH: "/usr/bin:/bin", NO_COLOR: "1" };
+  for (const name of NETWORK_ENV) {
+    const value = Deno.env.get(name);
+    if (value !== undefined) env[name] = value;
+  }
+  return env;
 }
 
 Deno.test("deno task install-cli writes a ckpt command that works from any directory without deno on PATH", async () => {

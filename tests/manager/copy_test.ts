@@ -6,6 +6,7 @@ import { ChecksumMismatchError } from "../../src/format/errors.ts";
 import { CheckpointManager } from "../../src/manager/mod.ts";
 import { exact, makeCheckpoint, names, withDir } from "./_helpers.ts";
 import { jsonChild } from "../_util.ts";
+import { s3Ignore } from "../_s3.ts";
 
 Deno.test("copyFrom copies the committed file byte for byte and commits it", async () => {
   await withDir(async (dir) => {
@@ -141,7 +142,8 @@ Deno.test("copyFrom reuses its few buffers: a file of many chunks arrives byte f
 Deno.test({
   name:
     "with FFI granted, copyFrom reads the committed file around the page cache into its part buffers: byte for byte to a directory and to S3 (parts on the block grid and off it), and damage is refused",
-  ignore: Deno.build.os !== "linux" || !["x86_64", "aarch64"].includes(Deno.build.arch),
+  // Needs S3 as every s3Test does: skipped without an endpoint, a failure in CI.
+  ignore: Deno.build.os !== "linux" || !["x86_64", "aarch64"].includes(Deno.build.arch) || s3Ignore,
   async fn() {
     const r = await jsonChild<{
       direct: boolean;
