@@ -176,8 +176,10 @@ browserTest("OPFS loads", { entries: { opfs: "tests/web/page/opfs_load_entry.ts"
     });
   } finally {
     await page.evaluate(async () => {
-      const root = await navigator.storage.getDirectory();
-      await root.removeEntry("opfs-load", { recursive: true });
+      const storage = (navigator as unknown as {
+        storage: { getDirectory(): Promise<{ removeEntry(name: string, o: { recursive: boolean }): Promise<void> }> };
+      }).storage;
+      await (await storage.getDirectory()).removeEntry("opfs-load", { recursive: true });
     });
   }
 });
