@@ -179,8 +179,7 @@ export class PieceHasher {
    * the file (`NoModificationAllowedError`).
    */
   async open(file: unknown): Promise<{ handle: number; size: number }> {
-    const id = this.#next;
-    const { size } = await this.#ask({ open: file });
+    const { id, size } = await this.#ask({ open: file }); // the worker keeps the handle under the message's id
     return { handle: id, size: size! };
   }
 
