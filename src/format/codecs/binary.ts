@@ -94,9 +94,10 @@ async function* encodeRecords(
   const index: IndexEntry[] = [];
   const guard = new EncodeGuard();
   const scratch = byteGroup ? PlaneScratch.acquire() : undefined;
-  // A byte-grouped tensor's record digest, computed on the native thread from a copy of its bytes
-  // while this thread codes it and the next tensor: written (with its index entry) before anything
-  // after it.
+  // The record digest of the tensor before, computed off this thread (a byte-grouped tensor's on
+  // the native thread from a copy of its bytes while this thread codes it; a large raw one's
+  // natively or by WebCrypto while its body is written) and written (with its index entry) once
+  // the next record's digest has started, before anything after it.
   let held: { job: Promise<Uint8Array>; entry: () => IndexEntry } | undefined;
   // The last job started (the next one's, while the held one is written).
   let latest: Promise<Uint8Array> | undefined;
@@ -145,6 +146,11 @@ async function* encodeRecords(
       // Split before this yields (the caller's buffer may change then); each deflated plane is
       // coded as the parts reach it, while the stored ones before it are written.
       const parts = plan?.parts();
+      // A large raw tensor's record digest runs off this thread while its body is written, this
+      // thread only handing the body on (see recordDigest); started before the held digest before
+      // it is awaited, so that the two hashes overlap (a page's writer that takes the body at
+      // once, as one writing through a worker does, would otherwise wait for each digest in turn).
+      const offThread = parts ? undefined : recordDigest(prefix, body, recordCopy);
       yield* release();
       if (position !== start) throw new Error(`binary encoder: record at ${position}, its prefix says ${start}`);
       if (job) {
@@ -153,17 +159,13 @@ async function* encodeRecords(
         for (const part of parts!) yield emit(part, undefined, true);
         continue;
       }
-      // A large raw tensor's record digest runs natively while its body is written, this thread
-      // only handing the body on (see recordDigest).
-      const offThread = parts ? undefined : recordDigest(prefix, body, recordCopy);
       if (offThread) {
         latest = offThread.job;
+        held = { job: offThread.job, entry };
         yield emit(offThread.prefix);
         for (let i = 0; i < body.byteLength; i += BODY_SLICE) {
           yield emit(body.subarray(i, Math.min(body.byteLength, i + BODY_SLICE)), undefined, true);
         }
-        yield emit(await offThread.job);
-        index.push(entry());
         continue;
       }
       const h = sha256();
