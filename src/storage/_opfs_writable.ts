@@ -4,12 +4,15 @@
 //   Blob per write and moves it on close (48 MiB: ~60 ms against ~420 ms here). The file is the
 //   store's fresh temporary one, moved over the key only once closed, so the previous object is
 //   never written in place;
-// - else createWritable() (a page: Chromium, Firefox, Safari 26); a page with neither (Safari
-//   before 26) gets a TypeError naming the missing API and what to do;
+// - in a page, a sync access handle in a worker the page sends its bytes to, where the engine
+//   lets it (Chromium, Firefox: src/storage/_opfs_worker_write.ts);
+// - else createWritable() (a page: WebKit, Safari 26); a page with neither (Safari before 26)
+//   gets a TypeError naming the missing API and what to do;
 // - WebKitGTK 2.50's FileSystemWritableFileStream.write(view) writes the view's whole buffer,
 //   not the view: probed once per realm, and there a view that is not its whole buffer is copied;
 // - the browser's QuotaExceededError becomes a StorageFullError naming the quota and usage.
 import { storageEstimate, StorageFullError } from "./quota.ts";
+import { workerWriter } from "./_opfs_worker_write.ts";
 
 /** The parts of FileSystemWritableFileStream used here. */
 export interface WritableFile {
@@ -139,7 +142,10 @@ export async function openWritable(
   let out: WritableFile;
   let written = 0;
   const fail = async (e: unknown, pending = 0) => {
-    throw await quotaError(e, url, Math.max(sizeHint, written + pending), written);
+    // A write through the worker fails later than it was made: it says what was written before it.
+    const before = (e as { written?: unknown }).written;
+    const done = typeof before === "number" ? before : written;
+    throw await quotaError(e, url, Math.max(sizeHint, done + pending), done);
   };
   let copyViews = false;
   const writable = typeof file.createWritable === "function";
@@ -159,8 +165,12 @@ export async function openWritable(
       );
     }
   } else if (writable) {
-    copyViews = await writesWholeBuffers(dir);
-    out = await file.createWritable!().catch(fail);
+    const piped = await workerWriter(file, dir).catch(fail);
+    if (piped) out = piped;
+    else {
+      copyViews = await writesWholeBuffers(dir);
+      out = await file.createWritable!().catch(fail);
+    }
   } else {
     throw new TypeError(
       `Cannot write ${url}: this browser's OPFS has no createWritable() (Safari before 26), and createSyncAccessHandle() ` +

@@ -5,16 +5,21 @@
 // 150-230 ms here), so in the page the read and the hash would take turns on one thread.
 // The same worker reads an OPFS file itself where the engine lets it (src/storage/_opfs_read.ts):
 // through a sync access handle (workers only), each piece straight into fresh memory that it
-// hashes and transfers to the page, with none of a Blob read's copies between processes.
+// hashes and transfers to the page, with none of a Blob read's copies between processes; and
+// writes one for a page's save, from buffers the page fills (src/storage/_opfs_worker_write.ts).
 // The worker's code is inline (a Blob URL), so no bundler has to place a file for it.
 
 /**
- * The worker. Each message has an `id` and is answered with it:
+ * The worker. Each message has an `id` and is answered with it (a failure: the `error` and its
+ * `name`, and the message's buffer back):
  * - `{ buffer, ranges }`: the buffer back and one digest per `[offset, length]` range;
  * - `{ open }`: a read-only sync access handle on the FileSystemFileHandle `open`, kept under
- *   the message's id, answered with the file's `size` (or the `error` and its `name`);
+ *   the message's id, answered with the file's `size`;
  * - `{ read: [handle, at, length], ranges }`: those bytes of an open handle in a fresh buffer,
  *   answered as a buffer is;
+ * - `{ openWrite }`: a read-write sync access handle on `openWrite`, kept under the message's id;
+ * - `{ write: [handle, at, length], buffer }`: the first `length` bytes of `buffer` written at
+ *   `at`, answered with the buffer back;
  * - `{ close: handle }`: closes that handle (its lock is gone once answered).
  */
 const WORKER_CODE = `const handles = new Map();
@@ -26,6 +31,23 @@ onmessage = async (e) => {
       const handle = await e.data.open.createSyncAccessHandle({ mode: "read-only" });
       handles.set(id, handle);
       postMessage({ id, size: handle.getSize() });
+      return;
+    }
+    if (e.data.openWrite) {
+      handles.set(id, await e.data.openWrite.createSyncAccessHandle());
+      postMessage({ id });
+      return;
+    }
+    if (e.data.write) {
+      const [handle, at, length] = e.data.write;
+      const h = handles.get(handle);
+      const view = new Uint8Array(buffer, 0, length);
+      for (let done = 0; done < length;) {
+        const n = h.write(view.subarray(done), { at: at + done });
+        if (!(n > 0)) throw new Error(\`wrote \${n} of \${length - done} bytes at \${at + done}\`);
+        done += n;
+      }
+      postMessage({ id, buffer }, [buffer]);
       return;
     }
     if (e.data.close !== undefined) {
@@ -186,6 +208,23 @@ export class PieceHasher {
   /** `length` bytes at `at` of an open handle, in a fresh buffer, and the digests of its `ranges`. */
   async read(handle: number, at: number, length: number, ranges: [number, number][]): Promise<Digested> {
     return digested(await this.#ask({ read: [handle, at, length], ranges }));
+  }
+
+  /**
+   * Opens a read-write sync access handle on an OPFS `FileSystemFileHandle` in the worker: its
+   * number for {@linkcode PieceHasher.write}. Rejects as {@linkcode PieceHasher.open} does.
+   */
+  async openWrite(file: unknown): Promise<number> {
+    return (await this.#ask({ openWrite: file })).id; // the worker keeps the handle under it
+  }
+
+  /**
+   * Writes the first `length` bytes of `buffer` at `at` through an open read-write handle; the
+   * buffer is transferred there and back (detached meanwhile). A failure rejects with the
+   * engine's error name (`QuotaExceededError`), the buffer then lost to the caller.
+   */
+  async write(handle: number, at: number, buffer: ArrayBuffer, length: number): Promise<ArrayBuffer> {
+    return (await this.#ask({ write: [handle, at, length], buffer }, [buffer])).buffer!;
   }
 
   /** Closes an open handle; resolves once it is closed (and the file's lock gone). */

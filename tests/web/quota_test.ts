@@ -187,6 +187,7 @@ browserTest("storage quota", { entries: { core: "tests/web/page/core_entry.ts" }
           }
           let error = "";
           let cause = "";
+          const before = m.opfsWorkerWritesForTests();
           try {
             await m.saveCheckpoint("opfs:///quota/mid/a.ckpt", { metadata: { step: 2 }, tensors: tensors() });
           } catch (e) {
@@ -203,8 +204,9 @@ browserTest("storage quota", { entries: { core: "tests/web/page/core_entry.ts" }
               temp.push(name);
             }
           } catch { /* none */ }
-          return { error, cause, step: back.metadata.step, temp };
+          return { error, cause, step: back.metadata.step, temp, piped: m.opfsWorkerWritesForTests() - before };
         });
+        assert.equal(r.piped, 1, "the page's save went through the worker's sync access handle");
         assert.match(
           r.error,
           /^StorageFullError: Cannot write opfs:\/\/\/quota\/mid\/a\.ckpt: the origin's storage quota is full: the browser stopped the write after \d+ bytes; \d+ bytes needed/,

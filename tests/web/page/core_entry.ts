@@ -10,6 +10,7 @@ export {
 export { readTfjsArtifacts, writeTfjsArtifacts } from "../../../src/interop/tfjs_artifacts.ts";
 export { reserveHeadroom } from "../../../src/format/_headroom.ts";
 export { prefixRoom } from "../../../src/format/codecs/binary.ts";
+export { opfsWorkerWritesForTests } from "../../../src/storage/_opfs_worker_write.ts";
 
 /**
  * Counts the page's WebCrypto digests (ckpt asks for `crypto.subtle` at each call): the size of
