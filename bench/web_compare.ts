@@ -41,6 +41,7 @@
  *
  * @module
  */
+import os from "node:os";
 import { parseArgs } from "node:util";
 import type { CDPSession } from "puppeteer-core";
 import { openSession, serveSite, type WebPage } from "../tests/web/_browser.ts";
@@ -110,15 +111,38 @@ type Op = Exclude<
 >;
 const call = (page: Page, op: Op) => page.evaluate((op: Op) => m[op](), op);
 
-/** Runs `ops` interleaved for `TRIALS` rounds (after one untimed warm-up round); medians in ms. */
-async function interleaved(page: Page, ops: Op[]): Promise<Record<string, number>> {
+/** Medians of interleaved runs: each op's milliseconds, and the whole machine's CPU seconds during its call. */
+interface Timed {
+  ms: Record<string, number>;
+  cpu: Record<string, number>;
+}
+
+/**
+ * CPU seconds the whole machine spent so far (every process: the browser's, its helpers' and
+ * this one's, mostly idle while a call runs), from `os.cpus()` (Linux's /proc/stat, ticks of 10
+ * ms): a browser spreads one operation over several processes, so only the machine's total
+ * holds all of it, and it means something only on a quiet machine.
+ */
+function machineCpuSeconds(): number {
+  const busy = os.cpus().reduce((sum, { times: t }) => sum + t.user + t.nice + t.sys + t.irq, 0);
+  return busy / 1000;
+}
+
+/** Runs `ops` interleaved for `TRIALS` rounds (after one untimed warm-up round); medians. */
+async function interleaved(page: Page, ops: Op[]): Promise<Timed> {
   for (const op of ops) await call(page, op);
   const times: Record<string, number[]> = Object.fromEntries(ops.map((op) => [op, []]));
+  const cpus: Record<string, number[]> = Object.fromEntries(ops.map((op) => [op, []]));
   for (let i = 0; i < TRIALS; i++) {
     // Alternate which method goes first, so neither always runs on a warmer or cooler machine.
-    for (const op of i % 2 ? [...ops].reverse() : ops) times[op]!.push(await call(page, op));
+    for (const op of i % 2 ? [...ops].reverse() : ops) {
+      const c0 = machineCpuSeconds();
+      times[op]!.push(await call(page, op));
+      cpus[op]!.push(machineCpuSeconds() - c0);
+    }
   }
-  return Object.fromEntries(ops.map((op) => [op, median(times[op]!)]));
+  const medians = (xs: Record<string, number[]>) => Object.fromEntries(ops.map((op) => [op, median(xs[op]!)]));
+  return { ms: medians(times), cpu: medians(cpus) };
 }
 
 interface Heap {
@@ -199,7 +223,13 @@ async function bench(engine: Engine, page: Page): Promise<void> {
   );
   for (const mib of SIZES) {
     await page.evaluate((mib: number, t: number) => m.makeTensors(mib, t), mib, TENSOR_MIB);
-    const r = await interleaved(page, ["rawWrite", "ckptSave", "recordSha256", "rawWriteWhileHashing"]);
+    const { ms: r, cpu: rc } = await interleaved(page, [
+      "rawWrite",
+      "ckptSave",
+      "recordSha256",
+      "rawWriteWhileHashing",
+      "rawWritePiped",
+    ]);
     const w = [mbs(mib, r.ckptSave!), mbs(mib, r.rawWrite!)];
     row(
       "save to OPFS vs raw `createWritable()` write",
@@ -208,7 +238,7 @@ async function bench(engine: Engine, page: Page): Promise<void> {
       `${r.rawWrite!.toFixed(0)} ms (${w[1]!.toFixed(0)} MB/s)`,
       `${(w[0]! / w[1]!).toFixed(2)}×`,
     );
-    const l = await interleaved(page, ["rawRead", "ckptLoad", "webCryptoSha256"]);
+    const { ms: l, cpu: lc } = await interleaved(page, ["rawRead", "ckptLoad", "webCryptoSha256"]);
     const rd = [mbs(mib, l.ckptLoad!), mbs(mib, l.rawRead!)];
     row(
       "load + verify from OPFS vs raw `File.arrayBuffer()` (target ≥ 0.8×)",
@@ -259,6 +289,44 @@ async function bench(engine: Engine, page: Page): Promise<void> {
       }×)`,
       `${(bound / r.ckptSave!).toFixed(2)}×`,
     );
+    const piped = r.rawWritePiped!;
+    row(
+      "raw write through a worker's sync access handle (the page copies each 1 MiB into reused buffers it " +
+        "transfers there, as a ckpt save from a page does) vs raw `createWritable()`",
+      String(mib),
+      Number.isNaN(piped)
+        ? "none: this engine gives its workers no sync access handle"
+        : `${piped.toFixed(0)} ms (${mbs(mib, piped).toFixed(0)} MB/s); machine CPU ${rc.rawWritePiped!.toFixed(2)} s`,
+      `${r.rawWrite!.toFixed(0)} ms; machine CPU ${rc.rawWrite!.toFixed(2)} s`,
+      Number.isNaN(piped) ? "" : `${(r.rawWrite! / piped).toFixed(2)}×`,
+    );
+    // Where the browser's processes together need more CPU than the cores give, the cores are the
+    // bound: the machine's CPU for the raw operation plus that for the hash, over the cores.
+    const cores = navigator.hardwareConcurrency;
+    for (
+      const [what, ckptMs, ckptCpu, rawCpu, raw, hashCpu, hashed] of [
+        ["load + verify", l.ckptLoad!, lc.ckptLoad!, lc.rawRead!, "raw read", lc.webCryptoSha256!, "WebCrypto SHA-256"],
+        [
+          "save",
+          r.ckptSave!,
+          rc.ckptSave!,
+          rc.rawWrite!,
+          "raw write",
+          rc.recordSha256!,
+          "the hash as the save does it",
+        ],
+      ] as const
+    ) {
+      const limit = ((rawCpu + hashCpu) / cores) * 1000;
+      row(
+        `${what}: CPU bound, the machine's CPU (every process) for the ${raw} (${rawCpu.toFixed(2)} s) + ${hashed} ` +
+          `(${hashCpu.toFixed(2)} s), over ${cores} cores; ckpt's machine CPU ${ckptCpu.toFixed(2)} s`,
+        String(mib),
+        `${ckptMs.toFixed(0)} ms (${mbs(mib, ckptMs).toFixed(0)} MB/s)`,
+        `${limit.toFixed(0)} ms (${mbs(mib, limit).toFixed(0)} MB/s)`,
+        `${(limit / ckptMs).toFixed(2)}×`,
+      );
+    }
     // Where that save's time goes beside the raw write's (one traced save after the rounds).
     const p = await page.evaluate(() => m.ckptSavePhases());
     row(
@@ -270,7 +338,9 @@ async function bench(engine: Engine, page: Page): Promise<void> {
         `the next prefix) ${p.smallMs.toFixed(0)} ms, no write in flight ${
           p.noWrite.toFixed(0)
         } ms, before the first ` +
-        `and after the last write ${p.outside.toFixed(0)} ms; ${p.hashes} WebCrypto calls: ${
+        `and after the last write ${p.outside.toFixed(0)} ms (opening the store's writer ${
+          p.openMs.toFixed(0)
+        } ms, closing it ${p.closeMs.toFixed(0)} ms); ${p.hashes} WebCrypto calls: ${
           p.hashCallMs.toFixed(0)
         } ms inside the calls on the page's thread, ${p.hashMs.toFixed(0)} ms from call to digest`,
       "",
@@ -295,8 +365,8 @@ async function bench(engine: Engine, page: Page): Promise<void> {
     // the smaller file (CompressionStream / DecompressionStream: deflate at zlib's default level,
     // not the Huffman-only deflate node:zlib allows).
     await page.evaluate((mib: number, t: number) => m.makeTensors(mib, t, "weights"), mib, TENSOR_MIB);
-    const s = await interleaved(page, ["ckptSave", "ckptSaveBytegroup"]);
-    const l = await interleaved(page, ["ckptLoad", "ckptLoadBytegroup"]);
+    const s = (await interleaved(page, ["ckptSave", "ckptSaveBytegroup"])).ms;
+    const l = (await interleaved(page, ["ckptLoad", "ckptLoadBytegroup"])).ms;
     const ratio = await page.evaluate(() => m.bytegroupRatio());
     row(
       `byte-grouped save to OPFS vs uncompressed (N(0, 0.02) weights, file ${ratio.toFixed(3)} of the size)`,
@@ -319,7 +389,7 @@ async function bench(engine: Engine, page: Page): Promise<void> {
     const size = (bytes / MiB).toFixed(0);
     await page.evaluate(() => m.takeWatchedSaves());
     // With the bound's parts (below) in the same rounds, so that they share the machine's state.
-    const s = await interleaved(page, [
+    const { ms: s } = await interleaved(page, [
       "idbSave",
       "ckptModelSave",
       "ckptModelSavePooled",
@@ -401,7 +471,7 @@ async function bench(engine: Engine, page: Page): Promise<void> {
       `${serial.toFixed(0)} ms`,
       `${(serial / bg).toFixed(2)}×`,
     );
-    const l = await interleaved(page, ["idbLoad", "ckptModelLoad"]);
+    const { ms: l } = await interleaved(page, ["idbLoad", "ckptModelLoad"]);
     row(
       "tfjs model: load + verify + `restore` vs `tf.loadLayersModel('indexeddb://…')`",
       size,
