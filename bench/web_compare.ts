@@ -289,16 +289,16 @@ async function bench(engine: Engine, page: Page): Promise<void> {
       }×)`,
       `${(bound / r.ckptSave!).toFixed(2)}×`,
     );
-    const piped = r.rawWritePiped!;
+    const piped = r.rawWritePiped!; // NaN in the page, null once it crossed to here
     row(
       "raw write through a worker's sync access handle (the page copies each 1 MiB into reused buffers it " +
         "transfers there, as a ckpt save from a page does) vs raw `createWritable()`",
       String(mib),
-      Number.isNaN(piped)
+      !(piped > 0)
         ? "none: this engine gives its workers no sync access handle"
         : `${piped.toFixed(0)} ms (${mbs(mib, piped).toFixed(0)} MB/s); machine CPU ${rc.rawWritePiped!.toFixed(2)} s`,
       `${r.rawWrite!.toFixed(0)} ms; machine CPU ${rc.rawWrite!.toFixed(2)} s`,
-      Number.isNaN(piped) ? "" : `${(r.rawWrite! / piped).toFixed(2)}×`,
+      !(piped > 0) ? "" : `${(r.rawWrite! / piped).toFixed(2)}×`,
     );
     // Where the browser's processes together need more CPU than the cores give, the cores are the
     // bound: the machine's CPU for the raw operation plus that for the hash, over the cores.
