@@ -35,7 +35,7 @@ const BUFFERS = 8;
 /** The worker's slot ({@linkcode PieceHasher.acquire}): apart from the two a load reads with. */
 const WRITE_SLOT = 2;
 
-/** A file handle that a worker can be sent. */
+/** The parts of the temporary files' directory handle used here (the probe file is made and removed there). */
 interface ProbeDir {
   getFileHandle(name: string, options?: { create?: boolean }): Promise<unknown>;
   removeEntry(name: string): Promise<void>;
