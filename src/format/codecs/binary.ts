@@ -151,6 +151,7 @@ async function* encodeRecords(
       // it is awaited, so that the two hashes overlap (a page's writer that takes the body at
       // once, as one writing through a worker does, would otherwise wait for each digest in turn).
       const offThread = parts ? undefined : recordDigest(prefix, body, recordCopy);
+      if (offThread) latest = offThread.job; // awaited however this ends, from now on
       yield* release();
       if (position !== start) throw new Error(`binary encoder: record at ${position}, its prefix says ${start}`);
       if (job) {
@@ -160,7 +161,6 @@ async function* encodeRecords(
         continue;
       }
       if (offThread) {
-        latest = offThread.job;
         held = { job: offThread.job, entry };
         yield emit(offThread.prefix);
         for (let i = 0; i < body.byteLength; i += BODY_SLICE) {

@@ -144,3 +144,39 @@ Deno.test("reserveHeadroom refuses more room than lies before the view", () => {
   reserveHeadroom(data, 16);
   assert.equal(headroomOf(data), 16);
 });
+
+Deno.test("a save ended early waits for every record hash it started, the next record's included, before it ends", async () => {
+  // Two caller's arrays of 1 MiB: the second record's hash starts before the first's digest is
+  // written; the save is cancelled right there, and must not end while that hash still runs (a
+  // native hash reads the caller's bytes where they lie).
+  const tensors = [0, 1].map((i) => ({
+    name: `w${i}`,
+    dtype: "float32" as const,
+    shape: [MiB / 4],
+    data: values(MiB / 4, i),
+  }));
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => release = resolve);
+  let calls = 0;
+  setNativeDigestForTests(null);
+  setWebDigestForTests(async (bytes) => {
+    const second = ++calls === 2; // counted when called, as the encoder starts it
+    const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>));
+    if (second) await held;
+    return digest;
+  });
+  try {
+    const reader = encodeCheckpoint({ metadata: { step: 1 }, tensors }).getReader();
+    while (calls < 2) assert.equal((await reader.read()).done, false);
+    let ended = false;
+    const cancel = reader.cancel().then(() => ended = true);
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(ended, false, "the save ended while the second record's hash still ran");
+    release();
+    await cancel;
+    assert.equal(ended, true);
+  } finally {
+    release();
+    restore();
+  }
+});
