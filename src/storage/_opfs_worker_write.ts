@@ -22,6 +22,7 @@
 // the order they are sent, so those are the bytes before the failed one.
 import { PieceHasher } from "./_piece_hasher.ts";
 import type { WritableFile } from "./_opfs_writable.ts";
+import { type ProbeDir, probeFile } from "./_opfs_probe.ts";
 
 /**
  * Bytes per buffer, and buffers per write: the memory a page's save adds (8 MiB, whatever the
@@ -35,12 +36,6 @@ const BUFFERS = 8;
 /** The worker's slot ({@linkcode PieceHasher.acquire}): apart from the two a load reads with. */
 const WRITE_SLOT = 2;
 
-/** The parts of the temporary files' directory handle used here (the probe file is made and removed there). */
-interface ProbeDir {
-  getFileHandle(name: string, options?: { create?: boolean }): Promise<unknown>;
-  removeEntry(name: string): Promise<void>;
-}
-
 let works: Promise<boolean> | undefined;
 /** Writes that went through the worker so far (tests tell the two paths apart by it). */
 let writes = 0;
@@ -49,26 +44,21 @@ let writes = 0;
  * Whether this realm's worker can write a file of `dir` through a sync access handle: asked
  * once, of a probe file.
  */
-function workerWrites(dir: ProbeDir): Promise<boolean> {
-  return works ??= (async () => {
+function workerWrites(dir: ProbeDir<unknown>): Promise<boolean> {
+  return works ??= probeFile(dir, async (file) => {
     const hasher = PieceHasher.acquire(WRITE_SLOT);
     if (!hasher) return false;
-    const name = `probe-${crypto.randomUUID()}`;
     try {
-      const handle = await hasher.openWrite(await dir.getFileHandle(name, { create: true }));
-      await hasher.closeHandle(handle);
+      await hasher.closeHandle(await hasher.openWrite(file));
       return true;
-    } catch {
-      return false;
     } finally {
       hasher.release();
-      await dir.removeEntry(name).catch(() => {});
     }
-  })();
+  }).catch(() => false);
 }
 
 /** The engine's failure of one write, and the bytes written before it. */
-class WriteFailure extends Error {
+export class WriteFailure extends Error {
   constructor(cause: unknown, readonly written: number) {
     super(`the write at byte ${written} failed: ${(cause as Error).message}`, { cause });
     this.name = (cause as Error).name;
@@ -79,7 +69,7 @@ class WriteFailure extends Error {
  * A writer for `file` (a fresh, empty file of `dir`) through the worker, where this realm can
  * write so (see the module comment); `undefined` where it cannot (then createWritable()).
  */
-export async function workerWriter(file: unknown, dir: ProbeDir): Promise<WritableFile | undefined> {
+export async function workerWriter(file: unknown, dir: ProbeDir<unknown>): Promise<WritableFile | undefined> {
   const real = (globalThis as { FileSystemFileHandle?: abstract new () => unknown }).FileSystemFileHandle;
   if (typeof Worker !== "function" || !real || !(file instanceof real) || !await workerWrites(dir)) return undefined;
   const hasher = PieceHasher.acquire(WRITE_SLOT);

@@ -12,7 +12,8 @@
 //   not the view: probed once per realm, and there a view that is not its whole buffer is copied;
 // - the browser's QuotaExceededError becomes a StorageFullError naming the quota and usage.
 import { storageEstimate, StorageFullError } from "./quota.ts";
-import { workerWriter } from "./_opfs_worker_write.ts";
+import { workerWriter, WriteFailure } from "./_opfs_worker_write.ts";
+import { type ProbeDir, probeFile } from "./_opfs_probe.ts";
 
 /** The parts of FileSystemWritableFileStream used here. */
 export interface WritableFile {
@@ -33,10 +34,7 @@ export interface WritableEntry {
   createSyncAccessHandle?(): Promise<SyncAccessHandle>;
 }
 
-interface ProbeDir {
-  getFileHandle(name: string, options?: { create?: boolean }): Promise<WritableEntry & { getFile(): Promise<File> }>;
-  removeEntry(name: string): Promise<void>;
-}
+type Dir = ProbeDir<WritableEntry & { getFile(): Promise<File> }>;
 
 function isQuota(e: unknown): boolean {
   return e !== null && typeof e === "object" && (e as { name?: unknown }).name === "QuotaExceededError";
@@ -53,19 +51,13 @@ let wholeBuffers: Promise<boolean> | undefined;
 let syncHandles: Promise<boolean> | undefined;
 
 /** Whether this engine's write(view) writes the view's whole buffer (WebKitGTK 2.50 does). */
-function writesWholeBuffers(dir: ProbeDir): Promise<boolean> {
-  return wholeBuffers ??= (async () => {
-    const name = `probe-${crypto.randomUUID()}`;
-    try {
-      const file = await dir.getFileHandle(name, { create: true });
-      const out = await file.createWritable!();
-      await out.write(new Uint8Array([1, 2, 3, 4]).subarray(1, 3));
-      await out.close();
-      return (await file.getFile()).size !== 2;
-    } finally {
-      await dir.removeEntry(name).catch(() => {});
-    }
-  })();
+function writesWholeBuffers(dir: Dir): Promise<boolean> {
+  return wholeBuffers ??= probeFile(dir, async (file) => {
+    const out = await file.createWritable!();
+    await out.write(new Uint8Array([1, 2, 3, 4]).subarray(1, 3));
+    await out.close();
+    return (await file.getFile()).size !== 2;
+  });
 }
 
 /** `run()`'s outcome as a promise: what it throws (QuotaExceededError) rejects, as createWritable()'s would. */
@@ -84,19 +76,11 @@ function settled(run: () => void): Promise<void> {
  * whose createSyncAccessHandle() failed is left unwritable by createWritable() in WebKitGTK too
  * (InvalidStateError).
  */
-function hasSyncHandles(dir: ProbeDir): Promise<boolean> {
-  return syncHandles ??= (async () => {
-    const name = `probe-${crypto.randomUUID()}`;
-    try {
-      const file = await dir.getFileHandle(name, { create: true });
-      (await file.createSyncAccessHandle!()).close();
-      return true;
-    } catch {
-      return false;
-    } finally {
-      await dir.removeEntry(name).catch(() => {});
-    }
-  })();
+function hasSyncHandles(dir: Dir): Promise<boolean> {
+  return syncHandles ??= probeFile(dir, async (file) => {
+    (await file.createSyncAccessHandle!()).close();
+    return true;
+  }).catch(() => false);
 }
 
 function syncWriter(handle: SyncAccessHandle): WritableFile {
@@ -135,7 +119,7 @@ function syncWriter(handle: SyncAccessHandle): WritableFile {
  */
 export async function openWritable(
   file: WritableEntry,
-  dir: ProbeDir,
+  dir: Dir,
   url: string,
   sizeHint = 0,
 ): Promise<WritableFile> {
@@ -143,8 +127,7 @@ export async function openWritable(
   let written = 0;
   const fail = async (e: unknown, pending = 0) => {
     // A write through the worker fails later than it was made: it says what was written before it.
-    const before = (e as { written?: unknown }).written;
-    const done = typeof before === "number" ? before : written;
+    const done = e instanceof WriteFailure ? e.written : written;
     throw await quotaError(e, url, Math.max(sizeHint, done + pending), done);
   };
   let copyViews = false;
