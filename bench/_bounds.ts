@@ -8,6 +8,7 @@
 // tensor, so the division is the best any split could do.
 
 import { createHash } from "node:crypto";
+import os from "node:os";
 
 /** The cores ckpt can use: the hash threads it starts are bounded by them. */
 export function usableCores(): number {
@@ -30,6 +31,20 @@ export function sha256SecondsOneCore(bytes: number): number {
     best = Math.min(best, (performance.now() - t0) / 1000);
   }
   return best * (bytes / size);
+}
+
+/**
+ * CPU seconds the whole machine spent so far (every process, the kernel's too: a store's or a
+ * browser's beside the benchmark's own), from `os.cpus()` (Linux's /proc/stat, in ticks of 10
+ * ms); NaN where it cannot tell. It means something only on a quiet machine.
+ */
+export function machineCpuSeconds(): number {
+  try {
+    const busy = os.cpus().reduce((sum, { times: t }) => sum + t.user + t.nice + t.sys + t.irq, 0);
+    return busy > 0 ? busy / 1000 : NaN;
+  } catch {
+    return NaN;
+  }
 }
 
 /** One part of a bound: what it measures and how long it takes. */

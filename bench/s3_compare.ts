@@ -32,14 +32,21 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import os from "node:os";
 import process from "node:process";
 // deno-lint-ignore no-import-prefix -- by full specifier, so the module loads without this repo's deno.json
 import { AwsClient } from "npm:aws4fetch@1.0.20";
 import { loadCheckpoint, saveCheckpoint, type TensorInput } from "../mod.ts";
 import { DEFAULT_S3_CONCURRENCY, DEFAULT_S3_PART_SIZE, S3Store } from "../src/storage/s3.ts";
 import { freshBuffer } from "../src/storage/_huge_pages.ts";
-import { bound, hashPart, limitLine, loadAverage, sha256SecondsOneCore, usableCores } from "./_bounds.ts";
+import {
+  bound,
+  hashPart,
+  limitLine,
+  loadAverage,
+  machineCpuSeconds,
+  sha256SecondsOneCore,
+  usableCores,
+} from "./_bounds.ts";
 
 const { values } = parseArgs({
   options: {
@@ -82,19 +89,6 @@ function tensorOf(i: number, bytes: number): TensorInput {
 async function* lazyTensors(mib: number): AsyncGenerator<TensorInput> {
   for (let i = 0, left = mib * MiB; left > 0; i++, left -= TENSOR_MIB * MiB) {
     yield tensorOf(i, Math.min(TENSOR_MIB * MiB, left));
-  }
-}
-
-/**
- * CPU seconds the whole machine spent so far (every process: RGW's too, and the kernel's), from
- * `os.cpus()` (Linux's /proc/stat, in ticks of 10 ms); NaN where it cannot tell.
- */
-function machineCpuSeconds(): number {
-  try {
-    const busy = os.cpus().reduce((sum, { times: t }) => sum + t.user + t.nice + t.sys + t.irq, 0);
-    return busy > 0 ? busy / 1000 : NaN;
-  } catch {
-    return NaN;
   }
 }
 

@@ -41,11 +41,11 @@
  *
  * @module
  */
-import os from "node:os";
 import { parseArgs } from "node:util";
 import type { CDPSession } from "puppeteer-core";
 import { openSession, serveSite, type WebPage } from "../tests/web/_browser.ts";
 import { type Engine, ENGINES, locate } from "../tests/web/_engines.ts";
+import { machineCpuSeconds } from "./_bounds.ts";
 
 type Page = WebPage;
 
@@ -111,21 +111,14 @@ type Op = Exclude<
 >;
 const call = (page: Page, op: Op) => page.evaluate((op: Op) => m[op](), op);
 
-/** Medians of interleaved runs: each op's milliseconds, and the whole machine's CPU seconds during its call. */
+/**
+ * Medians of interleaved runs: each op's milliseconds, and the whole machine's CPU seconds during
+ * its call (every process: a browser spreads one operation over several, so only the machine's
+ * total holds all of it; this one idles meanwhile).
+ */
 interface Timed {
   ms: Record<string, number>;
   cpu: Record<string, number>;
-}
-
-/**
- * CPU seconds the whole machine spent so far (every process: the browser's, its helpers' and
- * this one's, mostly idle while a call runs), from `os.cpus()` (Linux's /proc/stat, ticks of 10
- * ms): a browser spreads one operation over several processes, so only the machine's total
- * holds all of it, and it means something only on a quiet machine.
- */
-function machineCpuSeconds(): number {
-  const busy = os.cpus().reduce((sum, { times: t }) => sum + t.user + t.nice + t.sys + t.irq, 0);
-  return busy / 1000;
 }
 
 /** Runs `ops` interleaved for `TRIALS` rounds (after one untimed warm-up round); medians. */
