@@ -193,7 +193,7 @@ export interface SavePhases {
   noWrite: number;
   /** Ms before the first write (opening the temporary file) and after the last (closing it, moving it over the key). */
   outside: number;
-  /** Ms the store took to open its writer, and to close it (the writes still under way, flush, the move over the key). */
+  /** Ms the store took to open its writer, and to close it (the writes still under way, closing the file, the move over the key). */
   openMs: number;
   closeMs: number;
   /** WebCrypto calls: how many, the ms the page's thread spent inside them, and from each call to its digest, summed. */
